@@ -1,0 +1,123 @@
+# Tuning-practice benchmark suite: top-level build.
+# build/ (or $(BUILD)) is the only output folder. Layout conventions, so a new
+# file needs no Makefile edit:
+#   <module>/*.c|*.cu|*.cc   -> build/lib<module>.a   (module = bench kernels loaders dist)
+#   bench/bench_*.c          -> build/bench_*         (one program per practice)
+#   <module>/*_main.c        -> build/<name>          (other programs, e.g. kernels/train_main.c)
+#   tests/test_*.c           -> build/tests/test_*    (cmocka tests, run by `make test`)
+
+BUILD      ?= build
+CUDA_HOME  ?= /usr/local/cuda
+CUDNN_HOME ?=
+NCCL_HOME  ?=
+NVCC       := $(CUDA_HOME)/bin/nvcc
+
+ifeq ($(wildcard $(NVCC)),)
+$(error nvcc not found at $(NVCC): install the CUDA toolkit or set CUDA_HOME=/path/to/cuda)
+endif
+
+# GPU architectures: CUDA_ARCH=... overrides; else the visible GPU; else a portable set
+# (Ampere, Ada, Hopper incl. H100/H200, Blackwell) with PTX for newer GPUs.
+LOCAL_ARCH := $(shell nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d '. ')
+ifneq ($(CUDA_ARCH),)
+  ARCH_REASON := from CUDA_ARCH
+else ifneq ($(LOCAL_ARCH),)
+  CUDA_ARCH   := $(LOCAL_ARCH)
+  ARCH_REASON := the visible GPU
+else
+  CUDA_ARCH   := 80 86 89 90 100 120
+  ARCH_REASON := portable default, no GPU visible
+endif
+PTX_ARCH   := $(lastword $(sort $(CUDA_ARCH)))
+GENCODE    := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+              -gencode arch=compute_$(PTX_ARCH),code=compute_$(PTX_ARCH)
+ifeq ($(MAKELEVEL),0)
+ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
+$(info CUDA architectures: $(addprefix sm_,$(CUDA_ARCH)) + PTX compute_$(PTX_ARCH) ($(ARCH_REASON)))
+endif
+endif
+
+INCLUDES := -I. -I$(CUDA_HOME)/include $(if $(CUDNN_HOME),-I$(CUDNN_HOME)/include) $(if $(NCCL_HOME),-I$(NCCL_HOME)/include)
+LIBDIRS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
+            $(if $(CUDNN_HOME),-L$(CUDNN_HOME)/lib -L$(CUDNN_HOME)/lib64 -Wl,-rpath,$(CUDNN_HOME)/lib) \
+            $(if $(NCCL_HOME),-L$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib)
+
+CC       := gcc
+CXX      := g++
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -MMD -MP $(INCLUDES)
+CXXFLAGS ?= -O2 -g
+CXXFLAGS += -std=c++17 -Wall -Wextra -Werror -MMD -MP $(INCLUDES)
+NVFLAGS  ?= -O2 -g -lineinfo
+NVFLAGS  += -std=c++17 $(GENCODE) -Werror all-warnings -Xcompiler -Wall,-Wextra -MMD -MP $(INCLUDES)
+LDLIBS   := $(LIBDIRS) -lcudart -lcublas -lcudnn -lnccl -lbenchmark -lturbojpeg -lcmocka \
+            -lpthread -lm -ldl -lrt
+
+MODULES  := bench kernels loaders dist
+lib_srcs  = $(filter-out $(1)/bench_%.c %_main.c,$(wildcard $(1)/*.c $(1)/*.cu $(1)/*.cc))
+lib_objs  = $(patsubst %,$(BUILD)/%.o,$(call lib_srcs,$(1)))
+LIBS     := $(foreach m,$(MODULES),$(if $(call lib_srcs,$(m)),$(BUILD)/lib$(m).a))
+
+BENCH_SRCS := $(wildcard bench/bench_*.c)
+MAIN_SRCS  := $(wildcard $(addsuffix /*_main.c,$(MODULES)))
+TEST_SRCS  := $(wildcard tests/test_*.c)
+BENCHES    := $(patsubst bench/%.c,$(BUILD)/%,$(BENCH_SRCS))
+MAINS      := $(foreach s,$(MAIN_SRCS),$(BUILD)/$(patsubst %_main.c,%,$(notdir $(s))))
+TESTS      := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
+DEPS_OK    := $(BUILD)/.deps-ok
+
+.PHONY: all test bench charts clean deps
+.DEFAULT_GOAL := all
+
+all: $(BENCHES) $(MAINS) $(TESTS)
+
+# Debian packages the suite needs (Google Benchmark, cmocka, TurboJPEG, gnuplot, Open MPI).
+deps: $(DEPS_OK)
+$(DEPS_OK): scripts/setup.sh
+	@bash scripts/setup.sh
+	@mkdir -p $(@D) && touch $@
+
+$(BUILD)/%.c.o: %.c | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+$(BUILD)/%.cc.o: %.cc | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+$(BUILD)/%.cu.o: %.cu | $(DEPS_OK)
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+define module_lib
+$(BUILD)/lib$(1).a: $(call lib_objs,$(1))
+	@rm -f $$@
+	ar rcs $$@ $$^
+endef
+$(foreach m,$(MODULES),$(eval $(call module_lib,$(m))))
+
+LINK = $(CXX) $(filter %.o,$^) -Wl,--start-group $(LIBS) -Wl,--end-group $(LDLIBS) -o $@
+
+$(BUILD)/bench_%: $(BUILD)/bench/bench_%.c.o $(LIBS)
+	$(LINK)
+define main_prog
+$(BUILD)/$(patsubst %_main.c,%,$(notdir $(1))): $(BUILD)/$(1).o $(LIBS)
+	$$(LINK)
+endef
+$(foreach s,$(MAIN_SRCS),$(eval $(call main_prog,$(s))))
+$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.c.o $(LIBS)
+	$(LINK)
+
+test: all
+	@bash scripts/run-tests.sh $(BUILD)
+
+bench: all
+	@bash scripts/run-suite.sh $(BUILD)
+
+# Redraw charts and the report of the newest results folder (or RESULTS=dir).
+charts: | $(DEPS_OK)
+	@bash scripts/charts.sh $(RESULTS)
+	@bash scripts/report.sh $(RESULTS)
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
