@@ -1,10 +1,11 @@
 # Tuning-practice benchmark suite: top-level build.
 # build/ (or $(BUILD)) is the only output folder. Layout conventions, so a new
 # file needs no Makefile edit:
-#   <module>/*.c|*.cu|*.cc   -> build/lib<module>.a   (module = bench kernels loaders dist)
+#   <module>/*.c|*.cu|*.cc   -> build/lib<module>.a   (module = bench kernels loaders dist tests)
 #   bench/bench_*.c          -> build/bench_*         (one program per practice)
 #   <module>/*_main.c        -> build/<name>          (other programs, e.g. kernels/train_main.c)
-#   tests/test_*.c           -> build/tests/test_*    (cmocka tests, run by `make test`)
+#   tests/test_*.c           -> build/tests/test_*    (cmocka tests, run by `make test`;
+#                               tests/*.c other than test_*.c -> build/libtests.a)
 
 BUILD      ?= build
 CUDA_HOME  ?= /usr/local/cuda
@@ -28,7 +29,7 @@ else
   CUDA_ARCH   := 80 86 89 90 100 120
   ARCH_REASON := portable default, no GPU visible
 endif
-PTX_ARCH   := $(lastword $(sort $(CUDA_ARCH)))
+PTX_ARCH   := $(shell echo $(CUDA_ARCH) | tr " " "\n" | sort -n | tail -n 1)
 GENCODE    := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
               -gencode arch=compute_$(PTX_ARCH),code=compute_$(PTX_ARCH)
 ifeq ($(MAKELEVEL),0)
@@ -37,10 +38,11 @@ $(info CUDA architectures: $(addprefix sm_,$(CUDA_ARCH)) + PTX compute_$(PTX_ARC
 endif
 endif
 
+comma    := ,
 INCLUDES := -I. -I$(CUDA_HOME)/include $(if $(CUDNN_HOME),-I$(CUDNN_HOME)/include) $(if $(NCCL_HOME),-I$(NCCL_HOME)/include)
 LIBDIRS  := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 \
-            $(if $(CUDNN_HOME),-L$(CUDNN_HOME)/lib -L$(CUDNN_HOME)/lib64 -Wl,-rpath,$(CUDNN_HOME)/lib) \
-            $(if $(NCCL_HOME),-L$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib)
+            $(if $(CUDNN_HOME),-L$(CUDNN_HOME)/lib -L$(CUDNN_HOME)/lib64 -Wl$(comma)-rpath$(comma)$(CUDNN_HOME)/lib) \
+            $(if $(NCCL_HOME),-L$(NCCL_HOME)/lib -Wl$(comma)-rpath$(comma)$(NCCL_HOME)/lib)
 
 CC       := gcc
 CXX      := g++
@@ -53,8 +55,8 @@ NVFLAGS  += -std=c++17 $(GENCODE) -Werror all-warnings -Xcompiler -Wall,-Wextra 
 LDLIBS   := $(LIBDIRS) -lcudart -lcublas -lcudnn -lnccl -lbenchmark -lturbojpeg -lcmocka \
             -lpthread -lm -ldl -lrt
 
-MODULES  := bench kernels loaders dist
-lib_srcs  = $(filter-out $(1)/bench_%.c %_main.c,$(wildcard $(1)/*.c $(1)/*.cu $(1)/*.cc))
+MODULES  := bench kernels loaders dist tests
+lib_srcs  = $(filter-out $(1)/bench_%.c $(1)/test_%.c %_main.c,$(wildcard $(1)/*.c $(1)/*.cu $(1)/*.cc))
 lib_objs  = $(patsubst %,$(BUILD)/%.o,$(call lib_srcs,$(1)))
 LIBS     := $(foreach m,$(MODULES),$(if $(call lib_srcs,$(m)),$(BUILD)/lib$(m).a))
 
@@ -67,6 +69,7 @@ TESTS      := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 DEPS_OK    := $(BUILD)/.deps-ok
 
 .PHONY: all test bench charts clean deps
+.SECONDARY:
 .DEFAULT_GOAL := all
 
 all: $(BENCHES) $(MAINS) $(TESTS)

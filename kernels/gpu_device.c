@@ -11,10 +11,12 @@ bool gpu_device_available(char *why, size_t why_size)
     if (e == cudaSuccess && count > 0) return true;
     (void)cudaGetLastError();
     if (why && why_size) {
-        if (e != cudaSuccess)
-            snprintf(why, why_size, "no CUDA device (%s)", cudaGetErrorString(e));
-        else
+        if (e == cudaErrorInsufficientDriver)
+            snprintf(why, why_size, "no CUDA device (no NVIDIA driver or one older than the CUDA runtime)");
+        else if (e == cudaSuccess || e == cudaErrorNoDevice)
             snprintf(why, why_size, "no CUDA device");
+        else
+            snprintf(why, why_size, "no CUDA device (%s)", cudaGetErrorString(e));
     }
     return false;
 }

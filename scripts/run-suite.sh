@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# `make bench`: runs every practice program in BUILD with JSON and tidy-CSV output
+# into results/<gpu>_<driver>_<yyyymmdd-hhmm>/ (cpu_<host>_... without a GPU), keeps
+# going past a program that fails, then writes the speedup summary, the charts and
+# report.md, and ends with a table of what ran, what was skipped and why.
+#
+# Environment:
+#   BENCH_ARGS     extra flags for every program (e.g. --benchmark_min_time=0.05)
+#   BENCH_FILTER   run only programs whose name matches this regex (e.g. pin_memory)
+#   BENCH_TIMEOUT  seconds one program may run before it is stopped (default 1800)
+#   RESULTS_DIR    write here instead of results/<slug>_<date>
+#   BENCH_NO_CHARTS=1  skip the charts (a machine without gnuplot; `make charts` later)
+set -uo pipefail
+build=${1:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+timeout_s=${BENCH_TIMEOUT:-1800}
+read -r -a extra_args <<<"${BENCH_ARGS:-}"
+
+slug=$("$build/context" --slug) || { echo "run-suite: $build/context failed" >&2; exit 1; }
+out=${RESULTS_DIR:-results/${slug}_$(date -u +%Y%m%d-%H%M)}
+mkdir -p "$out/logs" || exit 1
+status="$out/suite-status.tsv"
+printf 'program\tstatus\tok\tskipped\terrors\tseconds\treason\n' >"$status"
+"$build/context" >"$out/context.txt"
+{
+  echo "command: make bench${BENCH_ARGS:+ BENCH_ARGS=\"$BENCH_ARGS\"}${BENCH_FILTER:+ BENCH_FILTER=\"$BENCH_FILTER\"}"
+  echo "git: $(git -C "$here/.." describe --always --dirty 2>/dev/null || echo unknown)"
+} >"$out/command.txt"
+
+shopt -s nullglob
+programs=()
+for p in "$build"/bench_*; do
+  [[ -x $p && ! -d $p ]] || continue
+  [[ -z ${BENCH_FILTER:-} || $(basename "$p") =~ $BENCH_FILTER ]] && programs+=("$p")
+done
+echo "run-suite: ${#programs[@]} practice programs -> $out"
+grep -q '^no_gpu_reason=' "$out/context.txt" &&
+  echo "run-suite: $(sed -n 's/^no_gpu_reason=//p' "$out/context.txt"): GPU benchmarks will be skipped"
+
+any_failed=0
+i=0
+for prog in "${programs[@]}"; do
+  i=$((i + 1))
+  name=$(basename "$prog"); name=${name#bench_}
+  echo
+  echo "[$i/${#programs[@]}] $name  (log: $out/logs/$name.log)"
+  start=$SECONDS
+  timeout --signal=INT --kill-after=30 "$timeout_s" "$prog" \
+    --benchmark_out="$out/$name.json" --benchmark_out_format=json \
+    --harness_csv="$out/$name.csv" "${extra_args[@]}" 2>&1 | tee "$out/logs/$name.log"
+  rc=${PIPESTATUS[0]}
+  secs=$((SECONDS - start))
+  ok=0 skipped=0 errors=0 reason=""
+  if [[ -s $out/$name.csv ]]; then
+    read -r ok skipped errors reason < <(awk -F, '
+      NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+      { n[$col["status"]]++; if ($col["status"] != "ok" && why == "") why = $col["reason"] }
+      END { printf "%d %d %d %s\n", n["ok"], n["skipped"], n["error"], why }' "$out/$name.csv")
+  fi
+  if ((rc == 124 || rc == 137)); then state=failed reason="stopped after ${timeout_s}s (BENCH_TIMEOUT)"
+  elif ((rc != 0 && errors == 0)); then state=failed reason="exit status $rc; see logs/$name.log"
+  elif ((errors > 0)); then state=failed
+  elif ((ok == 0 && skipped > 0)); then state=skipped
+  elif ((ok == 0)); then state=failed reason="no results; see logs/$name.log"
+  else state=ran; ((skipped > 0)) || reason=""; fi
+  [[ $state == failed ]] && any_failed=1
+  printf '%s\t%s\t%d\t%d\t%d\t%d\t%s\n' "$name" "$state" "$ok" "$skipped" "$errors" "$secs" "$reason" >>"$status"
+done
+
+echo
+echo "run-suite: summary, charts and report"
+bash "$here/summarize.sh" "$out" || any_failed=1
+if [[ -z ${BENCH_NO_CHARTS:-} ]]; then bash "$here/charts.sh" "$out" || any_failed=1; fi
+bash "$here/report.sh" "$out" || any_failed=1
+
+echo
+echo "Results: $out"
+column -t -s $'\t' "$status" 2>/dev/null || cat "$status"
+exit $any_failed

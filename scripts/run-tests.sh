@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Runs every cmocka test program in BUILD/tests, shows its output, and ends with one
+# line "tests: N passed, N failed, N skipped" over all of them. Exits non-zero when a
+# test failed or a program crashed or timed out.
+set -uo pipefail
+build=${1:-build}
+per_program_timeout=${TEST_TIMEOUT:-600}
+shopt -s nullglob
+programs=("$build"/tests/test_*)
+programs=($(printf '%s\n' "${programs[@]}" | grep -v '\.[od]$'))
+if ((${#programs[@]} == 0)); then
+  echo "run-tests: no test programs in $build/tests" >&2
+  exit 1
+fi
+
+# the tests find the source tree and the programs through these
+export SUITE_ROOT=$(cd "$(dirname "$0")/.." && pwd)
+export SUITE_BUILD=$(cd "$build" && pwd)
+
+passed=0 failed=0 skipped=0 broken=()
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+for prog in "${programs[@]}"; do
+  name=$(basename "$prog")
+  echo "=== $name"
+  start=$SECONDS
+  timeout --signal=TERM --kill-after=10 "$per_program_timeout" "$prog" >"$log" 2>&1
+  rc=$?
+  cat "$log"
+  p=$(awk '/^\[  PASSED  \] [0-9]+ test/ {s += $4} END {print s+0}' "$log")
+  f=$(awk '/^\[  FAILED  \] [0-9]+ test\(s\), listed below/ {s += $4} END {print s+0}' "$log")
+  s=$(awk '/^\[  SKIPPED \] [0-9]+ test\(s\), listed below/ {s += $4} END {print s+0}' "$log")
+  passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+  if ((rc != 0 && f == 0)); then
+    failed=$((failed + 1))
+    if ((rc == 124 || rc == 137)); then broken+=("$name (timed out after ${per_program_timeout}s)")
+    else broken+=("$name (exit status $rc)"); fi
+  elif ((f > 0)); then
+    broken+=("$name ($f failed)")
+  fi
+  echo "=== $name: exit $rc, $((SECONDS - start))s"
+done
+
+echo
+if ((${#broken[@]})); then printf 'failing: %s\n' "${broken[@]}"; fi
+echo "tests: $passed passed, $failed failed, $skipped skipped"
+((failed == 0))

@@ -1,0 +1,252 @@
+// test_harness.c: the C harness over Google Benchmark: registration and parameters,
+// the skip and failure paths, roles and timing in the label, the tidy CSV's columns,
+// rows and context, and the context keys in the JSON.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+#include <nccl.h>
+
+#include "bench/context.h"
+#include "bench/harness.h"
+#include "kernels/gpu_device.h"
+#include "tests/support.h"
+
+static char *tmp_dir;
+static char *csv_text, *json_text;
+static int main_status;
+
+// A CPU benchmark: sums `n` integers per iteration.
+static void bench_sum(HarnessState *st, void *user)
+{
+    (void)user;
+    int64_t n = harness_param(st, 0);
+    volatile int64_t sink = 0;
+    while (harness_keep_running(st))
+        for (int64_t i = 0; i < n; i++) sink += i;
+    harness_set_items_processed(st, harness_max_iterations(st) * n);
+    harness_counter(st, "answer", 42.0, HARNESS_COUNTER_PLAIN);
+}
+
+static void bench_skipper(HarnessState *st, void *user)
+{
+    (void)user;
+    harness_skip(st, "no CUDA device");
+}
+
+static void bench_quitter(HarnessState *st, void *user)
+{
+    (void)st;
+    (void)user; // returns without running its loop: the harness must report it, not abort
+}
+
+static int run_harness(void **state)
+{
+    (void)state;
+    tmp_dir = test_temp_dir();
+    if (!tmp_dir) return -1;
+    HarnessBench *base = harness_register(&(HarnessSpec){
+        .practice = "unit", .variant = "slow", .role = HARNESS_BASELINE,
+        .timing = HARNESS_TIMING_WALL, .fn = bench_sum, .param_names = {"n", NULL}});
+    HarnessBench *tuned = harness_register(&(HarnessSpec){
+        .practice = "unit", .variant = "fast", .role = HARNESS_TUNED,
+        .timing = HARNESS_TIMING_WALL, .fn = bench_sum, .param_names = {"n", NULL}});
+    const int64_t ns[] = {1000, 4000};
+    harness_add_values(base, ns, 2);
+    harness_add_values(tuned, ns, 2);
+    harness_register(&(HarnessSpec){.practice = "unit", .variant = "gpu_only", .role = HARNESS_TUNED,
+                                     .timing = HARNESS_TIMING_CUDA_EVENTS, .fn = bench_skipper});
+    harness_register(&(HarnessSpec){.practice = "unit", .variant = "broken", .role = HARNESS_TUNED,
+                                     .timing = HARNESS_TIMING_WALL, .fn = bench_quitter});
+    harness_add_context("test_key", "test, value");
+
+    char csv[512], out[512], csvflag[600], outflag[600];
+    snprintf(csv, sizeof csv, "%s/unit.csv", tmp_dir);
+    snprintf(out, sizeof out, "%s/unit.json", tmp_dir);
+    snprintf(csvflag, sizeof csvflag, "--harness_csv=%s", csv);
+    snprintf(outflag, sizeof outflag, "--benchmark_out=%s", out);
+    char *argv[] = {"test_harness", csvflag, outflag, "--benchmark_out_format=json",
+                    "--benchmark_min_time=0.01", "--benchmark_repetitions=3", NULL};
+    main_status = harness_main(6, argv);
+    csv_text = test_read_file(csv, NULL);
+    json_text = test_read_file(out, NULL);
+    return csv_text && json_text ? 0 : -1;
+}
+
+static int cleanup(void **state)
+{
+    (void)state;
+    free(csv_text);
+    free(json_text);
+    test_remove_tree(tmp_dir);
+    free(tmp_dir);
+    return 0;
+}
+
+// The CSV row of variant/params, or NULL.
+static const char *find_row(const char *variant, const char *params, char *line, size_t size)
+{
+    const char *p = strchr(csv_text, '\n');
+    int vcol = test_csv_column(csv_text, "variant"), pcol = test_csv_column(csv_text, "params");
+    char v[64], prm[64];
+    while (p && *++p) {
+        const char *end = strchr(p, '\n');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n >= size) n = size - 1;
+        memcpy(line, p, n);
+        line[n] = '\0';
+        if (test_csv_field(line, vcol, v, sizeof v) && test_csv_field(line, pcol, prm, sizeof prm) &&
+            strcmp(v, variant) == 0 && strcmp(prm, params) == 0)
+            return line;
+        p = end;
+    }
+    return NULL;
+}
+
+static void field_of(const char *line, const char *column, char *out, size_t size)
+{
+    int c = test_csv_column(csv_text, column);
+    assert_true(c >= 0);
+    assert_true(test_csv_field(line, c, out, size));
+}
+
+static void test_bad_spec_is_refused(void **state)
+{
+    (void)state;
+    assert_null(harness_register(NULL));
+    assert_null(harness_register(&(HarnessSpec){.practice = "x", .variant = "y"})); // no fn
+}
+
+static void test_exit_status_reports_the_broken_benchmark(void **state)
+{
+    (void)state;
+    assert_int_equal(main_status, 1);
+}
+
+static void test_csv_has_fixed_param_counter_and_context_columns(void **state)
+{
+    (void)state;
+    const char *cols[] = {"practice", "variant", "role", "timing", "params", "status", "reason",
+                          "repetitions", "iterations", "time", "cpu_time", "time_unit",
+                          "time_median", "time_stddev", "time_min", "time_max", "param_n",
+                          "answer", "items_per_second", "ctx_gpu_name",
+                          "ctx_gpu_compute_capability", "ctx_gpu_sm_count", "ctx_gpu_memory_mib",
+                          "ctx_gpu_sm_clock_mhz", "ctx_driver_version", "ctx_cuda_runtime",
+                          "ctx_cublas_version", "ctx_cudnn_version", "ctx_nccl_version",
+                          "ctx_host", "ctx_host_cpu", "ctx_run_date", "ctx_test_key"};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+        if (test_csv_column(csv_text, cols[i]) < 0) fail_msg("tidy CSV lacks column %s", cols[i]);
+    }
+}
+
+static void test_one_row_per_instance_with_role_and_aggregates(void **state)
+{
+    (void)state;
+    int lines = 0;
+    for (const char *p = csv_text; *p; p++) lines += *p == '\n';
+    assert_int_equal(lines, 1 + 4 + 2); // header, 2 variants x 2 params, skipper, quitter
+    char line[4096], f[128];
+    assert_non_null(find_row("slow", "n:4000", line, sizeof line));
+    field_of(line, "role", f, sizeof f);
+    assert_string_equal(f, "baseline");
+    field_of(line, "status", f, sizeof f);
+    assert_string_equal(f, "ok");
+    field_of(line, "param_n", f, sizeof f);
+    assert_string_equal(f, "4000");
+    field_of(line, "repetitions", f, sizeof f);
+    assert_string_equal(f, "3");
+    field_of(line, "timing", f, sizeof f);
+    assert_string_equal(f, "wall");
+    field_of(line, "time", f, sizeof f);
+    double time = atof(f);
+    assert_true(time > 0.0);
+    field_of(line, "time_min", f, sizeof f);
+    double tmin = atof(f);
+    field_of(line, "time_max", f, sizeof f);
+    assert_true(tmin > 0.0 && tmin <= time && time <= atof(f));
+    field_of(line, "answer", f, sizeof f);
+    assert_string_equal(f, "42");
+    field_of(line, "items_per_second", f, sizeof f);
+    // items/s = n / time-per-iteration (time in ns here)
+    double expected = 4000.0 / (time * 1e-9);
+    assert_true(atof(f) > 0.5 * expected && atof(f) < 2.0 * expected);
+    assert_non_null(find_row("fast", "n:1000", line, sizeof line));
+    field_of(line, "role", f, sizeof f);
+    assert_string_equal(f, "tuned");
+    field_of(line, "ctx_test_key", f, sizeof f);
+    assert_string_equal(f, "test; value"); // commas never split a field
+}
+
+static void test_skip_and_failure_rows(void **state)
+{
+    (void)state;
+    char line[4096], f[256];
+    assert_non_null(find_row("gpu_only", "", line, sizeof line));
+    field_of(line, "status", f, sizeof f);
+    assert_string_equal(f, "skipped");
+    field_of(line, "reason", f, sizeof f);
+    assert_string_equal(f, "no CUDA device");
+    field_of(line, "time", f, sizeof f);
+    assert_string_equal(f, ""); // never a made-up time
+    assert_non_null(find_row("broken", "", line, sizeof line));
+    field_of(line, "status", f, sizeof f);
+    assert_string_equal(f, "error");
+    field_of(line, "reason", f, sizeof f);
+    assert_non_null(strstr(f, "returned before finishing its loop"));
+}
+
+static void test_json_keeps_google_benchmark_format_and_context(void **state)
+{
+    (void)state;
+    const char *keys[] = {"\"gpu_name\"", "\"gpu_compute_capability\"", "\"gpu_sm_count\"",
+                          "\"gpu_memory_mib\"", "\"gpu_sm_clock_mhz\"", "\"driver_version\"",
+                          "\"cuda_runtime\"", "\"cublas_version\"", "\"cudnn_version\"",
+                          "\"nccl_version\"", "\"host_cpu\"", "\"test_key\"",
+                          "\"unit/slow/n:1000/real_time\"", "\"aggregate_name\": \"mean\"",
+                          "\"label\": \"role=baseline timing=wall\"", "\"error_message\": \"skipped: no CUDA device\""};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!strstr(json_text, keys[i])) fail_msg("JSON lacks %s", keys[i]);
+}
+
+static void test_context_library_versions_match_headers(void **state)
+{
+    (void)state;
+    SuiteContext c;
+    context_collect(&c);
+    char want[32];
+    snprintf(want, sizeof want, "%d.", CUDNN_MAJOR);
+    assert_true(strncmp(context_get(&c, "cudnn_version"), want, strlen(want)) == 0);
+    snprintf(want, sizeof want, "%d.", NCCL_MAJOR);
+    assert_true(strncmp(context_get(&c, "nccl_version"), want, strlen(want)) == 0);
+    snprintf(want, sizeof want, "%d.", CUDART_VERSION / 1000);
+    assert_true(strncmp(context_get(&c, "cuda_runtime"), want, strlen(want)) == 0);
+    bool gpu = gpu_device_available(NULL, 0);
+    assert_int_equal(gpu, c.has_gpu);
+    assert_int_equal(strcmp(context_get(&c, "gpu_name"), "none") == 0, !gpu);
+    char slug[192];
+    context_slug(&c, slug, sizeof slug);
+    assert_true(gpu ? strncmp(slug, "cpu_", 4) != 0 : strncmp(slug, "cpu_", 4) == 0);
+    for (const char *p = slug; *p; p++)
+        assert_true((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || strchr("._-", *p));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_spec_is_refused),
+        cmocka_unit_test(test_exit_status_reports_the_broken_benchmark),
+        cmocka_unit_test(test_csv_has_fixed_param_counter_and_context_columns),
+        cmocka_unit_test(test_one_row_per_instance_with_role_and_aggregates),
+        cmocka_unit_test(test_skip_and_failure_rows),
+        cmocka_unit_test(test_json_keeps_google_benchmark_format_and_context),
+        cmocka_unit_test(test_context_library_versions_match_headers),
+    };
+    return cmocka_run_group_tests(tests, run_harness, cleanup);
+}

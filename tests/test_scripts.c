@@ -1,0 +1,144 @@
+// test_scripts.c: the results pipeline on the committed fixture
+// (tests/fixtures/pin_memory_fixture.csv, made-up numbers for tests only):
+// speedup summary values, gnuplot charts that are real non-empty PNGs, report.md.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/support.h"
+
+static char *dir;
+
+static int setup(void **state)
+{
+    (void)state;
+    dir = test_temp_dir();
+    if (!dir) return -1;
+    return test_run("cp '%s/tests/fixtures/pin_memory_fixture.csv' '%s/pin_memory.csv'",
+                    test_suite_root(), dir);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    test_remove_tree(dir);
+    free(dir);
+    return 0;
+}
+
+// Speedup column of the summary row for practice/params/tuned, or -1.
+static double speedup_of(const char *summary, const char *practice, const char *params,
+                         const char *tuned)
+{
+    char want[256];
+    snprintf(want, sizeof want, "\n%s,%s,", practice, params);
+    for (const char *p = strstr(summary, want); p; p = strstr(p + 1, want)) {
+        char line[512], f[64];
+        const char *end = strchr(p + 1, '\n');
+        size_t n = end ? (size_t)(end - p - 1) : strlen(p + 1);
+        if (n >= sizeof line) continue;
+        memcpy(line, p + 1, n);
+        line[n] = '\0';
+        if (test_csv_field(line, 3, f, sizeof f) && strcmp(f, tuned) == 0 &&
+            test_csv_field(line, 6, f, sizeof f))
+            return atof(f);
+    }
+    return -1.0;
+}
+
+static void test_summary_speedups_from_fixture(void **state)
+{
+    (void)state;
+    assert_int_equal(test_run("bash '%s/scripts/summarize.sh' '%s' >/dev/null", test_suite_root(), dir), 0);
+    char path[512];
+    snprintf(path, sizeof path, "%s/summary.csv", dir);
+    char *summary = test_read_file(path, NULL);
+    assert_non_null(summary);
+    int rows = -1;
+    for (const char *p = summary; *p; p++) rows += *p == '\n';
+    // 2 directions x 3 sizes x 3 tuned copy variants + 2 macros x 2 sizes x 2 fma;
+    // the fixture's skipped rows give no speedup
+    assert_int_equal(rows, 18 + 8);
+    // fixture: pageable 10 GB/s, pinned 25 GB/s at 1 MiB -> 2.5x
+    assert_true(speedup_of(summary, "pin_memory", "h2d:1;bytes:1048576", "pinned") == 2.5);
+    // 64 KiB: 10/3 -> 3 GB/s (integer), 26/3 -> 8 GB/s: 8/3
+    double s = speedup_of(summary, "pin_memory", "h2d:0;bytes:65536", "pinned_async");
+    assert_true(s > 2.6666 && s < 2.6668);
+    assert_true(speedup_of(summary, "pin_memory_step", "bytes:4194304;fma:64", "pinned_async_overlap") == 2.0);
+    assert_true(speedup_of(summary, "pin_memory", "h2d:1;bytes:268435456", "pinned") < 0);
+    free(summary);
+    snprintf(path, sizeof path, "%s/summary_by_variant.csv", dir);
+    char *by_variant = test_read_file(path, NULL);
+    assert_non_null(by_variant);
+    assert_non_null(strstr(by_variant, "pin_memory_alloc,pinned_once,"));
+    assert_non_null(strstr(by_variant, ",4,3.0000\n"));
+    free(by_variant);
+}
+
+static void test_summary_rejects_a_file_that_is_not_tidy_csv(void **state)
+{
+    (void)state;
+    char bad[512];
+    snprintf(bad, sizeof bad, "%s/not_tidy.csv", dir);
+    FILE *f = fopen(bad, "w");
+    assert_non_null(f);
+    fputs("a,b\n1,2\n", f);
+    fclose(f);
+    assert_int_not_equal(test_run("bash '%s/scripts/summarize.sh' -o '%s/not_tidy.out' '%s' 2>/dev/null",
+                                  test_suite_root(), dir, bad), 0);
+    remove(bad);
+    snprintf(bad, sizeof bad, "%s/not_tidy.out", dir);
+    remove(bad);
+}
+
+static void test_charts_are_non_empty_pngs(void **state)
+{
+    (void)state;
+    assert_int_equal(test_run("bash '%s/scripts/summarize.sh' '%s' >/dev/null && "
+                              "bash '%s/scripts/charts.sh' '%s' >/dev/null",
+                              test_suite_root(), dir, test_suite_root(), dir), 0);
+    const char *charts[] = {"pin_memory_bw_h2d", "pin_memory_bw_d2h", "pin_memory_step",
+                            "pin_memory_alloc", "summary_speedup"};
+    for (size_t i = 0; i < sizeof charts / sizeof charts[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/charts/%s.png", dir, charts[i]);
+        size_t size = 0;
+        char *png = test_read_file(path, &size);
+        if (!png) fail_msg("no chart %s", path);
+        assert_true(size > 5000); // axes, labels and lines, not an empty canvas
+        assert_memory_equal(png, "\x89PNG\r\n\x1a\n", 8);
+        free(png);
+        snprintf(path, sizeof path, "%s/charts/%s.svg", dir, charts[i]);
+        assert_true(test_file_at_least(path, 2000));
+    }
+}
+
+static void test_report_embeds_charts_and_speedups(void **state)
+{
+    (void)state;
+    assert_int_equal(test_run("bash '%s/scripts/report.sh' '%s' >/dev/null", test_suite_root(), dir), 0);
+    char path[512];
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    char *report = test_read_file(path, NULL);
+    assert_non_null(report);
+    assert_non_null(strstr(report, "![pin_memory_bw_h2d](charts/pin_memory_bw_h2d.png)"));
+    assert_non_null(strstr(report, "| pin_memory_step | pinned_async_overlap | 4 | 2.00x |"));
+    free(report);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_summary_speedups_from_fixture),
+        cmocka_unit_test(test_summary_rejects_a_file_that_is_not_tidy_csv),
+        cmocka_unit_test(test_charts_are_non_empty_pngs),
+        cmocka_unit_test(test_report_embeds_charts_and_speedups),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
