@@ -462,6 +462,8 @@ int harness_main(int argc, char **argv)
     }
     int n = (int)args.size();
     args.push_back(nullptr);
+    // read before Initialize, which removes the flags it recognises from argv
+    auto display = make_display(n, args.data());
     benchmark::Initialize(&n, args.data());
     if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 2;
 
@@ -471,7 +473,6 @@ int harness_main(int argc, char **argv)
     for (const auto &kv : extra_context()) benchmark::AddCustomContext(kv.first, kv.second);
     if (!ctx.has_gpu) fprintf(stderr, "harness: %s; GPU benchmarks will be skipped\n", ctx.no_gpu_reason);
 
-    auto display = make_display(n, args.data());
     TidyCsvTee tee(display.get(), csv_path, &ctx);
     benchmark::RunSpecifiedBenchmarks(&tee);
     benchmark::Shutdown();

@@ -83,6 +83,31 @@ static void test_runs_or_skips_with_reason(void **state)
     free(tmp);
 }
 
+static void test_json_format_on_stdout_carries_context(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    assert_int_equal(test_run("'%s/bench_pin_memory' --benchmark_format=json --benchmark_min_time=0.01 "
+                              "--benchmark_filter='^pin_memory/pageable/h2d:0/bytes:4096/' "
+                              "> '%s/out.json' 2>/dev/null", test_build_dir(), tmp), 0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/out.json", tmp);
+    char *json = test_read_file(path, NULL);
+    assert_non_null(json);
+    assert_int_equal(json[0], '{');
+    const char *keys[] = {"\"gpu_name\"", "\"gpu_compute_capability\"", "\"gpu_sm_count\"",
+                          "\"gpu_memory_mib\"", "\"gpu_sm_clock_mhz\"", "\"driver_version\"",
+                          "\"cuda_runtime\"", "\"cublas_version\"", "\"cudnn_version\"",
+                          "\"nccl_version\"", "\"benchmarks\"",
+                          "\"pin_memory/pageable/h2d:0/bytes:4096/manual_time\""};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        if (!strstr(json, keys[i])) fail_msg("JSON on stdout lacks %s", keys[i]);
+    free(json);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
 static void test_gpu_every_copy_variant_moves_the_right_bytes(void **state)
 {
     (void)state;
@@ -127,6 +152,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lists_every_variant),
         cmocka_unit_test(test_runs_or_skips_with_reason),
+        cmocka_unit_test(test_json_format_on_stdout_carries_context),
         cmocka_unit_test(test_gpu_every_copy_variant_moves_the_right_bytes),
         cmocka_unit_test(test_gpu_step_pipelines_match_cpu_reference),
     };
