@@ -1,0 +1,59 @@
+// conv_cudnn.cuh: cuDNN convolutions (forward, backward data, backward filter) with
+// an algorithm policy: cuDNN heuristics (cudnnGetConvolution*Algorithm_v7) or
+// autotuning by timing the candidates (cudnnFindConvolution*Algorithm, what
+// cudnn.benchmark does). Choices are cached process-wide per shape, dtype, layout,
+// precision, policy and workspace limit; the caller counts hits, misses and tuning time.
+#ifndef CONV_CUDNN_CUH
+#define CONV_CUDNN_CUH
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kernels/core.h"
+#include "kernels/cuda_common.cuh"
+
+// Everything that identifies a convolution for algorithm selection (all ints: memcmp-able).
+typedef struct ConvKey {
+    int device, n, c, h, w, k, r, stride, pad, p, q;
+    int dtype, nhwc, precision, policy;
+    int ws_limit_mb;
+} ConvKey;
+
+// The algorithms chosen for one key, their math types and workspace needs.
+typedef struct ConvAlgos {
+    cudnnConvolutionFwdAlgo_t fwd;
+    cudnnConvolutionBwdDataAlgo_t bwd_data;
+    cudnnConvolutionBwdFilterAlgo_t bwd_filter;
+    cudnnMathType_t fwd_math, bwd_data_math, bwd_filter_math;
+} ConvAlgos;
+
+typedef struct ConvPlan {
+    ConvKey key;
+    bool created;
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t fwd, bwd_data, bwd_filter;  // one per pass: own math type
+    ConvAlgos algos;
+    size_t ws_fwd, ws_bwd_data, ws_bwd_filter;
+} ConvPlan;
+
+// Counters of algorithm selection, added to by conv_plan_set.
+typedef struct ConvTuneStats { double tune_ms; int hits, misses; } ConvTuneStats;
+
+// Creates a plan's descriptors (once).
+int conv_plan_create(ConvPlan *p);
+// Frees a plan's descriptors; a plan never created is fine.
+void conv_plan_destroy(ConvPlan *p);
+// Configures descriptors for key and selects algorithms (cached) under the policy.
+int conv_plan_set(ConvPlan *p, cudnnHandle_t h, const ConvKey *key, ConvTuneStats *stats);
+// y = conv(x, w).
+int conv_forward(const ConvPlan *p, cudnnHandle_t h, const void *x, const void *w, void *y,
+                 void *ws, size_t ws_size);
+// dx (=|+=) conv backward data of dy.
+int conv_backward_data(const ConvPlan *p, cudnnHandle_t h, const void *w, const void *dy,
+                       void *dx, bool accum, void *ws, size_t ws_size);
+// dw (=|+=) conv backward filter of x and dy.
+int conv_backward_filter(const ConvPlan *p, cudnnHandle_t h, const void *x, const void *dy,
+                         void *dw, bool accum, void *ws, size_t ws_size);
+
+#endif

@@ -1,0 +1,198 @@
+// core.c: backend-independent parts of the core: presets, validation, the LR schedule,
+// backend choice and dispatch.
+#include "kernels/core.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/check.h"
+#include "kernels/core_internal.h"
+#include "kernels/gpu_device.h"
+
+static int bad(int line, const char *why) { return check_fail(__FILE__, line, "core_config", why); }
+#define BAD(why) bad(__LINE__, why)
+
+int core_config_preset(CoreConfig *cfg, const char *name)
+{
+    CoreConfig c = {
+        .backend = CORE_BACKEND_AUTO,
+        .model = {.kind = CORE_MODEL_RESNET, .in_channels = 3, .image_size = 16,
+                  .num_classes = 10, .width = 8, .stages = 2, .blocks_per_stage = 1,
+                  .stem_kernel = 3, .stem_stride = 1, .mlp_hidden = 128, .mlp_layers = 2},
+        .optim = {.base_lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f, .clip_norm = 0.0f,
+                  .decay = CORE_LR_COSINE, .warmup_steps = 20, .total_steps = 200,
+                  .min_lr = 0.0f, .step_size = 100, .step_gamma = 0.1f,
+                  .linear_scaling = false, .reference_batch = 32},
+        .precision = CORE_PRECISION_FP32,
+        .scaler = amp_scaler_config_default(),
+        .layout = CORE_LAYOUT_NCHW,
+        .zero_grad = CORE_ZERO_GRAD_MEMSET,
+        .conv_algo = CORE_CONV_ALGO_HEURISTIC,
+        .readback = CORE_READBACK_EVERY_STEP,
+        .readback_interval = 10,
+        .batch_size = 32,
+        .seed = 1,
+    };
+    if (strcmp(name, "tiny") == 0) {
+        // defaults above
+    } else if (strcmp(name, "mlp") == 0) {
+        c.model.kind = CORE_MODEL_MLP;
+        c.optim.base_lr = 0.02f;
+    } else if (strcmp(name, "small") == 0) {
+        c.model.image_size = 32; c.model.width = 32; c.model.stages = 3;
+        c.model.blocks_per_stage = 2; c.batch_size = 128; c.optim.reference_batch = 128;
+        c.optim.base_lr = 0.1f; c.optim.total_steps = 1000; c.optim.warmup_steps = 50;
+    } else if (strcmp(name, "medium") == 0) {
+        c.model.image_size = 64; c.model.width = 64; c.model.stages = 4;
+        c.model.blocks_per_stage = 2; c.model.num_classes = 100; c.batch_size = 128;
+        c.optim.reference_batch = 128; c.optim.base_lr = 0.1f; c.optim.total_steps = 2000;
+        c.optim.warmup_steps = 100;
+    } else if (strcmp(name, "resnet18") == 0) {
+        // ResNet-18's shape at 224x224; a stride-4 7x7 stem stands in for conv+maxpool.
+        c.model.image_size = 224; c.model.width = 64; c.model.stages = 4;
+        c.model.blocks_per_stage = 2; c.model.num_classes = 1000; c.model.stem_kernel = 7;
+        c.model.stem_stride = 4; c.batch_size = 256; c.optim.reference_batch = 256;
+        c.optim.base_lr = 0.1f; c.optim.total_steps = 5000; c.optim.warmup_steps = 500;
+        c.optim.weight_decay = 1e-4f;
+    } else {
+        return check_fail(__FILE__, __LINE__, "core_config_preset", "unknown preset name");
+    }
+    *cfg = c;
+    return 0;
+}
+
+int core_config_validate(const CoreConfig *c)
+{
+    if (c->batch_size <= 0) return BAD("batch_size must be > 0");
+    if (c->optim.base_lr < 0.0f || c->optim.momentum < 0.0f || c->optim.weight_decay < 0.0f)
+        return BAD("base_lr, momentum and weight_decay must be >= 0");
+    if (c->optim.warmup_steps < 0 || c->optim.total_steps < 0) return BAD("negative step counts");
+    if (c->optim.decay == CORE_LR_STEP && c->optim.step_size <= 0) return BAD("step_size must be > 0");
+    if (c->optim.linear_scaling && c->optim.reference_batch <= 0)
+        return BAD("reference_batch must be > 0 with linear_scaling");
+    if (c->readback == CORE_READBACK_DEFERRED && c->readback_interval <= 0)
+        return BAD("readback_interval must be > 0");
+    if (c->precision == CORE_PRECISION_FP16 &&
+        (!(c->scaler.init_scale > 0.0f) || !(c->scaler.growth_factor > 1.0f) ||
+         !(c->scaler.backoff_factor > 0.0f && c->scaler.backoff_factor < 1.0f) ||
+         c->scaler.growth_interval <= 0))
+        return BAD("GradScaler needs init_scale > 0, growth > 1, 0 < backoff < 1, interval > 0");
+    if ((unsigned)c->precision > CORE_PRECISION_BF16 || (unsigned)c->layout > CORE_LAYOUT_NHWC ||
+        (unsigned)c->zero_grad > CORE_ZERO_GRAD_SET_TO_NONE ||
+        (unsigned)c->conv_algo > CORE_CONV_ALGO_AUTOTUNE ||
+        (unsigned)c->readback > CORE_READBACK_DEFERRED || (unsigned)c->backend > CORE_BACKEND_CUDA)
+        return BAD("enum field out of range");
+    ModelGraph *g = malloc(sizeof *g);
+    if (!g) return BAD("out of memory");
+    int rc = model_build(&c->model, g);
+    free(g);
+    return rc;
+}
+
+float core_lr_at(const CoreOptimConfig *o, int batch_size, int step)
+{
+    double base = o->base_lr;
+    if (o->linear_scaling && o->reference_batch > 0) base *= (double)batch_size / o->reference_batch;
+    if (step < o->warmup_steps) return (float)(base * (step + 1) / o->warmup_steps);
+    int t = step - o->warmup_steps;
+    switch (o->decay) {
+    case CORE_LR_CONSTANT: return (float)base;
+    case CORE_LR_STEP: return (float)(base * pow(o->step_gamma, t / o->step_size));
+    case CORE_LR_COSINE: {
+        int span = o->total_steps - o->warmup_steps;
+        if (span <= 0 || t >= span) return o->min_lr;
+        return (float)(o->min_lr + 0.5 * (base - o->min_lr) * (1.0 + cos(M_PI * t / span)));
+    }
+    }
+    return (float)base;
+}
+
+int core_create(const CoreConfig *cfg, Core **out)
+{
+    *out = NULL;
+    TRY(core_config_validate(cfg));
+    Core *core = calloc(1, sizeof *core);
+    if (!core) return check_fail(__FILE__, __LINE__, "calloc(Core)", "out of memory");
+    core->cfg = *cfg;
+    if (core->cfg.workspace_limit == 0) core->cfg.workspace_limit = (size_t)256 << 20;
+    if (model_build(&cfg->model, &core->graph) != 0) { free(core); return -1; }
+    core->backend = cfg->backend;
+    if (core->backend == CORE_BACKEND_AUTO) {
+        char why[256];
+        core->backend = gpu_device_available(why, sizeof why) ? CORE_BACKEND_CUDA : CORE_BACKEND_CPU;
+    }
+    int rc = core->backend == CORE_BACKEND_CUDA ? core_cuda_init(core) : core_cpu_init(core);
+    if (rc != 0) { core_free(core); return -1; }
+    *out = core;
+    return 0;
+}
+
+static int check_batch(const Core *core, const CoreBatch *b)
+{
+    if (!b || b->n <= 0 || !b->images || !b->labels)
+        return check_fail(__FILE__, __LINE__, "core batch", "empty batch or NULL pointers");
+    if (b->memory == CORE_MEMORY_DEVICE && core->backend != CORE_BACKEND_CUDA)
+        return check_fail(__FILE__, __LINE__, "core batch", "device memory batch on the CPU backend");
+    return 0;
+}
+
+int core_step(Core *core, const CoreBatch *batch, CoreStepResult *result)
+{
+    TRY(check_batch(core, batch));
+    CoreStepResult r = {.step = core->step};
+    r.lr = core_lr_at(&core->cfg.optim, batch->n, core->step);
+    TRY(core->ops->step(core, batch, r.lr, &r));
+    core->step++;
+    if (result) *result = r;
+    return 0;
+}
+
+int core_eval(Core *core, const CoreBatch *batch, CoreEvalResult *result)
+{
+    TRY(check_batch(core, batch));
+    return core->ops->eval(core, batch, result);
+}
+
+int core_loss_grad(Core *core, const CoreBatch *batch, float *loss, float *grad)
+{
+    TRY(check_batch(core, batch));
+    return core->ops->loss_grad(core, batch, loss, grad);
+}
+
+int core_sync(Core *core) { return core->ops->sync(core); }
+
+int core_stats(Core *core, CoreStats *stats)
+{
+    memset(stats, 0, sizeof *stats);
+    stats->backend = core->backend;
+    stats->param_count = core->graph.n_params;
+    stats->steps = core->step;
+    return core->ops->stats(core, stats);
+}
+
+size_t core_param_count(const Core *core) { return core->graph.n_params; }
+
+int core_params_get(Core *core, float *dst, size_t count)
+{
+    if (count != core->graph.n_params)
+        return check_fail(__FILE__, __LINE__, "core_params_get", "count != core_param_count");
+    return core->ops->params_get(core, dst);
+}
+
+int core_params_set(Core *core, const float *src, size_t count)
+{
+    if (count != core->graph.n_params)
+        return check_fail(__FILE__, __LINE__, "core_params_set", "count != core_param_count");
+    return core->ops->params_set(core, src);
+}
+
+int core_inject_grad_fault(Core *core, float value) { return core->ops->inject(core, value); }
+
+void core_free(Core *core)
+{
+    if (!core) return;
+    if (core->ops && core->ops->destroy) core->ops->destroy(core);
+    free(core);
+}

@@ -1,0 +1,209 @@
+// core.h: the shared training core's public API.
+// One model API, two backends (CUDA and a plain-C CPU reference). A Core is created
+// from a CoreConfig; every tuning practice is a field of that config. A training step
+// takes a batch of NCHW float32 images and int32 labels, in host or device memory,
+// and runs forward, softmax cross-entropy, backward and the SGD update.
+// All functions return 0 on success and -1 on error; the reason (with file and line)
+// is then in check_last_error() from kernels/check.h, and check_last_was_oom() says
+// whether it was an out-of-memory error (e.g. a batch too large for the device).
+#ifndef CORE_H
+#define CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/amp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    CORE_BACKEND_AUTO, // CUDA when a device is usable, else the CPU
+    CORE_BACKEND_CPU,
+    CORE_BACKEND_CUDA,
+} CoreBackend;
+
+typedef enum {
+    CORE_PRECISION_FP32, // strict fp32 (no TF32 anywhere)
+    CORE_PRECISION_TF32, // fp32 storage, TF32 tensor-core math in convs and GEMMs
+    CORE_PRECISION_FP16, // fp16 compute, fp32 master weights, dynamic loss scaling
+    CORE_PRECISION_BF16, // bf16 compute, fp32 master weights, no scaling
+} CorePrecision;
+
+typedef enum { CORE_LAYOUT_NCHW, CORE_LAYOUT_NHWC } CoreLayout;
+
+typedef enum {
+    CORE_ZERO_GRAD_MEMSET,      // memset every gradient, then accumulate (baseline)
+    CORE_ZERO_GRAD_SET_TO_NONE, // the first write overwrites; no memset
+} CoreZeroGrad;
+
+typedef enum {
+    CORE_CONV_ALGO_HEURISTIC, // cuDNN heuristics (cudnn.benchmark = False)
+    CORE_CONV_ALGO_AUTOTUNE,  // time the candidates once per shape, cache the winner
+} CoreConvAlgo;
+
+typedef enum {
+    CORE_READBACK_EVERY_STEP, // copy the loss to the host and sync each step (.item())
+    CORE_READBACK_DEFERRED,   // accumulate on the device, read every readback_interval
+} CoreReadback;
+
+typedef enum { CORE_MODEL_RESNET, CORE_MODEL_MLP } CoreModelKind;
+
+typedef enum { CORE_LR_CONSTANT, CORE_LR_COSINE, CORE_LR_STEP } CoreLrDecay;
+
+typedef enum { CORE_MEMORY_HOST, CORE_MEMORY_DEVICE } CoreMemory;
+
+// The network. RESNET: stem conv (stem_kernel, stem_stride) + BN + ReLU, then
+// `stages` stages of `blocks_per_stage` basic blocks (conv-BN-ReLU-conv-BN + shortcut,
+// ReLU); stage s has width << s channels and stages after the first halve the size
+// (1x1 projection shortcut). Then global average pooling and a linear classifier.
+// MLP: flatten, mlp_layers hidden layers of mlp_hidden units with ReLU, linear.
+typedef struct CoreModelConfig {
+    CoreModelKind kind;
+    int in_channels;
+    int image_size;  // square images: image_size x image_size
+    int num_classes;
+    int width;       // channels of the first stage
+    int stages;
+    int blocks_per_stage;
+    int stem_kernel; // 3 or 7
+    int stem_stride;
+    int mlp_hidden;
+    int mlp_layers;
+} CoreModelConfig;
+
+// SGD with momentum and weight decay, LR schedule, gradient clipping.
+typedef struct CoreOptimConfig {
+    float base_lr;        // at reference_batch images per step
+    float momentum;
+    float weight_decay;
+    float clip_norm;      // clip by global L2 norm (after unscaling); <= 0: off
+    CoreLrDecay decay;
+    int warmup_steps;     // linear warmup from base/warmup to base over these steps
+    int total_steps;      // cosine decays to min_lr at total_steps
+    float min_lr;
+    int step_size;        // CORE_LR_STEP: lr *= step_gamma every step_size steps
+    float step_gamma;
+    bool linear_scaling;  // lr = base_lr * batch_size / reference_batch
+    int reference_batch;
+} CoreOptimConfig;
+
+typedef struct CoreConfig {
+    CoreBackend backend;
+    int device;                 // CUDA device ordinal
+    CoreModelConfig model;
+    CoreOptimConfig optim;
+    CorePrecision precision;
+    AmpScalerConfig scaler;     // used with CORE_PRECISION_FP16
+    CoreLayout layout;          // activation layout on the GPU (the API is always NCHW)
+    CoreZeroGrad zero_grad;
+    CoreConvAlgo conv_algo;
+    CoreReadback readback;
+    int readback_interval;      // K for CORE_READBACK_DEFERRED
+    int batch_size;             // the expected batch; used for LR scaling and presizing
+    size_t workspace_limit;     // max cuDNN workspace bytes per convolution (0: 256 MiB)
+    uint64_t seed;              // weight initialisation
+} CoreConfig;
+
+// One batch: n images (n, C, H, W) float32 NCHW and n int32 labels in [0, classes).
+// HOST memory (pinned or not) can be reused as soon as core_step/core_eval return.
+// DEVICE memory is read on the core's own stream: it must be ready before the call
+// and stay unchanged until the step's work is done (core_sync).
+typedef struct CoreBatch {
+    const float *images;
+    const int32_t *labels;
+    int n;
+    CoreMemory memory; // where images and labels live (DEVICE: the Core's device)
+} CoreBatch;
+
+typedef struct CoreStepResult {
+    int step;          // index of the step just taken (0-based)
+    float lr;          // the learning rate it used
+    float loss;        // mean loss; valid only when loss_ready
+    float accuracy;    // training-batch accuracy over the same steps; valid when loss_ready
+    bool loss_ready;   // every step, or every readback_interval steps when deferred
+    int loss_steps;    // number of steps averaged into loss and accuracy
+} CoreStepResult;
+
+typedef struct CoreEvalResult {
+    float loss;     // mean cross-entropy
+    float accuracy; // fraction correct in [0, 1]
+    int n;
+} CoreEvalResult;
+
+typedef struct CoreStats {
+    CoreBackend backend;      // the backend actually in use (never AUTO)
+    size_t param_count;       // trainable parameters
+    size_t peak_bytes;        // peak memory the core itself allocated
+    int steps;                // optimizer steps attempted
+    int skipped_steps;        // steps skipped because of inf/nan gradients
+    float loss_scale;         // current scale (1 unless FP16)
+    int growth_tracker;
+    double autotune_ms;       // time spent timing convolution candidates
+    int algo_cache_hits;      // per-shape algorithm cache hits
+    int algo_cache_misses;
+} CoreStats;
+
+typedef struct Core Core;
+
+// Fills cfg with a preset: "tiny" (trains in seconds on a CPU), "mlp", "small",
+// "medium", "resnet18" (ResNet-18-like at 224x224). Returns -1 for an unknown name.
+int core_config_preset(CoreConfig *cfg, const char *name);
+// Checks a config for consistency; -1 with a reason in check_last_error().
+int core_config_validate(const CoreConfig *cfg);
+// Creates a model and its optimizer state from cfg.
+int core_create(const CoreConfig *cfg, Core **out);
+// One training step on a batch (any n > 0; buffers are reallocated only for a new shape).
+int core_step(Core *core, const CoreBatch *batch, CoreStepResult *result);
+// Evaluates (BN in inference mode, no update): mean loss and accuracy of the batch.
+int core_eval(Core *core, const CoreBatch *batch, CoreEvalResult *result);
+// Training-mode forward (and backward when grad != NULL) without updating anything:
+// writes the mean loss and the unscaled fp32 gradient of every parameter (param_count).
+int core_loss_grad(Core *core, const CoreBatch *batch, float *loss, float *grad);
+// Waits until all queued device work of this core is done (no-op on the CPU).
+int core_sync(Core *core);
+// Reads counters and figures (synchronises with the device).
+int core_stats(Core *core, CoreStats *stats);
+// Number of trainable parameters.
+size_t core_param_count(const Core *core);
+// Copies all parameters (fp32 master weights, fixed order) to host memory dst.
+int core_params_get(Core *core, float *dst, size_t count);
+// Overwrites all parameters from host memory src and resets optimizer momentum.
+int core_params_set(Core *core, const float *src, size_t count);
+// Testing aid: the next step writes `value` (inf or nan) into one gradient element
+// after backward and before the inf/nan check.
+int core_inject_grad_fault(Core *core, float value);
+// The learning rate of step `step` under an optimizer config and batch size.
+float core_lr_at(const CoreOptimConfig *optim, int batch_size, int step);
+// Frees everything; NULL is fine.
+void core_free(Core *core);
+
+// Names for printing and parsing command-line values (parse returns -1 if unknown).
+const char *core_backend_name(CoreBackend b);
+const char *core_precision_name(CorePrecision p);
+const char *core_layout_name(CoreLayout l);
+const char *core_zero_grad_name(CoreZeroGrad z);
+const char *core_conv_algo_name(CoreConvAlgo a);
+const char *core_readback_name(CoreReadback r);
+const char *core_lr_decay_name(CoreLrDecay d);
+// Parses "auto", "cpu", "cuda".
+int core_backend_parse(const char *s, CoreBackend *out);
+// Parses "fp32", "tf32", "fp16", "bf16".
+int core_precision_parse(const char *s, CorePrecision *out);
+// Parses "nchw", "nhwc".
+int core_layout_parse(const char *s, CoreLayout *out);
+// Parses "memset", "set_to_none".
+int core_zero_grad_parse(const char *s, CoreZeroGrad *out);
+// Parses "heuristic", "autotune".
+int core_conv_algo_parse(const char *s, CoreConvAlgo *out);
+// Parses "every_step", "deferred".
+int core_readback_parse(const char *s, CoreReadback *out);
+// Parses "constant", "cosine", "step".
+int core_lr_decay_parse(const char *s, CoreLrDecay *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,618 @@
+// core_cuda.cu: the CUDA backend of the core. cuDNN convolutions (conv_cudnn.cu),
+// cuBLAS GEMMs for the linear layers, our kernels for the rest (layers_cuda.cu,
+// optim_cuda.cu). fp32 master weights and gradients; activations in fp32, fp16 or
+// bf16 and NCHW or NHWC. A step queues all its work on one stream and synchronises
+// only to read the loss back (every step, or every K steps when deferred) and to let
+// the caller reuse its host batch buffers (it waits for the upload copy only).
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/check.h"
+#include "kernels/conv_cudnn.cuh"
+#include "kernels/core_internal.h"
+#include "kernels/layers_cuda.cuh"
+#include "kernels/optim_cuda.cuh"
+
+typedef enum { FWD_TRAIN, FWD_TRAIN_NO_STATS, FWD_INFER } FwdMode;
+
+typedef struct CudaCore {
+    int device;
+    cudaStream_t s;              // all compute
+    cudaStream_t cs;             // host-to-device uploads of batches
+    cublasHandle_t blas;
+    cudnnHandle_t dnn;
+    DType dt;                    // activation storage type
+    bool nhwc;                   // activation layout (ResNet only; MLP always NCHW)
+    bool staged;                 // weights cast/permuted per step; conv dW gathered back
+    float *params, *grads, *mom, *stats, *saved, *bn_scratch;
+    void *wc;                    // compute-type weight copy (staged)
+    void *gc;                    // compute-type conv filter gradient (staged)
+    void *act[MODEL_MAX_TENSORS], *dact[MODEL_MAX_TENSORS];
+    float *in_stage[2];          // device copies of host batches, ping-pong
+    int32_t *lab_stage[2];
+    cudaEvent_t copied[2], consumed[2];
+    int next_slot, slot;
+    const void *x0;              // this pass's tensor 0
+    const int32_t *labels;       // this pass's labels on the device
+    void *ws;
+    size_t ws_size;
+    ConvPlan plans[MODEL_MAX_OPS];
+    int cur_n, cap_n;
+    DevScalars *dsc;             // device scalars
+    DevScalars *hsc;             // pinned host mirror
+    int loss_count;              // steps in the current read-back window
+    long window_samples;         // images in the current read-back window
+    bool fault_pending;
+    float fault_value;
+    size_t bytes, peak;
+    ConvTuneStats tune;
+} CudaCore;
+
+static CudaCore *cu(Core *core) { return (CudaCore *)core->impl; }
+
+static int dev_alloc(CudaCore *c, void **p, size_t bytes)
+{
+    *p = NULL;
+    CUDA_TRY(cudaMalloc(p, bytes ? bytes : 1));
+    c->bytes += bytes;
+    if (c->bytes > c->peak) c->peak = c->bytes;
+    return 0;
+}
+
+static void dev_free(CudaCore *c, void **p, size_t bytes)
+{
+    if (!*p) return;
+    cudaFree(*p);
+    *p = NULL;
+    c->bytes -= bytes;
+}
+
+#define DEV_ALLOC(c, ptr, bytes) dev_alloc((c), (void **)&(ptr), (bytes))
+#define DEV_FREE(c, ptr, bytes) dev_free((c), (void **)&(ptr), (bytes))
+
+static size_t in_elems(const Core *core, int n) { return (size_t)n * model_tensor_size(&core->graph, 0); }
+
+static size_t act_bytes(const Core *core, int t, int n)
+{
+    return (size_t)n * model_tensor_size(&core->graph, t) * dtype_size(cu((Core *)core)->dt);
+}
+
+static void free_activations(Core *core)
+{
+    CudaCore *c = cu(core);
+    const ModelGraph *g = &core->graph;
+    for (int t = 0; t < g->n_tensors; t++) {
+        DEV_FREE(c, c->act[t], act_bytes(core, t, c->cap_n));
+        DEV_FREE(c, c->dact[t], act_bytes(core, t, c->cap_n));
+    }
+    for (int i = 0; i < 2; i++) {
+        DEV_FREE(c, c->in_stage[i], in_elems(core, c->cap_n) * sizeof(float));
+        DEV_FREE(c, c->lab_stage[i], (size_t)c->cap_n * sizeof(int32_t));
+    }
+    c->cap_n = 0;
+    c->cur_n = 0;
+}
+
+static int alloc_activations(Core *core, int n)
+{
+    CudaCore *c = cu(core);
+    const ModelGraph *g = &core->graph;
+    c->cap_n = n;  // free_activations sizes by cap_n, also after a partial failure
+    for (int t = 0; t < g->n_tensors; t++) {
+        if (t > 0 || c->staged) TRY(dev_alloc(c, &c->act[t], act_bytes(core, t, n)));
+        if (t > 0) TRY(dev_alloc(c, &c->dact[t], act_bytes(core, t, n)));
+    }
+    for (int i = 0; i < 2; i++) {
+        TRY(DEV_ALLOC(c, c->in_stage[i], in_elems(core, n) * sizeof(float)));
+        TRY(DEV_ALLOC(c, c->lab_stage[i], (size_t)n * sizeof(int32_t)));
+    }
+    return 0;
+}
+
+// Buffers for n samples (reallocated only when n grows) and conv plans for exactly n.
+static int prepare(Core *core, int n)
+{
+    CudaCore *c = cu(core);
+    const ModelGraph *g = &core->graph;
+    if (n == c->cur_n) return 0;
+    CUDA_TRY(cudaStreamSynchronize(c->s));
+    CUDA_TRY(cudaStreamSynchronize(c->cs));
+    c->cur_n = 0;  // until everything below succeeds
+    if (n > c->cap_n) {
+        free_activations(core);
+        if (alloc_activations(core, n) != 0) {
+            char why[512];
+            snprintf(why, sizeof why, "%s", check_last_error());
+            free_activations(core);
+            return check_fail(__FILE__, __LINE__, "batch buffers", why);
+        }
+    }
+    size_t ws_need = 0;
+    for (int i = 0; i < g->n_ops; i++) {
+        const ModelOp *op = &g->ops[i];
+        if (op->kind != OP_CONV) continue;
+        ModelShape in = g->shapes[op->in], out = g->shapes[op->out];
+        ConvKey key;
+        memset(&key, 0, sizeof key);
+        key.device = c->device; key.n = n; key.c = in.c; key.h = in.h; key.w = in.w;
+        key.k = op->cout; key.r = op->k; key.stride = op->stride; key.pad = op->pad;
+        key.p = out.h; key.q = out.w; key.dtype = c->dt; key.nhwc = c->nhwc;
+        key.precision = core->cfg.precision; key.policy = core->cfg.conv_algo;
+        key.ws_limit_mb = (int)(core->cfg.workspace_limit >> 20);
+        TRY(conv_plan_set(&c->plans[i], c->dnn, &key, &c->tune));
+        const ConvPlan *p = &c->plans[i];
+        size_t need = p->ws_fwd > p->ws_bwd_data ? p->ws_fwd : p->ws_bwd_data;
+        if (p->ws_bwd_filter > need) need = p->ws_bwd_filter;
+        if (need > ws_need) ws_need = need;
+    }
+    if (ws_need > c->ws_size) {
+        DEV_FREE(c, c->ws, c->ws_size);
+        c->ws_size = 0;
+        TRY(dev_alloc(c, &c->ws, ws_need));
+        c->ws_size = ws_need;
+    }
+    c->cur_n = n;
+    return 0;
+}
+
+static ChanGeom geom(const Core *core, int t, int n)
+{
+    ModelShape s = core->graph.shapes[t];
+    ChanGeom g = {n, s.c, s.h * s.w, cu((Core *)core)->nhwc};
+    return g;
+}
+
+// Puts the batch on the device (via the upload stream for host memory) as tensor 0.
+static int upload(Core *core, const CoreBatch *b)
+{
+    CudaCore *c = cu(core);
+    c->slot = c->next_slot;
+    c->next_slot ^= 1;
+    int i = c->slot;
+    const float *src = b->images;
+    c->labels = b->labels;
+    if (b->memory == CORE_MEMORY_HOST) {
+        // The staging slot is free once the step that used it two steps ago is done.
+        CUDA_TRY(cudaStreamWaitEvent(c->cs, c->consumed[i], 0));
+        CUDA_TRY(cudaMemcpyAsync(c->in_stage[i], b->images, in_elems(core, b->n) * sizeof(float),
+                                 cudaMemcpyHostToDevice, c->cs));
+        CUDA_TRY(cudaMemcpyAsync(c->lab_stage[i], b->labels, (size_t)b->n * sizeof(int32_t),
+                                 cudaMemcpyHostToDevice, c->cs));
+        CUDA_TRY(cudaEventRecord(c->copied[i], c->cs));
+        CUDA_TRY(cudaStreamWaitEvent(c->s, c->copied[i], 0));
+        src = c->in_stage[i];
+        c->labels = c->lab_stage[i];
+    }
+    if (c->staged) {
+        TRY(cuda_convert_input(src, c->act[0], c->dt, geom(core, 0, b->n), c->s));
+        c->x0 = c->act[0];
+    } else {
+        c->x0 = src;
+    }
+    return 0;
+}
+
+// Marks the batch's device copies as consumed; for host batches, waits until the
+// upload has read the caller's buffers so that they can be reused at once.
+static int release_batch(Core *core, const CoreBatch *b)
+{
+    CudaCore *c = cu(core);
+    CUDA_TRY(cudaEventRecord(c->consumed[c->slot], c->s));
+    if (b->memory == CORE_MEMORY_HOST) CUDA_TRY(cudaEventSynchronize(c->copied[c->slot]));
+    return 0;
+}
+
+static void *weight(const Core *core, const ModelOp *op)
+{
+    CudaCore *c = cu((Core *)core);
+    if (c->staged) return (char *)c->wc + op->w_off * dtype_size(c->dt);
+    return c->params + op->w_off;
+}
+
+// The compute-type (and, for NHWC, KRSC) copies of conv and linear weights.
+static int cast_weights(Core *core)
+{
+    CudaCore *c = cu(core);
+    const ModelGraph *g = &core->graph;
+    if (!c->staged) return 0;
+    for (int i = 0; i < g->n_ops; i++) {
+        const ModelOp *op = &g->ops[i];
+        if (op->kind == OP_CONV)
+            TRY(cuda_cast_filter(c->params + op->w_off, weight(core, op), c->dt, op->cout, op->cin,
+                                 op->k * op->k, c->nhwc, c->s));
+        else if (op->kind == OP_LINEAR)
+            TRY(cuda_cast(c->params + op->w_off, weight(core, op), c->dt,
+                          (size_t)op->cout * op->cin, c->s));
+    }
+    return 0;
+}
+
+static const void *tensor(const Core *core, int t)
+{
+    CudaCore *c = cu((Core *)core);
+    return t == 0 ? c->x0 : c->act[t];
+}
+
+static cublasComputeType_t gemm_compute(const Core *core)
+{
+    return core->cfg.precision == CORE_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                      : CUBLAS_COMPUTE_32F;
+}
+
+static int forward(Core *core, int n, FwdMode mode)
+{
+    CudaCore *c = cu(core);
+    const ModelGraph *g = &core->graph;
+    cudaDataType ct = dtype_cuda(c->dt);
+    const float one = 1.0f, zero = 0.0f;
+    for (int i = 0; i < g->n_ops; i++) {
+        const ModelOp *op = &g->ops[i];
+        const void *x = tensor(core, op->in);
+        void *y = c->act[op->out];
+        ChanGeom gi = geom(core, op->in, n);
+        size_t count = (size_t)n * model_tensor_size(g, op->in);
+        switch (op->kind) {
+        case OP_CONV:
+            TRY(conv_forward(&c->plans[i], c->dnn, x, weight(core, op), y, c->ws, c->ws_size));
+            break;
+        case OP_BN: {
+            float *gamma = c->params + op->w_off, *beta = c->params + op->b_off;
+            if (mode == FWD_INFER)
+                TRY(cuda_bn_fwd_infer(x, y, c->dt, gi, gamma, beta, c->stats + op->stat_off,
+                                      c->stats + op->stat_off + op->cin, c->s));
+            else
+                TRY(cuda_bn_fwd_train(x, y, c->dt, gi, gamma, beta, c->saved + op->save_off,
+                                      c->saved + op->save_off + op->cin,
+                                      mode == FWD_TRAIN ? c->stats + op->stat_off : NULL,
+                                      mode == FWD_TRAIN ? c->stats + op->stat_off + op->cin : NULL,
+                                      c->s));
+            break;
+        }
+        case OP_RELU: TRY(cuda_relu_fwd(x, y, c->dt, count, c->s)); break;
+        case OP_ADD: TRY(cuda_add_fwd(x, tensor(core, op->in2), y, c->dt, count, c->s)); break;
+        case OP_GAP: TRY(cuda_gap_fwd(x, y, c->dt, gi, c->s)); break;
+        case OP_LINEAR:
+            // Row-major y (n, M) = x (n, K) W^T: column-major y^T = W^T' x^T.
+            CUBLAS_TRY(cublasGemmEx(c->blas, CUBLAS_OP_T, CUBLAS_OP_N, op->cout, n, op->cin, &one,
+                                    weight(core, op), ct, op->cin, x, ct, op->cin, &zero, y, ct,
+                                    op->cout, gemm_compute(core), CUBLAS_GEMM_DEFAULT));
+            TRY(cuda_bias_add(y, c->params + op->b_off, c->dt, n, op->cout, c->s));
+            break;
+        }
+    }
+    return 0;
+}
+
+static int backward(Core *core, int n, bool accum_params)
+{
+    CudaCore *c = cu(core);
+    const ModelGraph *g = &core->graph;
+    cudaDataType ct = dtype_cuda(c->dt);
+    const float one = 1.0f;
+    for (int i = g->n_ops - 1; i >= 0; i--) {
+        const ModelOp *op = &g->ops[i];
+        const void *x = tensor(core, op->in);
+        const void *dy = c->dact[op->out];
+        void *dx = op->in_grad ? c->dact[op->in] : NULL;
+        ChanGeom gi = geom(core, op->in, n);
+        size_t count = (size_t)n * model_tensor_size(g, op->in);
+        switch (op->kind) {
+        case OP_CONV: {
+            const ConvPlan *p = &c->plans[i];
+            if (dx)
+                TRY(conv_backward_data(p, c->dnn, weight(core, op), dy, dx, op->in_accum, c->ws,
+                                       c->ws_size));
+            if (c->staged) {
+                TRY(conv_backward_filter(p, c->dnn, x, dy, c->gc, false, c->ws, c->ws_size));
+                TRY(cuda_gather_filter_grad(c->gc, c->dt, c->grads + op->w_off, op->cout, op->cin,
+                                            op->k * op->k, c->nhwc, accum_params, c->s));
+            } else {
+                TRY(conv_backward_filter(p, c->dnn, x, dy, c->grads + op->w_off, accum_params,
+                                         c->ws, c->ws_size));
+            }
+            break;
+        }
+        case OP_BN:
+            TRY(cuda_bn_bwd(x, dy, dx, op->in_accum, c->dt, gi, c->params + op->w_off,
+                            c->saved + op->save_off, c->saved + op->save_off + op->cin,
+                            c->grads + op->w_off, c->grads + op->b_off, accum_params,
+                            c->bn_scratch, c->s));
+            break;
+        case OP_RELU:
+            if (dx) TRY(cuda_relu_bwd(c->act[op->out], dy, dx, op->in_accum, c->dt, count, c->s));
+            break;
+        case OP_ADD:
+            if (dx) TRY(cuda_copy_grad(dy, dx, op->in_accum, c->dt, count, c->s));
+            TRY(cuda_copy_grad(dy, c->dact[op->in2], op->in2_accum, c->dt, count, c->s));
+            break;
+        case OP_GAP:
+            if (dx) TRY(cuda_gap_bwd(dy, dx, op->in_accum, c->dt, gi, c->s));
+            break;
+        case OP_LINEAR: {
+            int m = op->cout, k = op->cin;
+            if (dx) {  // dx (n, K) = dy (n, M) W (M, K)
+                const float beta = op->in_accum ? 1.0f : 0.0f;
+                CUBLAS_TRY(cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, k, n, m, &one,
+                                        weight(core, op), ct, k, dy, ct, m, &beta, dx, ct, k,
+                                        gemm_compute(core), CUBLAS_GEMM_DEFAULT));
+            }
+            // dW (M, K) = dy^T x, straight into the fp32 gradient.
+            const float beta = accum_params ? 1.0f : 0.0f;
+            CUBLAS_TRY(cublasGemmEx(c->blas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, n, &one, x, ct, k, dy,
+                                    ct, m, &beta, c->grads + op->w_off, CUDA_R_32F, k,
+                                    gemm_compute(core), CUBLAS_GEMM_DEFAULT));
+            TRY(cuda_bias_grad(dy, c->grads + op->b_off, accum_params, c->dt, n, m, c->s));
+            break;
+        }
+        }
+    }
+    return 0;
+}
+
+static int read_scalars(CudaCore *c)
+{
+    CUDA_TRY(cudaMemcpyAsync(c->hsc, c->dsc, sizeof *c->hsc, cudaMemcpyDeviceToHost, c->s));
+    CUDA_TRY(cudaStreamSynchronize(c->s));
+    return 0;
+}
+
+static int cuda_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r)
+{
+    CudaCore *c = cu(core);
+    const CoreConfig *cfg = &core->cfg;
+    const ModelGraph *g = &core->graph;
+    size_t np = g->n_params;
+    bool fp16 = cfg->precision == CORE_PRECISION_FP16;
+    bool memset_mode = cfg->zero_grad == CORE_ZERO_GRAD_MEMSET;
+    bool clip = cfg->optim.clip_norm > 0.0f;
+    CUDA_TRY(cudaSetDevice(c->device));
+    TRY(prepare(core, b->n));
+    TRY(upload(core, b));
+    TRY(cast_weights(core));
+    if (memset_mode) CUDA_TRY(cudaMemsetAsync(c->grads, 0, np * sizeof(float), c->s));
+    if (c->loss_count == 0) {
+        CUDA_TRY(cudaMemsetAsync(&c->dsc->loss_sum, 0, sizeof(float), c->s));
+        CUDA_TRY(cudaMemsetAsync(&c->dsc->train_correct, 0, sizeof(int), c->s));
+        c->window_samples = 0;
+    }
+    TRY(forward(core, b->n, FWD_TRAIN));
+    TRY(cuda_softmax_ce(c->act[g->logits], c->dt, c->labels, b->n, g->shapes[g->logits].c,
+                        fp16 ? &c->dsc->scale : NULL, c->dact[g->logits], &c->dsc->loss_sum,
+                        &c->dsc->train_correct, c->s));
+    TRY(backward(core, b->n, memset_mode));
+    TRY(release_batch(core, b));
+    if (c->fault_pending) {
+        TRY(cuda_set_value(c->grads + np / 2, c->fault_value, c->s));
+        c->fault_pending = false;
+    }
+    if (fp16) TRY(cuda_unscale_check(c->grads, np, &c->dsc->scale, &c->dsc->found_inf, c->s));
+    if (clip) TRY(cuda_sumsq(c->grads, np, &c->dsc->sumsq, c->s));
+    TRY(cuda_sgd(c->params, c->grads, c->mom, np, lr, cfg->optim.momentum, cfg->optim.weight_decay,
+                 clip ? &c->dsc->sumsq : NULL, cfg->optim.clip_norm,
+                 fp16 ? &c->dsc->found_inf : NULL, c->s));
+    if (fp16) TRY(cuda_scaler_update(c->dsc, cfg->scaler, c->s));
+    c->loss_count++;
+    c->window_samples += b->n;
+    if (cfg->readback == CORE_READBACK_EVERY_STEP || c->loss_count >= cfg->readback_interval) {
+        TRY(read_scalars(c));
+        r->loss = c->hsc->loss_sum / (float)c->loss_count;
+        r->loss_steps = c->loss_count;
+        r->accuracy = (float)((double)c->hsc->train_correct / (double)c->window_samples);
+        r->loss_ready = true;
+        c->loss_count = 0;
+    }
+    return 0;
+}
+
+static int cuda_eval(Core *core, const CoreBatch *b, CoreEvalResult *r)
+{
+    CudaCore *c = cu(core);
+    const ModelGraph *g = &core->graph;
+    CUDA_TRY(cudaSetDevice(c->device));
+    TRY(prepare(core, b->n));
+    TRY(upload(core, b));
+    TRY(cast_weights(core));
+    CUDA_TRY(cudaMemsetAsync(&c->dsc->eval_loss, 0, sizeof(float), c->s));
+    CUDA_TRY(cudaMemsetAsync(&c->dsc->eval_correct, 0, sizeof(int), c->s));
+    TRY(forward(core, b->n, FWD_INFER));
+    TRY(cuda_softmax_ce(c->act[g->logits], c->dt, c->labels, b->n, g->shapes[g->logits].c, NULL,
+                        NULL, &c->dsc->eval_loss, &c->dsc->eval_correct, c->s));
+    TRY(release_batch(core, b));
+    TRY(read_scalars(c));
+    r->loss = c->hsc->eval_loss;
+    r->accuracy = (float)c->hsc->eval_correct / (float)b->n;
+    r->n = b->n;
+    return 0;
+}
+
+static int cuda_loss_grad(Core *core, const CoreBatch *b, float *loss, float *grad)
+{
+    CudaCore *c = cu(core);
+    const ModelGraph *g = &core->graph;
+    bool fp16 = core->cfg.precision == CORE_PRECISION_FP16;
+    CUDA_TRY(cudaSetDevice(c->device));
+    TRY(prepare(core, b->n));
+    TRY(upload(core, b));
+    TRY(cast_weights(core));
+    CUDA_TRY(cudaMemsetAsync(&c->dsc->eval_loss, 0, sizeof(float), c->s));
+    TRY(forward(core, b->n, FWD_TRAIN_NO_STATS));
+    TRY(cuda_softmax_ce(c->act[g->logits], c->dt, c->labels, b->n, g->shapes[g->logits].c,
+                        fp16 ? &c->dsc->scale : NULL, grad ? c->dact[g->logits] : NULL,
+                        &c->dsc->eval_loss, NULL, c->s));
+    if (grad) {
+        TRY(backward(core, b->n, false));
+        if (fp16) TRY(cuda_unscale_check(c->grads, g->n_params, &c->dsc->scale, &c->dsc->probe_inf, c->s));
+        CUDA_TRY(cudaMemcpyAsync(grad, c->grads, g->n_params * sizeof(float),
+                                 cudaMemcpyDeviceToHost, c->s));
+    }
+    TRY(release_batch(core, b));
+    TRY(read_scalars(c));
+    if (loss) *loss = c->hsc->eval_loss;
+    return 0;
+}
+
+static int cuda_sync(Core *core)
+{
+    CUDA_TRY(cudaSetDevice(cu(core)->device));
+    CUDA_TRY(cudaStreamSynchronize(cu(core)->s));
+    return 0;
+}
+
+static int cuda_stats(Core *core, CoreStats *st)
+{
+    CudaCore *c = cu(core);
+    CUDA_TRY(cudaSetDevice(c->device));
+    TRY(read_scalars(c));
+    st->peak_bytes = c->peak;
+    st->skipped_steps = c->hsc->skipped;
+    st->loss_scale = core->cfg.precision == CORE_PRECISION_FP16 ? c->hsc->scale : 1.0f;
+    st->growth_tracker = c->hsc->growth_tracker;
+    st->autotune_ms = c->tune.tune_ms;
+    st->algo_cache_hits = c->tune.hits;
+    st->algo_cache_misses = c->tune.misses;
+    return 0;
+}
+
+static int cuda_params_get(Core *core, float *dst)
+{
+    CudaCore *c = cu(core);
+    CUDA_TRY(cudaSetDevice(c->device));
+    CUDA_TRY(cudaMemcpyAsync(dst, c->params, core->graph.n_params * sizeof(float),
+                             cudaMemcpyDeviceToHost, c->s));
+    CUDA_TRY(cudaStreamSynchronize(c->s));
+    return 0;
+}
+
+static int cuda_params_set(Core *core, const float *src)
+{
+    CudaCore *c = cu(core);
+    size_t bytes = core->graph.n_params * sizeof(float);
+    CUDA_TRY(cudaSetDevice(c->device));
+    CUDA_TRY(cudaMemcpyAsync(c->params, src, bytes, cudaMemcpyHostToDevice, c->s));
+    CUDA_TRY(cudaMemsetAsync(c->mom, 0, bytes, c->s));
+    CUDA_TRY(cudaStreamSynchronize(c->s));
+    return 0;
+}
+
+static int cuda_inject(Core *core, float value)
+{
+    cu(core)->fault_pending = true;
+    cu(core)->fault_value = value;
+    return 0;
+}
+
+static void cuda_destroy(Core *core)
+{
+    CudaCore *c = cu(core);
+    if (!c) return;
+    const ModelGraph *g = &core->graph;
+    cudaSetDevice(c->device);
+    if (c->s) cudaStreamSynchronize(c->s);
+    if (c->cs) cudaStreamSynchronize(c->cs);
+    free_activations(core);
+    size_t np = g->n_params;
+    DEV_FREE(c, c->params, np * sizeof(float));
+    DEV_FREE(c, c->grads, np * sizeof(float));
+    DEV_FREE(c, c->mom, np * sizeof(float));
+    DEV_FREE(c, c->stats, g->n_stats * sizeof(float));
+    DEV_FREE(c, c->saved, g->n_saved * sizeof(float));
+    DEV_FREE(c, c->bn_scratch, 0);
+    DEV_FREE(c, c->wc, 0);
+    DEV_FREE(c, c->gc, 0);
+    DEV_FREE(c, c->ws, c->ws_size);
+    DEV_FREE(c, c->dsc, sizeof(DevScalars));
+    if (c->hsc) cudaFreeHost(c->hsc);
+    for (int i = 0; i < g->n_ops; i++) conv_plan_destroy(&c->plans[i]);
+    for (int i = 0; i < 2; i++) {
+        if (c->copied[i]) cudaEventDestroy(c->copied[i]);
+        if (c->consumed[i]) cudaEventDestroy(c->consumed[i]);
+    }
+    if (c->dnn) cudnnDestroy(c->dnn);
+    if (c->blas) cublasDestroy(c->blas);
+    if (c->s) cudaStreamDestroy(c->s);
+    if (c->cs) cudaStreamDestroy(c->cs);
+    free(c);
+    core->impl = NULL;
+}
+
+static const CoreOps cuda_ops = {
+    cuda_step, cuda_eval, cuda_loss_grad, cuda_sync, cuda_stats,
+    cuda_params_get, cuda_params_set, cuda_inject, cuda_destroy,
+};
+
+static int cuda_init_state(Core *core)
+{
+    CudaCore *c = cu(core);
+    const CoreConfig *cfg = &core->cfg;
+    const ModelGraph *g = &core->graph;
+    size_t np = g->n_params;
+    CUDA_TRY(cudaSetDevice(c->device));
+    CUDA_TRY(cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking));
+    CUDA_TRY(cudaStreamCreateWithFlags(&c->cs, cudaStreamNonBlocking));
+    CUBLAS_TRY(cublasCreate(&c->blas));
+    CUBLAS_TRY(cublasSetStream(c->blas, c->s));
+    CUDNN_TRY(cudnnCreate(&c->dnn));
+    CUDNN_TRY(cudnnSetStream(c->dnn, c->s));
+    for (int i = 0; i < 2; i++) {
+        CUDA_TRY(cudaEventCreateWithFlags(&c->copied[i], cudaEventDisableTiming));
+        CUDA_TRY(cudaEventCreateWithFlags(&c->consumed[i], cudaEventDisableTiming));
+    }
+    c->dt = cfg->precision == CORE_PRECISION_FP16 ? DT_F16
+          : cfg->precision == CORE_PRECISION_BF16 ? DT_BF16 : DT_F32;
+    c->nhwc = cfg->layout == CORE_LAYOUT_NHWC && cfg->model.kind == CORE_MODEL_RESNET;
+    c->staged = c->dt != DT_F32 || c->nhwc;
+
+    int max_c = 1;
+    size_t max_filter = 1;
+    for (int i = 0; i < g->n_ops; i++) {
+        const ModelOp *op = &g->ops[i];
+        if (op->cin > max_c) max_c = op->cin;
+        if (op->kind == OP_CONV && (size_t)op->cout * op->cin * op->k * op->k > max_filter)
+            max_filter = (size_t)op->cout * op->cin * op->k * op->k;
+    }
+    TRY(DEV_ALLOC(c, c->params, np * sizeof(float)));
+    TRY(DEV_ALLOC(c, c->grads, np * sizeof(float)));
+    TRY(DEV_ALLOC(c, c->mom, np * sizeof(float)));
+    TRY(DEV_ALLOC(c, c->stats, g->n_stats * sizeof(float)));
+    TRY(DEV_ALLOC(c, c->saved, g->n_saved * sizeof(float)));
+    TRY(DEV_ALLOC(c, c->bn_scratch, 2 * (size_t)max_c * sizeof(float)));
+    if (c->staged) {
+        TRY(DEV_ALLOC(c, c->wc, np * dtype_size(c->dt)));
+        TRY(DEV_ALLOC(c, c->gc, max_filter * dtype_size(c->dt)));
+    }
+    TRY(DEV_ALLOC(c, c->dsc, sizeof(DevScalars)));
+    CUDA_TRY(cudaMallocHost((void **)&c->hsc, sizeof(DevScalars)));
+
+    float *hp = (float *)malloc(np * sizeof(float));
+    float *hs = (float *)malloc((g->n_stats ? g->n_stats : 1) * sizeof(float));
+    if (!hp || !hs) {
+        free(hp); free(hs);
+        return check_fail(__FILE__, __LINE__, "malloc", "out of host memory");
+    }
+    model_init(g, cfg->seed, hp, hs);
+    cudaError_t e1 = cudaMemcpy(c->params, hp, np * sizeof(float), cudaMemcpyHostToDevice);
+    cudaError_t e2 = cudaMemcpy(c->stats, hs, g->n_stats * sizeof(float), cudaMemcpyHostToDevice);
+    free(hp);
+    free(hs);
+    CUDA_TRY(e1);
+    CUDA_TRY(e2);
+    CUDA_TRY(cudaMemset(c->mom, 0, np * sizeof(float)));
+    memset(c->hsc, 0, sizeof *c->hsc);
+    c->hsc->scale = cfg->scaler.init_scale;
+    CUDA_TRY(cudaMemcpy(c->dsc, c->hsc, sizeof *c->hsc, cudaMemcpyHostToDevice));
+    // Pageable cudaMemcpy may return before its DMA lands; the non-blocking stream does
+    // not order against it, so wait here once.
+    CUDA_TRY(cudaDeviceSynchronize());
+    return prepare(core, cfg->batch_size);  // buffers for the expected batch, once
+}
+
+extern "C" int core_cuda_init(Core *core)
+{
+    CudaCore *c = (CudaCore *)calloc(1, sizeof *c);
+    if (!c) return check_fail(__FILE__, __LINE__, "calloc(CudaCore)", "out of memory");
+    core->impl = c;
+    core->ops = &cuda_ops;
+    c->device = core->cfg.device;
+    return cuda_init_state(core);  // on failure core_create calls cuda_destroy
+}

@@ -1,0 +1,48 @@
+// core_names.c: printable names of the config enums and their command-line parsers.
+#include <string.h>
+
+#include "kernels/check.h"
+#include "kernels/core.h"
+
+static const char *backend_names[] = {"auto", "cpu", "cuda"};
+static const char *precision_names[] = {"fp32", "tf32", "fp16", "bf16"};
+static const char *layout_names[] = {"nchw", "nhwc"};
+static const char *zero_grad_names[] = {"memset", "set_to_none"};
+static const char *conv_algo_names[] = {"heuristic", "autotune"};
+static const char *readback_names[] = {"every_step", "deferred"};
+static const char *lr_decay_names[] = {"constant", "cosine", "step"};
+
+#define COUNT(a) ((int)(sizeof a / sizeof a[0]))
+#define NAME(table, v) (((unsigned)(v) < (unsigned)COUNT(table)) ? table[v] : "?")
+
+static int lookup(const char *const *table, int n, const char *s)
+{
+    for (int i = 0; s && i < n; i++)
+        if (strcmp(table[i], s) == 0) return i;
+    check_fail(__FILE__, __LINE__, "core parse", s ? s : "(null)");
+    return -1;
+}
+
+#define PARSER(fn, table, type) \
+    int fn(const char *s, type *out) \
+    { \
+        int i = lookup(table, COUNT(table), s); \
+        if (i >= 0) *out = (type)i; \
+        return i < 0 ? -1 : 0; \
+    }
+
+const char *core_backend_name(CoreBackend b) { return NAME(backend_names, b); }
+const char *core_precision_name(CorePrecision p) { return NAME(precision_names, p); }
+const char *core_layout_name(CoreLayout l) { return NAME(layout_names, l); }
+const char *core_zero_grad_name(CoreZeroGrad z) { return NAME(zero_grad_names, z); }
+const char *core_conv_algo_name(CoreConvAlgo a) { return NAME(conv_algo_names, a); }
+const char *core_readback_name(CoreReadback r) { return NAME(readback_names, r); }
+const char *core_lr_decay_name(CoreLrDecay d) { return NAME(lr_decay_names, d); }
+
+PARSER(core_backend_parse, backend_names, CoreBackend)
+PARSER(core_precision_parse, precision_names, CorePrecision)
+PARSER(core_layout_parse, layout_names, CoreLayout)
+PARSER(core_zero_grad_parse, zero_grad_names, CoreZeroGrad)
+PARSER(core_conv_algo_parse, conv_algo_names, CoreConvAlgo)
+PARSER(core_readback_parse, readback_names, CoreReadback)
+PARSER(core_lr_decay_parse, lr_decay_names, CoreLrDecay)

@@ -1,0 +1,295 @@
+// layer_probe.cu: single-layer runs of the CUDA backend on host arrays (layer_probe.h),
+// using the same launchers, cuDNN plans and cuBLAS calls as core_cuda.cu.
+#include "kernels/layer_probe.h"
+
+#include <string.h>
+
+#include "kernels/check.h"
+#include "kernels/conv_cudnn.cuh"
+#include "kernels/layers_cuda.cuh"
+
+#define PROBE_MAX_BUFFERS 32
+
+// Device buffers of one probe, freed together.
+typedef struct Probe {
+    void *ptrs[PROBE_MAX_BUFFERS];
+    int count;
+    DType dt;
+    cudnnHandle_t dnn;
+    cublasHandle_t blas;
+} Probe;
+
+static DType probe_dtype(CorePrecision p)
+{
+    return p == CORE_PRECISION_FP16 ? DT_F16 : p == CORE_PRECISION_BF16 ? DT_BF16 : DT_F32;
+}
+
+static int probe_alloc(Probe *p, void **out, size_t bytes)
+{
+    if (p->count == PROBE_MAX_BUFFERS)
+        return check_fail(__FILE__, __LINE__, "probe_alloc", "too many buffers");
+    CUDA_TRY(cudaMalloc(out, bytes ? bytes : 1));
+    p->ptrs[p->count++] = *out;
+    return 0;
+}
+
+static void probe_end(Probe *p)
+{
+    for (int i = 0; i < p->count; i++) cudaFree(p->ptrs[i]);
+    if (p->dnn) cudnnDestroy(p->dnn);
+    if (p->blas) cublasDestroy(p->blas);
+    memset(p, 0, sizeof *p);
+}
+
+static size_t geom_size(ChanGeom g) { return (size_t)g.n * g.c * g.hw; }
+
+// fp32 host array to a device fp32 buffer.
+static int put_f32(Probe *p, const float *h, size_t n, float **out)
+{
+    TRY(probe_alloc(p, (void **)out, n * sizeof(float)));
+    CUDA_TRY(cudaMemcpy(*out, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    return 0;
+}
+
+static int get_f32(const float *d, size_t n, float *h)
+{
+    CUDA_TRY(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+// Host fp32 NCHW to a device tensor in the probe's type and g's layout.
+static int put(Probe *p, const float *h, ChanGeom g, void **out)
+{
+    float *tmp;
+    TRY(put_f32(p, h, geom_size(g), &tmp));
+    TRY(probe_alloc(p, out, geom_size(g) * dtype_size(p->dt)));
+    TRY(cuda_convert_input(tmp, *out, p->dt, g, 0));
+    return 0;
+}
+
+static int get(Probe *p, const void *d, ChanGeom g, float *h)
+{
+    float *tmp;
+    TRY(probe_alloc(p, (void **)&tmp, geom_size(g) * sizeof(float)));
+    TRY(cuda_convert_output(d, tmp, p->dt, g, 0));
+    return get_f32(tmp, geom_size(g), h);
+}
+
+static int alloc_like(Probe *p, ChanGeom g, void **out)
+{
+    return probe_alloc(p, out, geom_size(g) * dtype_size(p->dt));
+}
+
+static int run_conv(Probe *pr, const ConvShape *s, CorePrecision prec, bool nhwc, CoreConvAlgo a,
+                    const float *x, const float *w, const float *dy, float *y, float *dx, float *dw)
+{
+    ChanGeom gx = {s->n, s->c, s->h * s->w, nhwc}, gy = {s->n, s->k, s->p * s->q, nhwc};
+    size_t wn = (size_t)s->k * s->c * s->r * s->r;
+    void *dx_, *dy_, *yd, *dxd, *wd, *dwd, *ws = NULL;
+    float *w32, *dw32;
+    TRY(put(pr, x, gx, &dx_));
+    TRY(put(pr, dy, gy, &dy_));
+    TRY(put_f32(pr, w, wn, &w32));
+    TRY(probe_alloc(pr, &wd, wn * dtype_size(pr->dt)));
+    TRY(cuda_cast_filter(w32, wd, pr->dt, s->k, s->c, s->r * s->r, nhwc, 0));
+    CUDNN_TRY(cudnnCreate(&pr->dnn));
+    ConvPlan plan;
+    memset(&plan, 0, sizeof plan);
+    ConvKey key;
+    memset(&key, 0, sizeof key);
+    CUDA_TRY(cudaGetDevice(&key.device));
+    key.n = s->n; key.c = s->c; key.h = s->h; key.w = s->w; key.k = s->k; key.r = s->r;
+    key.stride = s->stride; key.pad = s->pad; key.p = s->p; key.q = s->q;
+    key.dtype = pr->dt; key.nhwc = nhwc; key.precision = prec; key.policy = a;
+    key.ws_limit_mb = 256;
+    ConvTuneStats st = {0.0, 0, 0};
+    int rc = conv_plan_set(&plan, pr->dnn, &key, &st);
+    size_t wsz = plan.ws_fwd;
+    if (plan.ws_bwd_data > wsz) wsz = plan.ws_bwd_data;
+    if (plan.ws_bwd_filter > wsz) wsz = plan.ws_bwd_filter;
+    if (rc == 0) rc = probe_alloc(pr, &ws, wsz);
+    if (rc == 0) rc = alloc_like(pr, gy, &yd);
+    if (rc == 0) rc = conv_forward(&plan, pr->dnn, dx_, wd, yd, ws, wsz);
+    if (rc == 0) rc = get(pr, yd, gy, y);
+    if (rc == 0) rc = alloc_like(pr, gx, &dxd);
+    if (rc == 0) rc = conv_backward_data(&plan, pr->dnn, wd, dy_, dxd, false, ws, wsz);
+    if (rc == 0) rc = get(pr, dxd, gx, dx);
+    if (rc == 0) rc = probe_alloc(pr, &dwd, wn * dtype_size(pr->dt));
+    if (rc == 0) rc = conv_backward_filter(&plan, pr->dnn, dx_, dy_, dwd, false, ws, wsz);
+    if (rc == 0) rc = probe_alloc(pr, (void **)&dw32, wn * sizeof(float));
+    if (rc == 0) rc = cuda_gather_filter_grad(dwd, pr->dt, dw32, s->k, s->c, s->r * s->r, nhwc, false, 0);
+    if (rc == 0) rc = get_f32(dw32, wn, dw);
+    conv_plan_destroy(&plan);
+    return rc;
+}
+
+int layer_probe_conv(const ConvShape *s, CorePrecision p, CoreLayout l, CoreConvAlgo a,
+                     const float *x, const float *w, const float *dy, float *y, float *dx,
+                     float *dw)
+{
+    Probe pr;
+    memset(&pr, 0, sizeof pr);
+    pr.dt = probe_dtype(p);
+    int rc = run_conv(&pr, s, p, l == CORE_LAYOUT_NHWC, a, x, w, dy, y, dx, dw);
+    probe_end(&pr);
+    return rc;
+}
+
+static int run_bn(Probe *pr, ChanGeom g, const float *x, const float *gamma, const float *beta,
+                  const float *dy, float *y, float *dx, float *dgamma, float *dbeta)
+{
+    void *xd, *dyd, *yd, *dxd;
+    float *gd, *bd, *mean, *invstd, *dg, *db, *scratch;
+    TRY(put(pr, x, g, &xd));
+    TRY(put(pr, dy, g, &dyd));
+    TRY(put_f32(pr, gamma, g.c, &gd));
+    TRY(put_f32(pr, beta, g.c, &bd));
+    TRY(probe_alloc(pr, (void **)&mean, g.c * sizeof(float)));
+    TRY(probe_alloc(pr, (void **)&invstd, g.c * sizeof(float)));
+    TRY(probe_alloc(pr, (void **)&dg, g.c * sizeof(float)));
+    TRY(probe_alloc(pr, (void **)&db, g.c * sizeof(float)));
+    TRY(probe_alloc(pr, (void **)&scratch, 2 * g.c * sizeof(float)));
+    TRY(alloc_like(pr, g, &yd));
+    TRY(alloc_like(pr, g, &dxd));
+    TRY(cuda_bn_fwd_train(xd, yd, pr->dt, g, gd, bd, mean, invstd, NULL, NULL, 0));
+    TRY(cuda_bn_bwd(xd, dyd, dxd, false, pr->dt, g, gd, mean, invstd, dg, db, false, scratch, 0));
+    TRY(get(pr, yd, g, y));
+    TRY(get(pr, dxd, g, dx));
+    TRY(get_f32(dg, g.c, dgamma));
+    return get_f32(db, g.c, dbeta);
+}
+
+int layer_probe_bn(int n, int c, int hw, CorePrecision p, CoreLayout l, const float *x,
+                   const float *gamma, const float *beta, const float *dy, float *y, float *dx,
+                   float *dgamma, float *dbeta)
+{
+    Probe pr;
+    memset(&pr, 0, sizeof pr);
+    pr.dt = probe_dtype(p);
+    ChanGeom g = {n, c, hw, l == CORE_LAYOUT_NHWC};
+    int rc = run_bn(&pr, g, x, gamma, beta, dy, y, dx, dgamma, dbeta);
+    probe_end(&pr);
+    return rc;
+}
+
+static int run_pointwise(Probe *pr, ChanGeom g, const float *x, const float *x2, const float *dy,
+                         const float *dpooled, float *y, float *dx, float *sum, float *pooled,
+                         float *dpool)
+{
+    ChanGeom gp = {g.n, g.c, 1, g.nhwc};
+    size_t count = geom_size(g);
+    void *xd, *x2d, *dyd, *dpd, *yd, *dxd, *sd, *pd, *dpo;
+    TRY(put(pr, x, g, &xd));
+    TRY(put(pr, x2, g, &x2d));
+    TRY(put(pr, dy, g, &dyd));
+    TRY(put(pr, dpooled, gp, &dpd));
+    TRY(alloc_like(pr, g, &yd));
+    TRY(alloc_like(pr, g, &dxd));
+    TRY(alloc_like(pr, g, &sd));
+    TRY(alloc_like(pr, gp, &pd));
+    TRY(alloc_like(pr, g, &dpo));
+    TRY(cuda_relu_fwd(xd, yd, pr->dt, count, 0));
+    TRY(cuda_relu_bwd(yd, dyd, dxd, false, pr->dt, count, 0));
+    TRY(cuda_add_fwd(xd, x2d, sd, pr->dt, count, 0));
+    TRY(cuda_gap_fwd(xd, pd, pr->dt, g, 0));
+    TRY(cuda_gap_bwd(dpd, dpo, false, pr->dt, g, 0));
+    TRY(get(pr, yd, g, y));
+    TRY(get(pr, dxd, g, dx));
+    TRY(get(pr, sd, g, sum));
+    TRY(get(pr, pd, gp, pooled));
+    return get(pr, dpo, g, dpool);
+}
+
+int layer_probe_pointwise(int n, int c, int hw, CorePrecision p, CoreLayout l, const float *x,
+                          const float *x2, const float *dy, const float *dpooled, float *y,
+                          float *dx, float *sum, float *pooled, float *dpool)
+{
+    Probe pr;
+    memset(&pr, 0, sizeof pr);
+    pr.dt = probe_dtype(p);
+    ChanGeom g = {n, c, hw, l == CORE_LAYOUT_NHWC};
+    int rc = run_pointwise(&pr, g, x, x2, dy, dpooled, y, dx, sum, pooled, dpool);
+    probe_end(&pr);
+    return rc;
+}
+
+static int run_linear(Probe *pr, CorePrecision prec, int n, int k, int m, const float *x,
+                      const float *w, const float *b, const float *dy, float *y, float *dx,
+                      float *dw, float *db)
+{
+    ChanGeom gx = {n, k, 1, false}, gy = {n, m, 1, false};
+    cudaDataType ct = dtype_cuda(pr->dt);
+    cublasComputeType_t comp = prec == CORE_PRECISION_TF32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                           : CUBLAS_COMPUTE_32F;
+    const float one = 1.0f, zero = 0.0f;
+    void *xd, *dyd, *wd, *yd, *dxd;
+    float *w32, *bd, *dwd, *dbd;
+    TRY(put(pr, x, gx, &xd));
+    TRY(put(pr, dy, gy, &dyd));
+    TRY(put_f32(pr, w, (size_t)m * k, &w32));
+    TRY(put_f32(pr, b, m, &bd));
+    TRY(probe_alloc(pr, &wd, (size_t)m * k * dtype_size(pr->dt)));
+    TRY(cuda_cast(w32, wd, pr->dt, (size_t)m * k, 0));
+    TRY(alloc_like(pr, gy, &yd));
+    TRY(alloc_like(pr, gx, &dxd));
+    TRY(probe_alloc(pr, (void **)&dwd, (size_t)m * k * sizeof(float)));
+    TRY(probe_alloc(pr, (void **)&dbd, m * sizeof(float)));
+    CUBLAS_TRY(cublasCreate(&pr->blas));
+    CUBLAS_TRY(cublasGemmEx(pr->blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &one, wd, ct, k, xd, ct,
+                            k, &zero, yd, ct, m, comp, CUBLAS_GEMM_DEFAULT));
+    TRY(cuda_bias_add(yd, bd, pr->dt, n, m, 0));
+    CUBLAS_TRY(cublasGemmEx(pr->blas, CUBLAS_OP_N, CUBLAS_OP_N, k, n, m, &one, wd, ct, k, dyd, ct,
+                            m, &zero, dxd, ct, k, comp, CUBLAS_GEMM_DEFAULT));
+    CUBLAS_TRY(cublasGemmEx(pr->blas, CUBLAS_OP_N, CUBLAS_OP_T, k, m, n, &one, xd, ct, k, dyd, ct,
+                            m, &zero, dwd, CUDA_R_32F, k, comp, CUBLAS_GEMM_DEFAULT));
+    TRY(cuda_bias_grad(dyd, dbd, false, pr->dt, n, m, 0));
+    TRY(get(pr, yd, gy, y));
+    TRY(get(pr, dxd, gx, dx));
+    TRY(get_f32(dwd, (size_t)m * k, dw));
+    return get_f32(dbd, m, db);
+}
+
+int layer_probe_linear(int n, int k, int m, CorePrecision p, const float *x, const float *w,
+                       const float *b, const float *dy, float *y, float *dx, float *dw, float *db)
+{
+    Probe pr;
+    memset(&pr, 0, sizeof pr);
+    pr.dt = probe_dtype(p);
+    int rc = run_linear(&pr, p, n, k, m, x, w, b, dy, y, dx, dw, db);
+    probe_end(&pr);
+    return rc;
+}
+
+static int run_softmax(Probe *pr, int n, int m, const float *z, const int32_t *labels,
+                       float *loss, int *correct, float *dz)
+{
+    ChanGeom g = {n, m, 1, false};
+    void *zd, *dzd;
+    int32_t *ld;
+    float *lossd;
+    int *cd;
+    TRY(put(pr, z, g, &zd));
+    TRY(alloc_like(pr, g, &dzd));
+    TRY(probe_alloc(pr, (void **)&ld, n * sizeof(int32_t)));
+    CUDA_TRY(cudaMemcpy(ld, labels, n * sizeof(int32_t), cudaMemcpyHostToDevice));
+    TRY(probe_alloc(pr, (void **)&lossd, sizeof(float)));
+    TRY(probe_alloc(pr, (void **)&cd, sizeof(int)));
+    CUDA_TRY(cudaMemset(lossd, 0, sizeof(float)));
+    CUDA_TRY(cudaMemset(cd, 0, sizeof(int)));
+    TRY(cuda_softmax_ce(zd, pr->dt, ld, n, m, NULL, dzd, lossd, cd, 0));
+    TRY(get(pr, dzd, g, dz));
+    TRY(get_f32(lossd, 1, loss));
+    CUDA_TRY(cudaMemcpy(correct, cd, sizeof(int), cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+int layer_probe_softmax_ce(int n, int m, CorePrecision p, const float *z, const int32_t *labels,
+                           float *loss, int *correct, float *dz)
+{
+    Probe pr;
+    memset(&pr, 0, sizeof pr);
+    pr.dt = probe_dtype(p);
+    int rc = run_softmax(&pr, n, m, z, labels, loss, correct, dz);
+    probe_end(&pr);
+    return rc;
+}

@@ -1,0 +1,213 @@
+// model.c: builds the ResNet-style and MLP op lists and initialises their parameters.
+#include "kernels/model.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#include "kernels/check.h"
+
+uint64_t model_rng_next(ModelRng *r)
+{
+    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+float model_rng_uniform(ModelRng *r) { return (float)(model_rng_next(r) >> 40) / 16777216.0f; }
+
+float model_rng_normal(ModelRng *r)
+{
+    float u1 = model_rng_uniform(r), u2 = model_rng_uniform(r);
+    if (u1 < 1e-7f) u1 = 1e-7f;
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2);
+}
+
+size_t model_tensor_size(const ModelGraph *g, int t)
+{
+    return (size_t)g->shapes[t].c * g->shapes[t].h * g->shapes[t].w;
+}
+
+static int fail(const char *why) { return check_fail(__FILE__, __LINE__, "model_build", why); }
+
+static int new_tensor(ModelGraph *g, int c, int h, int w)
+{
+    if (g->n_tensors >= MODEL_MAX_TENSORS) return -1;
+    g->shapes[g->n_tensors] = (ModelShape){c, h, w};
+    return g->n_tensors++;
+}
+
+static ModelOp *new_op(ModelGraph *g, ModelOpKind kind, int in)
+{
+    if (g->n_ops >= MODEL_MAX_OPS) return NULL;
+    ModelOp *op = &g->ops[g->n_ops++];
+    *op = (ModelOp){.kind = kind, .in = in, .in2 = -1, .out = -1};
+    return op;
+}
+
+// Each helper returns the output tensor id, or -1 when the graph is full.
+static int add_conv(ModelGraph *g, int in, int cout, int k, int stride)
+{
+    ModelShape s = g->shapes[in];
+    ModelOp *op = new_op(g, OP_CONV, in);
+    if (!op) return -1;
+    op->cin = s.c; op->cout = cout; op->k = k; op->stride = stride; op->pad = k / 2;
+    int h = (s.h + 2 * op->pad - k) / stride + 1, w = (s.w + 2 * op->pad - k) / stride + 1;
+    op->w_off = g->n_params;
+    g->n_params += (size_t)cout * s.c * k * k;
+    size_t col = (size_t)s.c * k * k * h * w;
+    if (col > g->max_col) g->max_col = col;
+    return op->out = new_tensor(g, cout, h, w);
+}
+
+static int add_bn(ModelGraph *g, int in)
+{
+    ModelShape s = g->shapes[in];
+    ModelOp *op = new_op(g, OP_BN, in);
+    if (!op) return -1;
+    op->cin = op->cout = s.c;
+    op->w_off = g->n_params; op->b_off = g->n_params + s.c;
+    g->n_params += 2 * (size_t)s.c;
+    op->stat_off = g->n_stats; g->n_stats += 2 * (size_t)s.c;
+    op->save_off = g->n_saved; g->n_saved += 2 * (size_t)s.c;
+    return op->out = new_tensor(g, s.c, s.h, s.w);
+}
+
+static int add_unary(ModelGraph *g, ModelOpKind kind, int in)
+{
+    ModelShape s = g->shapes[in];
+    ModelOp *op = new_op(g, kind, in);
+    if (!op) return -1;
+    op->cin = op->cout = s.c;
+    if (kind == OP_GAP) return op->out = new_tensor(g, s.c, 1, 1);
+    return op->out = new_tensor(g, s.c, s.h, s.w);
+}
+
+static int add_add(ModelGraph *g, int a, int b)
+{
+    ModelShape s = g->shapes[a];
+    ModelOp *op = new_op(g, OP_ADD, a);
+    if (!op) return -1;
+    op->in2 = b; op->cin = op->cout = s.c;
+    return op->out = new_tensor(g, s.c, s.h, s.w);
+}
+
+static int add_linear(ModelGraph *g, int in, int cout)
+{
+    ModelOp *op = new_op(g, OP_LINEAR, in);
+    if (!op) return -1;
+    op->cin = (int)model_tensor_size(g, in); op->cout = cout;
+    op->w_off = g->n_params; g->n_params += (size_t)cout * op->cin;
+    op->b_off = g->n_params; g->n_params += (size_t)cout;
+    return op->out = new_tensor(g, cout, 1, 1);
+}
+
+#define CHAIN(expr) do { t = (expr); if (t < 0) return fail("model too large for MODEL_MAX_OPS"); } while (0)
+
+static int build_resnet(const CoreModelConfig *m, ModelGraph *g)
+{
+    int t = 0;
+    CHAIN(add_conv(g, t, m->width, m->stem_kernel, m->stem_stride));
+    CHAIN(add_bn(g, t));
+    CHAIN(add_unary(g, OP_RELU, t));
+    for (int s = 0; s < m->stages; s++) {
+        int ch = m->width << s;
+        for (int b = 0; b < m->blocks_per_stage; b++) {
+            int stride = (s > 0 && b == 0) ? 2 : 1;
+            int x = t, shortcut = x;
+            if (stride != 1 || g->shapes[x].c != ch) {
+                CHAIN(add_conv(g, x, ch, 1, stride));
+                CHAIN(add_bn(g, t));
+                shortcut = t;
+            }
+            CHAIN(add_conv(g, x, ch, 3, stride));
+            CHAIN(add_bn(g, t));
+            CHAIN(add_unary(g, OP_RELU, t));
+            CHAIN(add_conv(g, t, ch, 3, 1));
+            CHAIN(add_bn(g, t));
+            CHAIN(add_add(g, t, shortcut));
+            CHAIN(add_unary(g, OP_RELU, t));
+        }
+    }
+    CHAIN(add_unary(g, OP_GAP, t));
+    CHAIN(add_linear(g, t, m->num_classes));
+    return 0;
+}
+
+static int build_mlp(const CoreModelConfig *m, ModelGraph *g)
+{
+    int t = 0;
+    for (int l = 0; l < m->mlp_layers; l++) {
+        CHAIN(add_linear(g, t, m->mlp_hidden));
+        CHAIN(add_unary(g, OP_RELU, t));
+    }
+    CHAIN(add_linear(g, t, m->num_classes));
+    return 0;
+}
+
+// Marks which input gradients backward must produce, and whether each write is the
+// first one (overwrite) or a later one (accumulate), walking the ops in reverse.
+static void plan_backward(ModelGraph *g)
+{
+    bool written[MODEL_MAX_TENSORS] = {false};
+    for (int i = g->n_ops - 1; i >= 0; i--) {
+        ModelOp *op = &g->ops[i];
+        op->in_grad = op->in != 0;
+        op->in_accum = written[op->in];
+        written[op->in] = true;
+        if (op->in2 >= 0) {
+            op->in2_accum = written[op->in2];
+            written[op->in2] = true;
+        }
+    }
+}
+
+int model_build(const CoreModelConfig *m, ModelGraph *g)
+{
+    *g = (ModelGraph){0};
+    if (m->in_channels <= 0 || m->image_size <= 0 || m->num_classes <= 1)
+        return fail("in_channels, image_size must be > 0 and num_classes > 1");
+    g->shapes[0] = (ModelShape){m->in_channels, m->image_size, m->image_size};
+    g->n_tensors = 1;
+    if (m->kind == CORE_MODEL_RESNET) {
+        if (m->width <= 0 || m->stages <= 0 || m->blocks_per_stage <= 0 ||
+            m->stem_kernel <= 0 || m->stem_kernel % 2 == 0 || m->stem_stride <= 0)
+            return fail("resnet needs width, stages, blocks_per_stage > 0 and an odd stem_kernel");
+        int size = (m->image_size - 1) / m->stem_stride + 1;
+        if ((size >> (m->stages - 1)) < 1) return fail("image too small for that many stages");
+        TRY(build_resnet(m, g));
+    } else {
+        if (m->mlp_hidden <= 0 || m->mlp_layers < 0) return fail("mlp needs mlp_hidden > 0");
+        TRY(build_mlp(m, g));
+    }
+    g->logits = g->ops[g->n_ops - 1].out;
+    plan_backward(g);
+    return 0;
+}
+
+void model_init(const ModelGraph *g, uint64_t seed, float *params, float *stats)
+{
+    ModelRng r = {seed * 0x2545F4914F6CDD1Dull + 1};
+    for (int i = 0; i < g->n_ops; i++) {
+        const ModelOp *op = &g->ops[i];
+        if (op->kind == OP_CONV) {
+            size_t fan_in = (size_t)op->cin * op->k * op->k, n = fan_in * op->cout;
+            float std = sqrtf(2.0f / (float)fan_in);
+            for (size_t j = 0; j < n; j++) params[op->w_off + j] = std * model_rng_normal(&r);
+        } else if (op->kind == OP_BN) {
+            for (int c = 0; c < op->cin; c++) {
+                params[op->w_off + c] = 1.0f;
+                params[op->b_off + c] = 0.0f;
+                stats[op->stat_off + c] = 0.0f;
+                stats[op->stat_off + op->cin + c] = 1.0f;
+            }
+        } else if (op->kind == OP_LINEAR) {
+            float bound = 1.0f / sqrtf((float)op->cin);
+            size_t n = (size_t)op->cin * op->cout;
+            for (size_t j = 0; j < n; j++)
+                params[op->w_off + j] = bound * (2.0f * model_rng_uniform(&r) - 1.0f);
+            for (int j = 0; j < op->cout; j++)
+                params[op->b_off + j] = bound * (2.0f * model_rng_uniform(&r) - 1.0f);
+        }
+    }
+}

@@ -1,0 +1,70 @@
+// model.h: the network as a flat list of ops over numbered tensors, shared by both
+// backends. Parameters live in one flat fp32 array (conv weights KCRS, BN gamma then
+// beta, linear weight [out][in] then bias), so zero-grad, clipping, the inf/nan check
+// and SGD each touch one buffer. Tensor 0 is the input; shapes are per sample.
+#ifndef MODEL_H
+#define MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MODEL_MAX_OPS 256
+#define MODEL_MAX_TENSORS 256
+#define MODEL_BN_EPS 1e-5f
+#define MODEL_BN_MOMENTUM 0.1f
+
+typedef enum { OP_CONV, OP_BN, OP_RELU, OP_ADD, OP_GAP, OP_LINEAR } ModelOpKind;
+
+typedef struct ModelShape { int c, h, w; } ModelShape;
+
+typedef struct ModelOp {
+    ModelOpKind kind;
+    int in, in2, out;        // tensor ids; in2 only for OP_ADD
+    int cin, cout;           // conv: channels; linear: features; BN: cin = channels
+    int k, stride, pad;      // conv
+    size_t w_off, b_off;     // params: conv/linear weight, linear bias; BN gamma/beta
+    size_t stat_off;         // BN: running mean at stat_off, running var at +cin
+    size_t save_off;         // BN: batch mean at save_off, inv std at +cin (per step)
+    bool in_grad;            // backward must produce the gradient of `in`
+    bool in_accum, in2_accum; // backward adds into the input gradient (else overwrites)
+} ModelOp;
+
+typedef struct ModelGraph {
+    int n_ops, n_tensors;
+    ModelOp ops[MODEL_MAX_OPS];
+    ModelShape shapes[MODEL_MAX_TENSORS];
+    size_t n_params;   // fp32 parameters
+    size_t n_stats;    // BN running statistics
+    size_t n_saved;    // BN per-step saved statistics
+    int logits;        // tensor id of the (N, classes) output
+    size_t max_col;    // floats of the largest im2col buffer per image (CPU)
+} ModelGraph;
+
+// Builds the op list for a model config; -1 (with a reason) if it does not fit.
+int model_build(const CoreModelConfig *cfg, ModelGraph *g);
+// Elements per sample of tensor t.
+size_t model_tensor_size(const ModelGraph *g, int t);
+// Initial parameters (He-normal convs, PyTorch-style uniform linears, BN 1/0) and
+// running statistics (mean 0, var 1), deterministic in seed.
+void model_init(const ModelGraph *g, uint64_t seed, float *params, float *stats);
+
+// A small deterministic generator (splitmix64) for weights and synthetic data.
+typedef struct ModelRng { uint64_t s; } ModelRng;
+// Next 64 random bits.
+uint64_t model_rng_next(ModelRng *r);
+// Uniform in [0, 1).
+float model_rng_uniform(ModelRng *r);
+// Standard normal (Box-Muller).
+float model_rng_normal(ModelRng *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

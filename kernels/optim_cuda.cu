@@ -1,0 +1,98 @@
+// optim_cuda.cu: GradScaler unscale/check, gradient norm, SGD and scaler update kernels.
+#include "kernels/optim_cuda.cuh"
+
+#include <math.h>
+
+#include "kernels/check.h"
+
+#define GRID_STRIDE(i, total) \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (total); \
+         i += (size_t)gridDim.x * blockDim.x)
+
+__global__ void unscale_check_kernel(float *g, size_t n, const float *scale, int *found_inf)
+{
+    // Like PyTorch: inv_scale = float(1 / double(scale)), then g *= inv_scale.
+    float inv = (float)(1.0 / (double)*scale);
+    bool bad = false;
+    GRID_STRIDE(i, n) {
+        float v = g[i] * inv;
+        g[i] = v;
+        bad |= !isfinite(v);
+    }
+    if (__syncthreads_or(bad) && threadIdx.x == 0) *found_inf = 1;
+}
+
+int cuda_unscale_check(float *g, size_t n, const float *scale, int *found_inf, cudaStream_t s)
+{
+    unscale_check_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(g, n, scale, found_inf);
+    CUDA_TRY(cudaGetLastError());
+    return 0;
+}
+
+__global__ void sumsq_kernel(const float *g, size_t n, double *out)
+{
+    float acc = 0.0f;
+    GRID_STRIDE(i, n) acc += g[i] * g[i];
+    float total = block_sum(acc);
+    if (threadIdx.x == 0) atomicAdd(out, (double)total);
+}
+
+int cuda_sumsq(const float *g, size_t n, double *sumsq, cudaStream_t s)
+{
+    CUDA_TRY(cudaMemsetAsync(sumsq, 0, sizeof *sumsq, s));
+    sumsq_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(g, n, sumsq);
+    CUDA_TRY(cudaGetLastError());
+    return 0;
+}
+
+__global__ void sgd_kernel(float *w, const float *g, float *mom, size_t n, float lr, float m,
+                           float wd, const double *sumsq, float clip, const int *found_inf)
+{
+    if (found_inf && *found_inf) return;  // GradScaler.step skips optimizer.step
+    float coef = 1.0f;
+    if (sumsq) {  // clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to 1
+        coef = clip / ((float)sqrt(*sumsq) + 1e-6f);
+        if (coef > 1.0f) coef = 1.0f;
+    }
+    GRID_STRIDE(i, n) {
+        float gi = g[i] * coef + wd * w[i];
+        float b = m * mom[i] + gi;
+        mom[i] = b;
+        w[i] -= lr * b;
+    }
+}
+
+int cuda_sgd(float *w, const float *g, float *mom, size_t n, float lr, float momentum,
+             float weight_decay, const double *sumsq, float clip, const int *found_inf,
+             cudaStream_t s)
+{
+    sgd_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(w, g, mom, n, lr, momentum, weight_decay,
+                                                    sumsq, clip, found_inf);
+    CUDA_TRY(cudaGetLastError());
+    return 0;
+}
+
+__global__ void scaler_update_kernel(DevScalars *d, AmpScalerConfig cfg)
+{
+    bool found = d->found_inf != 0;
+    amp_scaler_rule(&d->scale, &d->growth_tracker, found, cfg.growth_factor,
+                    cfg.backoff_factor, cfg.growth_interval);
+    d->skipped += found;
+    d->found_inf = 0;
+}
+
+int cuda_scaler_update(DevScalars *d, AmpScalerConfig cfg, cudaStream_t s)
+{
+    scaler_update_kernel<<<1, 1, 0, s>>>(d, cfg);
+    CUDA_TRY(cudaGetLastError());
+    return 0;
+}
+
+__global__ void set_value_kernel(float *p, float v) { *p = v; }
+
+int cuda_set_value(float *p, float v, cudaStream_t s)
+{
+    set_value_kernel<<<1, 1, 0, s>>>(p, v);
+    CUDA_TRY(cudaGetLastError());
+    return 0;
+}

@@ -1,0 +1,41 @@
+// optim_cuda.cuh: the optimizer side on the GPU, all without host synchronisation:
+// GradScaler's unscale + inf/nan check, the global gradient norm for clipping, SGD
+// that reads the found-inf flag and the clip coefficient from device memory, and the
+// scaler update (the same amp_scaler_rule as the CPU).
+#ifndef OPTIM_CUDA_CUH
+#define OPTIM_CUDA_CUH
+
+#include <stddef.h>
+
+#include "kernels/amp.h"
+#include "kernels/cuda_common.cuh"
+
+// Device-resident scalars of one core (one allocation, copied back in one transfer).
+typedef struct DevScalars {
+    double sumsq;        // squared global gradient norm (clipping)
+    float scale;         // GradScaler scale
+    int growth_tracker;
+    int found_inf;       // set by the unscale check, cleared by the scaler update
+    int skipped;         // steps skipped for inf/nan
+    float loss_sum;      // mean losses summed over the current read-back window
+    int train_correct;   // correct training predictions over the same window
+    float eval_loss;     // core_eval's loss
+    int eval_correct;
+    int probe_inf;       // found-inf flag for core_loss_grad (never skips anything)
+} DevScalars;
+
+// g *= 1 / *scale; *found_inf = 1 if any result is inf or nan.
+int cuda_unscale_check(float *g, size_t n, const float *scale, int *found_inf, cudaStream_t s);
+// *sumsq = sum of g^2 (zeroes *sumsq first).
+int cuda_sumsq(const float *g, size_t n, double *sumsq, cudaStream_t s);
+// SGD with momentum and weight decay. Skipped entirely when found_inf && *found_inf.
+// With sumsq != NULL, gradients are first multiplied by min(1, clip / (norm + 1e-6)).
+int cuda_sgd(float *w, const float *g, float *mom, size_t n, float lr, float momentum,
+             float weight_decay, const double *sumsq, float clip, const int *found_inf,
+             cudaStream_t s);
+// GradScaler.update on the device; also counts skipped steps and clears found_inf.
+int cuda_scaler_update(DevScalars *d, AmpScalerConfig cfg, cudaStream_t s);
+// *p = v (testing aid: inject inf/nan into a gradient).
+int cuda_set_value(float *p, float v, cudaStream_t s);
+
+#endif

@@ -1,0 +1,461 @@
+// test_core_gpu.c: the CUDA backend against the CPU reference. Every test starts by
+// checking for a device and is skipped visibly ("skipped: no CUDA device") without one.
+// Tolerances are relative L2 errors of the whole gradient vector (and of the loss),
+// stated per precision in grad_tol/loss_tol below.
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/check.h"
+#include "kernels/core.h"
+#include "kernels/gpu_device.h"
+#include "kernels/synth.h"
+
+#define REQUIRE_GPU() do { \
+        char why_[256]; \
+        if (!gpu_device_available(why_, sizeof why_)) { \
+            printf("skipped: %s\n", why_); \
+            skip(); \
+        } \
+    } while (0)
+
+// Gradient vs the CPU: fp32 differs only by summation order and cuDNN's algorithms
+// (Winograd/FFT); TF32 rounds conv/GEMM inputs to 10 mantissa bits; fp16 stores
+// activations with 10 bits; bf16 with 7 bits.
+static double grad_tol(CorePrecision p)
+{
+    switch (p) {
+    case CORE_PRECISION_FP32: return 2e-3;
+    case CORE_PRECISION_TF32: return 3e-2;
+    case CORE_PRECISION_FP16: return 5e-2;
+    case CORE_PRECISION_BF16: return 1.5e-1;
+    }
+    return 0.0;
+}
+
+static double loss_tol(CorePrecision p)
+{
+    switch (p) {
+    case CORE_PRECISION_FP32: return 1e-4;
+    case CORE_PRECISION_TF32: return 5e-3;
+    case CORE_PRECISION_FP16: return 1e-2;
+    case CORE_PRECISION_BF16: return 3e-2;
+    }
+    return 0.0;
+}
+
+typedef struct Batch { float *images; int32_t *labels; CoreBatch b; SynthTask t; } Batch;
+
+static CoreConfig config(const char *preset, CoreBackend be, CorePrecision p, int batch)
+{
+    CoreConfig cfg;
+    assert_int_equal(core_config_preset(&cfg, preset), 0);
+    cfg.backend = be;
+    cfg.precision = p;
+    cfg.batch_size = batch;
+    return cfg;
+}
+
+static Core *create(const CoreConfig *cfg)
+{
+    Core *core = NULL;
+    int rc = core_create(cfg, &core);
+    if (rc != 0) printf("core_create: %s\n", check_last_error());
+    assert_int_equal(rc, 0);
+    return core;
+}
+
+static void batch_open(Batch *b, const CoreConfig *cfg, int n, uint64_t index)
+{
+    const CoreModelConfig *m = &cfg->model;
+    b->t = (SynthTask){m->in_channels, m->image_size, m->num_classes, 0.5f, 1};
+    b->images = malloc((size_t)n * m->in_channels * m->image_size * m->image_size * sizeof(float));
+    b->labels = malloc((size_t)n * sizeof(int32_t));
+    b->b = (CoreBatch){b->images, b->labels, n, CORE_MEMORY_HOST};
+    synth_batch(&b->t, index, n, b->images, b->labels);
+}
+
+static void batch_close(Batch *b) { free(b->images); free(b->labels); }
+
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+// Loss and gradient of `cfg` on one batch, with the parameters of `params` (if not NULL).
+static float loss_grad(const CoreConfig *cfg, const Batch *b, const float *params, float *grad)
+{
+    Core *core = create(cfg);
+    size_t np = core_param_count(core);
+    if (params) assert_int_equal(core_params_set(core, params, np), 0);
+    float loss = NAN;
+    int rc = core_loss_grad(core, &b->b, &loss, grad);
+    if (rc != 0) printf("core_loss_grad: %s\n", check_last_error());
+    assert_int_equal(rc, 0);
+    core_free(core);
+    return loss;
+}
+
+static void test_gpu_grads_match_cpu_per_precision(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    const char *presets[] = {"tiny", "mlp"};
+    for (int pi = 0; pi < 2; pi++) {
+        CoreConfig ccfg = config(presets[pi], CORE_BACKEND_CPU, CORE_PRECISION_FP32, 8);
+        Batch b;
+        batch_open(&b, &ccfg, 8, 3);
+        Core *cpu = create(&ccfg);
+        size_t np = core_param_count(cpu);
+        float *params = malloc(np * sizeof(float)), *gc = malloc(np * sizeof(float)),
+              *gg = malloc(np * sizeof(float));
+        assert_int_equal(core_params_get(cpu, params, np), 0);
+        float lc;
+        assert_int_equal(core_loss_grad(cpu, &b.b, &lc, gc), 0);
+        core_free(cpu);
+        for (int p = CORE_PRECISION_FP32; p <= CORE_PRECISION_BF16; p++) {
+            CoreConfig gcfg = config(presets[pi], CORE_BACKEND_CUDA, (CorePrecision)p, 8);
+            float lg = loss_grad(&gcfg, &b, params, gg);
+            double e = rel_l2(gg, gc, np), el = fabs((double)lg - lc) / fabs((double)lc);
+            printf("%s %s: loss gpu %.6f cpu %.6f (rel %.2e, tol %.0e); grad rel err %.2e (tol %.1e)\n",
+                   presets[pi], core_precision_name((CorePrecision)p), lg, lc, el,
+                   loss_tol((CorePrecision)p), e, grad_tol((CorePrecision)p));
+            assert_true(el <= loss_tol((CorePrecision)p));
+            assert_true(e <= grad_tol((CorePrecision)p));
+        }
+        free(params); free(gc); free(gg);
+        batch_close(&b);
+    }
+}
+
+static void compare_variants(CoreConfig a, CoreConfig b, double tol, const char *what)
+{
+    Batch bt;
+    batch_open(&bt, &a, 8, 4);
+    Core *ca = create(&a);
+    size_t np = core_param_count(ca);
+    float *params = malloc(np * sizeof(float)), *ga = malloc(np * sizeof(float)),
+          *gb = malloc(np * sizeof(float));
+    assert_int_equal(core_params_get(ca, params, np), 0);
+    float la;
+    assert_int_equal(core_loss_grad(ca, &bt.b, &la, ga), 0);
+    core_free(ca);
+    float lb = loss_grad(&b, &bt, params, gb);
+    double e = rel_l2(gb, ga, np);
+    printf("%s: loss %.6f vs %.6f, grad rel err %.2e (tol %.0e)\n", what, la, lb, e, tol);
+    assert_true(e <= tol);
+    assert_true(fabs((double)la - lb) <= tol * fabs((double)la));
+    free(params); free(ga); free(gb);
+    batch_close(&bt);
+}
+
+static void test_gpu_nhwc_matches_nchw(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    CorePrecision ps[] = {CORE_PRECISION_FP32, CORE_PRECISION_FP16};
+    for (int i = 0; i < 2; i++) {
+        CoreConfig a = config("tiny", CORE_BACKEND_CUDA, ps[i], 8), b = a;
+        b.layout = CORE_LAYOUT_NHWC;
+        char what[64];
+        snprintf(what, sizeof what, "nhwc vs nchw (%s)", core_precision_name(ps[i]));
+        compare_variants(a, b, grad_tol(ps[i]), what);
+    }
+}
+
+static void test_gpu_autotune_matches_heuristic(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    CoreConfig a = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 8), b = a;
+    b.conv_algo = CORE_CONV_ALGO_AUTOTUNE;
+    compare_variants(a, b, grad_tol(CORE_PRECISION_FP32), "autotune vs heuristic (fp32)");
+    // A fresh autotuned core on the same shapes finds every choice in the cache.
+    b.batch_size = 8;
+    Core *c1 = create(&b), *c2 = create(&b);
+    CoreStats s1, s2;
+    assert_int_equal(core_stats(c1, &s1), 0);
+    assert_int_equal(core_stats(c2, &s2), 0);
+    printf("autotune: first core hits %d misses %d (%.1f ms); second hits %d misses %d\n",
+           s1.algo_cache_hits, s1.algo_cache_misses, s1.autotune_ms, s2.algo_cache_hits,
+           s2.algo_cache_misses);
+    assert_int_equal(s2.algo_cache_misses, 0);
+    assert_true(s2.algo_cache_hits > 0);
+    assert_true(s2.autotune_ms == 0.0);
+    core_free(c1);
+    core_free(c2);
+    // A new shape (batch 5) is tuned once, timed, then cached.
+    b.batch_size = 5;
+    Core *c3 = create(&b);
+    CoreStats s3;
+    assert_int_equal(core_stats(c3, &s3), 0);
+    assert_true(s3.algo_cache_misses > 0);
+    assert_true(s3.autotune_ms > 0.0);
+    core_free(c3);
+}
+
+// Trains `steps` steps of the tiny preset and returns per-step losses and the final
+// held-out accuracy (256 images).
+static float train(CoreConfig cfg, int steps, float *losses)
+{
+    cfg.optim.total_steps = steps;
+    Core *core = create(&cfg);
+    Batch b;
+    batch_open(&b, &cfg, cfg.batch_size, 0);
+    for (int s = 0; s < steps; s++) {
+        synth_batch(&b.t, (uint64_t)s, cfg.batch_size, b.images, b.labels);
+        CoreStepResult r;
+        int rc = core_step(core, &b.b, &r);
+        if (rc != 0) printf("core_step: %s\n", check_last_error());
+        assert_int_equal(rc, 0);
+        if (losses) losses[s] = r.loss;
+    }
+    batch_close(&b);
+    Batch e;
+    batch_open(&e, &cfg, 256, 999999);
+    CoreEvalResult er;
+    assert_int_equal(core_eval(core, &e.b, &er), 0);
+    batch_close(&e);
+    core_free(core);
+    return er.accuracy;
+}
+
+#define CURVE_STEPS 40
+static void test_gpu_training_follows_cpu_curve(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    float lc[CURVE_STEPS], lg[CURVE_STEPS];
+    float ac = train(config("tiny", CORE_BACKEND_CPU, CORE_PRECISION_FP32, 32), CURVE_STEPS, lc);
+    float ag = train(config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 32), CURVE_STEPS, lg);
+    double worst = 0.0;
+    for (int s = 0; s < CURVE_STEPS; s++) {
+        double d = fabs((double)lg[s] - lc[s]) / (0.02 + lc[s]);
+        if (d > worst) worst = d;
+    }
+    printf("curve over %d steps: final loss cpu %.4f gpu %.4f, worst rel diff %.3f (tol 0.05); "
+           "accuracy cpu %.3f gpu %.3f\n", CURVE_STEPS, lc[CURVE_STEPS - 1], lg[CURVE_STEPS - 1],
+           worst, ac, ag);
+    assert_true(worst <= 0.05);
+    assert_true(fabsf(ac - ag) <= 0.05f);
+}
+
+#define ACC_STEPS 120
+#define ACC_MARGIN 0.05f  // mixed precision may lose at most 5 points of accuracy
+static void test_gpu_mixed_precision_reaches_fp32_accuracy(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    float a32 = train(config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 32), ACC_STEPS, NULL);
+    printf("fp32: held-out accuracy %.3f after %d steps\n", a32, ACC_STEPS);
+    assert_true(a32 >= 0.90f);
+    for (int p = CORE_PRECISION_TF32; p <= CORE_PRECISION_BF16; p++) {
+        float a = train(config("tiny", CORE_BACKEND_CUDA, (CorePrecision)p, 32), ACC_STEPS, NULL);
+        printf("%s: held-out accuracy %.3f (fp32 %.3f, margin %.2f)\n",
+               core_precision_name((CorePrecision)p), a, a32, ACC_MARGIN);
+        assert_true(a >= a32 - ACC_MARGIN);
+    }
+}
+
+static void test_gpu_scaler_trajectory(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    // test_amp.c's hand-worked table divided by 64: init_scale 1024 (so that real fp16
+    // overflow cannot add skips of its own), interval 4, inf/nan at steps 3, 4 and 10.
+    static const bool inf[12] = {0, 0, 0, 1, 1, 0, 0, 0, 0, 0, 1, 0};
+    static const float scale[12] = {1024, 1024, 1024, 512, 256, 256, 256, 256, 512, 512, 256, 256};
+    static const int tracker[12] = {1, 2, 3, 0, 0, 1, 2, 3, 0, 1, 0, 1};
+    CoreConfig cfg = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP16, 8);
+    cfg.scaler.growth_interval = 4;
+    cfg.scaler.init_scale = 1024.0f;
+    Core *core = create(&cfg);
+    Batch b;
+    batch_open(&b, &cfg, 8, 0);
+    size_t np = core_param_count(core);
+    float *before = malloc(np * sizeof(float)), *after = malloc(np * sizeof(float));
+    int skipped = 0;
+    for (int i = 0; i < 12; i++) {
+        synth_batch(&b.t, (uint64_t)i, 8, b.images, b.labels);
+        if (inf[i]) assert_int_equal(core_inject_grad_fault(core, i == 10 ? NAN : INFINITY), 0);
+        assert_int_equal(core_params_get(core, before, np), 0);
+        assert_int_equal(core_step(core, &b.b, NULL), 0);
+        assert_int_equal(core_params_get(core, after, np), 0);
+        if (inf[i]) assert_memory_equal(before, after, np * sizeof(float));
+        else assert_memory_not_equal(before, after, np * sizeof(float));
+        CoreStats st;
+        assert_int_equal(core_stats(core, &st), 0);
+        skipped += inf[i];
+        assert_true(st.loss_scale == scale[i]);
+        assert_int_equal(st.growth_tracker, tracker[i]);
+        assert_int_equal(st.skipped_steps, skipped);
+    }
+    free(before); free(after);
+    batch_close(&b);
+    core_free(core);
+}
+
+static void test_gpu_zero_grad_modes_agree(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    CoreConfig a = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 8), b = a;
+    b.zero_grad = CORE_ZERO_GRAD_SET_TO_NONE;
+    Core *ca = create(&a), *cb = create(&b);
+    Batch bt;
+    batch_open(&bt, &a, 8, 0);
+    for (int s = 0; s < 6; s++) {
+        synth_batch(&bt.t, (uint64_t)s, 8, bt.images, bt.labels);
+        assert_int_equal(core_step(ca, &bt.b, NULL), 0);
+        assert_int_equal(core_step(cb, &bt.b, NULL), 0);
+    }
+    size_t np = core_param_count(ca);
+    float *pa = malloc(np * sizeof(float)), *pb = malloc(np * sizeof(float));
+    assert_int_equal(core_params_get(ca, pa, np), 0);
+    assert_int_equal(core_params_get(cb, pb, np), 0);
+    // Bit-identical unless cuDNN picked a non-deterministic (atomics) algorithm.
+    double e = rel_l2(pb, pa, np);
+    printf("zero-grad memset vs set_to_none on GPU: weights rel diff %.2e (tol 1e-6), %s\n", e,
+           memcmp(pa, pb, np * sizeof(float)) == 0 ? "bit-identical" : "not bit-identical");
+    assert_true(e <= 1e-6);
+    free(pa); free(pb);
+    batch_close(&bt);
+    core_free(ca);
+    core_free(cb);
+}
+
+static void test_gpu_deferred_readback(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    CoreConfig a = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 16), b = a;
+    b.readback = CORE_READBACK_DEFERRED;
+    b.readback_interval = 4;
+    Core *ca = create(&a), *cb = create(&b);
+    Batch bt;
+    batch_open(&bt, &a, 16, 0);
+    double sum = 0.0, acc_sum = 0.0;
+    for (int s = 0; s < 8; s++) {
+        synth_batch(&bt.t, (uint64_t)s, 16, bt.images, bt.labels);
+        CoreStepResult ra, rb;
+        assert_int_equal(core_step(ca, &bt.b, &ra), 0);
+        assert_int_equal(core_step(cb, &bt.b, &rb), 0);
+        assert_true(ra.loss_ready);
+        sum += ra.loss;
+        acc_sum += ra.accuracy;
+        assert_int_equal(rb.loss_ready, (s + 1) % 4 == 0);
+        if (rb.loss_ready) {
+            printf("deferred loss %.5f, mean of every-step losses %.5f\n", rb.loss, sum / 4);
+            assert_int_equal(rb.loss_steps, 4);
+            assert_true(fabs(rb.loss - sum / 4) <= 1e-3 * fabs(sum / 4));
+            assert_true(fabs(rb.accuracy - acc_sum / 4) <= 1.0 / 16 + 1e-6);  // one image at most
+            sum = acc_sum = 0.0;
+        }
+    }
+    batch_close(&bt);
+    core_free(ca);
+    core_free(cb);
+}
+
+static void test_gpu_device_batch_matches_host(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    CoreConfig cfg = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 8);
+    Batch b;
+    batch_open(&b, &cfg, 8, 5);
+    Core *core = create(&cfg);
+    size_t np = core_param_count(core), img = (size_t)8 * 3 * 16 * 16;
+    float *gh = malloc(np * sizeof(float)), *gd = malloc(np * sizeof(float));
+    float lh, ld;
+    assert_int_equal(core_loss_grad(core, &b.b, &lh, gh), 0);
+    float *dimg = NULL;
+    int32_t *dlab = NULL;
+    assert_int_equal(cudaMalloc((void **)&dimg, img * sizeof(float)), cudaSuccess);
+    assert_int_equal(cudaMalloc((void **)&dlab, 8 * sizeof(int32_t)), cudaSuccess);
+    assert_int_equal(cudaMemcpy(dimg, b.images, img * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    assert_int_equal(cudaMemcpy(dlab, b.labels, 8 * sizeof(int32_t), cudaMemcpyHostToDevice), cudaSuccess);
+    assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);  // the core's stream is non-blocking
+    CoreBatch db = {dimg, dlab, 8, CORE_MEMORY_DEVICE};
+    assert_int_equal(core_loss_grad(core, &db, &ld, gd), 0);
+    double e = rel_l2(gd, gh, np);
+    printf("device vs host batch: loss %.6f vs %.6f, grad rel diff %.2e (tol 1e-6)\n", ld, lh, e);
+    assert_true(e <= 1e-6);
+    assert_int_equal(core_step(core, &db, NULL), 0);
+    cudaFree(dimg);
+    cudaFree(dlab);
+    free(gh); free(gd);
+    batch_close(&b);
+    core_free(core);
+}
+
+static void test_gpu_batch_size_changes(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    CoreConfig cfg = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP16, 8);
+    cfg.layout = CORE_LAYOUT_NHWC;
+    Core *core = create(&cfg);
+    int sizes[] = {8, 5, 8, 13, 8};
+    for (int i = 0; i < 5; i++) {
+        Batch b;
+        batch_open(&b, &cfg, sizes[i], (uint64_t)i);
+        CoreStepResult r;
+        int rc = core_step(core, &b.b, &r);
+        if (rc != 0) printf("core_step(n=%d): %s\n", sizes[i], check_last_error());
+        assert_int_equal(rc, 0);
+        assert_true(isfinite(r.loss));
+        batch_close(&b);
+    }
+    core_free(core);
+}
+
+static void test_gpu_out_of_memory_is_reported(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    // 1024x1024 images at batch 4096: terabytes of activations.
+    CoreConfig cfg = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 4096);
+    cfg.model.image_size = 1024;
+    Core *core = NULL;
+    check_clear();
+    assert_int_equal(core_create(&cfg, &core), -1);
+    assert_null(core);
+    printf("oversized batch: %s\n", check_last_error());
+    assert_true(check_last_was_oom());
+    // The device is still usable afterwards.
+    CoreConfig ok = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 8);
+    core = create(&ok);
+    core_free(core);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gpu_grads_match_cpu_per_precision),
+        cmocka_unit_test(test_gpu_nhwc_matches_nchw),
+        cmocka_unit_test(test_gpu_autotune_matches_heuristic),
+        cmocka_unit_test(test_gpu_training_follows_cpu_curve),
+        cmocka_unit_test(test_gpu_mixed_precision_reaches_fp32_accuracy),
+        cmocka_unit_test(test_gpu_scaler_trajectory),
+        cmocka_unit_test(test_gpu_zero_grad_modes_agree),
+        cmocka_unit_test(test_gpu_deferred_readback),
+        cmocka_unit_test(test_gpu_device_batch_matches_host),
+        cmocka_unit_test(test_gpu_batch_size_changes),
+        cmocka_unit_test(test_gpu_out_of_memory_is_reported),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,250 @@
+// test_layers_gpu.c: each CUDA layer (cuDNN convolution, BN, ReLU, add, pooling, cuBLAS
+// linear, softmax cross-entropy), forward and backward, against the CPU reference
+// (layers_cpu.h) for every precision and both layouts. Skipped visibly without a GPU.
+// Tolerance: relative L2 error of each output, per precision (layer_tol), times 3 for
+// batch norm (its backward subtracts nearly equal sums).
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/check.h"
+#include "kernels/gpu_device.h"
+#include "kernels/layer_probe.h"
+#include "kernels/layers_cpu.h"
+#include "kernels/model.h"
+
+#define REQUIRE_GPU() do { \
+        char why_[256]; \
+        if (!gpu_device_available(why_, sizeof why_)) { \
+            printf("skipped: %s\n", why_); \
+            skip(); \
+        } \
+    } while (0)
+
+// Inputs rounded to the storage type (fp16: 2^-11, bf16: 2^-8 relative) or TF32 (2^-11
+// in the products), accumulated in fp32; fp32 itself differs by summation order only.
+static double layer_tol(CorePrecision p)
+{
+    switch (p) {
+    case CORE_PRECISION_FP32: return 5e-4;
+    case CORE_PRECISION_TF32: return 1e-2;
+    case CORE_PRECISION_FP16: return 1e-2;
+    case CORE_PRECISION_BF16: return 3e-2;
+    }
+    return 0.0;
+}
+
+static float *rnd(ModelRng *r, size_t n, float scale)
+{
+    float *p = malloc(n * sizeof *p);
+    for (size_t i = 0; i < n; i++) p[i] = scale * model_rng_normal(r);
+    return p;
+}
+
+static double rel_l2(const float *got, const float *want, size_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        num += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+        den += (double)want[i] * want[i];
+    }
+    return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void expect_close(const char *what, const float *got, const float *want, size_t n, double tol)
+{
+    double e = rel_l2(got, want, n);
+    if (e > tol) printf("  %s: rel err %.2e > tol %.1e\n", what, e, tol);
+    assert_true(e <= tol);
+}
+
+static int probe_ok(int rc)
+{
+    if (rc != 0) printf("probe failed: %s\n", check_last_error());
+    return rc;
+}
+
+static void check_conv(ConvShape s, CorePrecision p, CoreLayout l, CoreConvAlgo a)
+{
+    s.p = conv_out_size(s.h, s.r, s.stride, s.pad);
+    s.q = conv_out_size(s.w, s.r, s.stride, s.pad);
+    ModelRng r = {77};
+    size_t xn = (size_t)s.n * s.c * s.h * s.w, wn = (size_t)s.k * s.c * s.r * s.r,
+           yn = (size_t)s.n * s.k * s.p * s.q;
+    float *x = rnd(&r, xn, 1.0f), *w = rnd(&r, wn, 0.3f), *dy = rnd(&r, yn, 1.0f);
+    float *y0 = malloc(yn * 4), *dx0 = malloc(xn * 4), *dw0 = malloc(wn * 4);
+    float *y1 = malloc(yn * 4), *dx1 = malloc(xn * 4), *dw1 = malloc(wn * 4);
+    float *col = malloc((size_t)s.c * s.r * s.r * s.p * s.q * 4);
+    conv_fwd_cpu(&s, x, w, y0, col);
+    conv_bwd_data_cpu(&s, dy, w, dx0, false, col);
+    conv_bwd_filter_cpu(&s, x, dy, dw0, false, col);
+    assert_int_equal(probe_ok(layer_probe_conv(&s, p, l, a, x, w, dy, y1, dx1, dw1)), 0);
+    double tol = layer_tol(p);
+    printf("conv c%d->%d %dx%d r%d s%d %s %s %s: y %.1e dx %.1e dw %.1e (tol %.0e)\n", s.c, s.k,
+           s.h, s.w, s.r, s.stride, core_precision_name(p), core_layout_name(l),
+           core_conv_algo_name(a), rel_l2(y1, y0, yn), rel_l2(dx1, dx0, xn), rel_l2(dw1, dw0, wn), tol);
+    expect_close("y", y1, y0, yn, tol);
+    expect_close("dx", dx1, dx0, xn, tol);
+    expect_close("dw", dw1, dw0, wn, tol);
+    free(x); free(w); free(dy); free(y0); free(dx0); free(dw0); free(y1); free(dx1); free(dw1);
+    free(col);
+}
+
+static void test_conv_matches_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    ConvShape shapes[] = {
+        {.n = 4, .c = 3, .h = 16, .w = 16, .k = 8, .r = 3, .stride = 1, .pad = 1},
+        {.n = 4, .c = 8, .h = 16, .w = 16, .k = 16, .r = 3, .stride = 2, .pad = 1},
+        {.n = 4, .c = 8, .h = 16, .w = 16, .k = 16, .r = 1, .stride = 2, .pad = 0},
+        {.n = 2, .c = 3, .h = 32, .w = 32, .k = 16, .r = 7, .stride = 4, .pad = 3},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int p = CORE_PRECISION_FP32; p <= CORE_PRECISION_BF16; p++)
+            for (int l = CORE_LAYOUT_NCHW; l <= CORE_LAYOUT_NHWC; l++)
+                for (int a = CORE_CONV_ALGO_HEURISTIC; a <= CORE_CONV_ALGO_AUTOTUNE; a++)
+                    check_conv(shapes[i], (CorePrecision)p, (CoreLayout)l, (CoreConvAlgo)a);
+}
+
+static void test_bn_matches_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    int n = 4, c = 6, hw = 25;
+    size_t count = (size_t)n * c * hw;
+    ModelRng r = {5};
+    float *x = rnd(&r, count, 2.0f), *dy = rnd(&r, count, 1.0f), *g = rnd(&r, c, 1.0f),
+          *b = rnd(&r, c, 1.0f);
+    float *y0 = malloc(count * 4), *dx0 = malloc(count * 4), dg0[6], db0[6], mean[6], istd[6];
+    float *y1 = malloc(count * 4), *dx1 = malloc(count * 4), dg1[6], db1[6];
+    bn_fwd_train_cpu(n, c, hw, x, g, b, y0, mean, istd, NULL, NULL);
+    bn_bwd_cpu(n, c, hw, x, dy, g, mean, istd, dx0, false, dg0, db0, false);
+    for (int p = CORE_PRECISION_FP32; p <= CORE_PRECISION_BF16; p++)
+        for (int l = CORE_LAYOUT_NCHW; l <= CORE_LAYOUT_NHWC; l++) {
+            assert_int_equal(probe_ok(layer_probe_bn(n, c, hw, (CorePrecision)p, (CoreLayout)l, x, g,
+                                                     b, dy, y1, dx1, dg1, db1)), 0);
+            double tol = 3 * layer_tol((CorePrecision)p);
+            printf("bn %s %s: y %.1e dx %.1e dgamma %.1e dbeta %.1e (tol %.0e)\n",
+                   core_precision_name((CorePrecision)p), core_layout_name((CoreLayout)l),
+                   rel_l2(y1, y0, count), rel_l2(dx1, dx0, count), rel_l2(dg1, dg0, c),
+                   rel_l2(db1, db0, c), tol);
+            expect_close("y", y1, y0, count, tol);
+            expect_close("dx", dx1, dx0, count, tol);
+            expect_close("dgamma", dg1, dg0, c, tol);
+            expect_close("dbeta", db1, db0, c, tol);
+        }
+    free(x); free(dy); free(g); free(b); free(y0); free(dx0); free(y1); free(dx1);
+}
+
+static void test_pointwise_matches_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    int n = 3, c = 5, hw = 49;
+    size_t count = (size_t)n * c * hw;
+    ModelRng r = {6};
+    float *x = rnd(&r, count, 1.0f), *x2 = rnd(&r, count, 1.0f), *dy = rnd(&r, count, 1.0f),
+          *dp = rnd(&r, (size_t)n * c, 1.0f);
+    float *y0 = malloc(count * 4), *dx0 = malloc(count * 4), *s0 = malloc(count * 4),
+          *p0 = malloc(n * c * 4), *dpo0 = malloc(count * 4);
+    float *y1 = malloc(count * 4), *dx1 = malloc(count * 4), *s1 = malloc(count * 4),
+          *p1 = malloc(n * c * 4), *dpo1 = malloc(count * 4);
+    relu_fwd_cpu(count, x, y0);
+    relu_bwd_cpu(count, y0, dy, dx0, false);
+    add_fwd_cpu(count, x, x2, s0);
+    gap_fwd_cpu(n, c, hw, x, p0);
+    gap_bwd_cpu(n, c, hw, dp, dpo0, false);
+    for (int p = CORE_PRECISION_FP32; p <= CORE_PRECISION_BF16; p++)
+        for (int l = CORE_LAYOUT_NCHW; l <= CORE_LAYOUT_NHWC; l++) {
+            assert_int_equal(probe_ok(layer_probe_pointwise(n, c, hw, (CorePrecision)p, (CoreLayout)l,
+                                                            x, x2, dy, dp, y1, dx1, s1, p1, dpo1)), 0);
+            double tol = layer_tol((CorePrecision)p);
+            printf("relu/add/gap %s %s: %.1e %.1e %.1e %.1e %.1e (tol %.0e)\n",
+                   core_precision_name((CorePrecision)p), core_layout_name((CoreLayout)l),
+                   rel_l2(y1, y0, count), rel_l2(dx1, dx0, count), rel_l2(s1, s0, count),
+                   rel_l2(p1, p0, n * c), rel_l2(dpo1, dpo0, count), tol);
+            expect_close("relu", y1, y0, count, tol);
+            expect_close("relu'", dx1, dx0, count, tol);
+            expect_close("add", s1, s0, count, tol);
+            expect_close("gap", p1, p0, (size_t)n * c, tol);
+            expect_close("gap'", dpo1, dpo0, count, tol);
+        }
+    free(x); free(x2); free(dy); free(dp); free(y0); free(dx0); free(s0); free(p0); free(dpo0);
+    free(y1); free(dx1); free(s1); free(p1); free(dpo1);
+}
+
+static void test_linear_matches_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    int n = 16, k = 64, m = 10;
+    ModelRng r = {8};
+    float *x = rnd(&r, (size_t)n * k, 1.0f), *w = rnd(&r, (size_t)m * k, 0.2f), *b = rnd(&r, m, 1.0f),
+          *dy = rnd(&r, (size_t)n * m, 1.0f);
+    float *y0 = malloc(n * m * 4), *dx0 = malloc(n * k * 4), *dw0 = malloc(m * k * 4), db0[10];
+    float *y1 = malloc(n * m * 4), *dx1 = malloc(n * k * 4), *dw1 = malloc(m * k * 4), db1[10];
+    linear_fwd_cpu(n, k, m, x, w, b, y0);
+    linear_bwd_cpu(n, k, m, x, w, dy, dx0, false, dw0, db0, false);
+    for (int p = CORE_PRECISION_FP32; p <= CORE_PRECISION_BF16; p++) {
+        assert_int_equal(probe_ok(layer_probe_linear(n, k, m, (CorePrecision)p, x, w, b, dy, y1, dx1,
+                                                     dw1, db1)), 0);
+        double tol = layer_tol((CorePrecision)p);
+        printf("linear %s: y %.1e dx %.1e dw %.1e db %.1e (tol %.0e)\n",
+               core_precision_name((CorePrecision)p), rel_l2(y1, y0, n * m), rel_l2(dx1, dx0, n * k),
+               rel_l2(dw1, dw0, m * k), rel_l2(db1, db0, m), tol);
+        expect_close("y", y1, y0, (size_t)n * m, tol);
+        expect_close("dx", dx1, dx0, (size_t)n * k, tol);
+        expect_close("dw", dw1, dw0, (size_t)m * k, tol);
+        expect_close("db", db1, db0, m, tol);
+    }
+    free(x); free(w); free(b); free(dy); free(y0); free(dx0); free(dw0); free(y1); free(dx1); free(dw1);
+}
+
+static void test_softmax_ce_matches_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    int n = 32, m = 1000;  // ImageNet-sized rows: more classes than threads per block
+    ModelRng r = {9};
+    float *z = rnd(&r, (size_t)n * m, 3.0f), *dz0 = malloc((size_t)n * m * 4),
+          *dz1 = malloc((size_t)n * m * 4);
+    int32_t labels[32];
+    for (int i = 0; i < n; i++) labels[i] = (int32_t)(model_rng_next(&r) % m);
+    labels[0] = 0;
+    for (int j = 0; j < m; j++) z[j] = j == 0 ? 50.0f : z[j];  // sample 0 is right
+    int c0 = 0, c1 = -1;
+    float loss0 = (float)(softmax_ce_cpu(n, m, z, labels, 1.0f, dz0, &c0) / n), loss1 = NAN;
+    for (int p = CORE_PRECISION_FP32; p <= CORE_PRECISION_BF16; p++) {
+        assert_int_equal(probe_ok(layer_probe_softmax_ce(n, m, (CorePrecision)p, z, labels, &loss1,
+                                                         &c1, dz1)), 0);
+        double tol = layer_tol((CorePrecision)p);
+        printf("softmax_ce %s: loss %.5f vs %.5f, correct %d vs %d, dz %.1e (tol %.0e)\n",
+               core_precision_name((CorePrecision)p), loss1, loss0, c1, c0,
+               rel_l2(dz1, dz0, (size_t)n * m), tol);
+        assert_true(fabs((double)loss1 - loss0) <= tol * fabs((double)loss0) + 1e-6);
+        assert_true(c1 >= 1);
+        if (p != CORE_PRECISION_BF16) assert_int_equal(c1, c0);  // bf16 rounding may tie logits
+        expect_close("dz", dz1, dz0, (size_t)n * m, tol);
+    }
+    free(z); free(dz0); free(dz1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_conv_matches_cpu),
+        cmocka_unit_test(test_bn_matches_cpu),
+        cmocka_unit_test(test_pointwise_matches_cpu),
+        cmocka_unit_test(test_linear_matches_cpu),
+        cmocka_unit_test(test_softmax_ce_matches_cpu),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
