@@ -1,0 +1,177 @@
+// dataset.c: scanning an ImageFolder directory tree into a file list with labels.
+#include "loaders/dataset.h"
+
+#include "loaders/errors.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+typedef struct {
+    char **items;
+    int64_t count, cap;
+} NameList;
+
+static int list_push(NameList *l, const char *s)
+{
+    if (l->count == l->cap) {
+        int64_t cap = l->cap ? 2 * l->cap : 64;
+        char **p = realloc(l->items, (size_t)cap * sizeof *p);
+        if (!p) return loaders_fail("dataset: out of memory");
+        l->items = p;
+        l->cap = cap;
+    }
+    l->items[l->count] = strdup(s);
+    if (!l->items[l->count]) return loaders_fail("dataset: out of memory");
+    l->count++;
+    return 0;
+}
+
+static void list_free(NameList *l)
+{
+    for (int64_t i = 0; i < l->count; i++) free(l->items[i]);
+    free(l->items);
+    memset(l, 0, sizeof *l);
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int is_jpeg_name(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return dot && (strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0);
+}
+
+static char *join_path(const char *a, const char *b)
+{
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+// Lists entries of dir (skipping dot-files) that are directories (want_dirs) or
+// regular JPEG files, sorted.
+static int list_dir(const char *dir, int want_dirs, NameList *out)
+{
+    DIR *d = opendir(dir);
+    if (!d) return loaders_fail("dataset: cannot open folder '%s': %s", dir, strerror(errno));
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char *full = join_path(dir, e->d_name);
+        if (!full) {
+            closedir(d);
+            return loaders_fail("dataset: out of memory");
+        }
+        struct stat sb;
+        int ok = stat(full, &sb) == 0;
+        int keep = ok && (want_dirs ? S_ISDIR(sb.st_mode)
+                                    : S_ISREG(sb.st_mode) && is_jpeg_name(e->d_name));
+        free(full);
+        if (keep && list_push(out, e->d_name) != 0) {
+            closedir(d);
+            return -1;
+        }
+    }
+    closedir(d);
+    qsort(out->items, (size_t)out->count, sizeof *out->items, cmp_str);
+    return 0;
+}
+
+void dataset_free(Dataset *ds)
+{
+    for (int i = 0; i < ds->num_classes; i++) free(ds->class_names[i]);
+    for (int64_t i = 0; i < ds->num_samples; i++) free(ds->paths[i]);
+    free(ds->class_names);
+    free(ds->paths);
+    free(ds->labels);
+    free(ds->root);
+    memset(ds, 0, sizeof *ds);
+}
+
+int dataset_scan(const char *root, Dataset *ds)
+{
+    memset(ds, 0, sizeof *ds);
+    struct stat sb;
+    if (stat(root, &sb) != 0)
+        return loaders_fail("dataset: root '%s' does not exist: %s", root, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return loaders_fail("dataset: root '%s' is not a folder", root);
+
+    NameList classes = {0}, files = {0};
+    int64_t total = 0, cap = 0;
+    if (list_dir(root, 1, &classes) != 0) goto fail;
+    if (classes.count == 0) {
+        loaders_fail("dataset: root '%s' has no class folders (expected root/<class>/*.jpg)",
+                     root);
+        goto fail;
+    }
+    ds->root = strdup(root);
+    ds->class_names = calloc((size_t)classes.count, sizeof *ds->class_names);
+    if (!ds->root || !ds->class_names) {
+        loaders_fail("dataset: out of memory");
+        goto fail;
+    }
+    for (int64_t c = 0; c < classes.count; c++) {
+        ds->class_names[c] = strdup(classes.items[c]);
+        ds->num_classes++;
+        char *dir = join_path(root, classes.items[c]);
+        if (!ds->class_names[c] || !dir) {
+            free(dir);
+            loaders_fail("dataset: out of memory");
+            goto fail;
+        }
+        files.count = 0;
+        if (list_dir(dir, 0, &files) != 0) {
+            free(dir);
+            goto fail;
+        }
+        if (files.count == 0) {
+            loaders_fail("dataset: class folder '%s' has no .jpg/.jpeg files", dir);
+            free(dir);
+            goto fail;
+        }
+        if (total + files.count > cap) {
+            int64_t ncap = (total + files.count) * 2;
+            char **p = realloc(ds->paths, (size_t)ncap * sizeof *p);
+            if (p) ds->paths = p;
+            int32_t *l = realloc(ds->labels, (size_t)ncap * sizeof *l);
+            if (l) ds->labels = l;
+            if (!p || !l) {
+                free(dir);
+                loaders_fail("dataset: out of memory");
+                goto fail;
+            }
+            cap = ncap;
+        }
+        for (int64_t i = 0; i < files.count; i++) {
+            ds->paths[total] = join_path(dir, files.items[i]);
+            if (!ds->paths[total]) {
+                free(dir);
+                loaders_fail("dataset: out of memory");
+                goto fail;
+            }
+            ds->labels[total] = (int32_t)c;
+            total++;
+            ds->num_samples = total;
+        }
+        for (int64_t i = 0; i < files.count; i++) free(files.items[i]);
+        files.count = 0;
+        free(dir);
+    }
+    list_free(&classes);
+    list_free(&files);
+    return 0;
+fail:
+    list_free(&classes);
+    list_free(&files);
+    dataset_free(ds);
+    return -1;
+}

@@ -1,0 +1,350 @@
+// loader.c: the caller's side of the loader: configuration, the sampler order, handing
+// out tasks, in-order delivery, dead-worker and timeout detection, pinning, shutdown.
+#include "loaders/loader.h"
+
+#include "loaders/errors.h"
+#include "loaders/loader_internal.h"
+#include "loaders/pin.h"
+#include "loaders/rng.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+LoaderConfig loader_default_config(const Dataset *ds, int batch_size)
+{
+    LoaderConfig c = {
+        .dataset = ds, .batch_size = batch_size, .num_workers = 0, .prefetch_factor = 2,
+        .shuffle = true, .seed = 0, .drop_last = false, .persistent_workers = true,
+        .skip_bad_files = false, .pin = LOADER_PIN_NONE,
+        .augment = augment_default_config(224), .timeout_ms = 0,
+    };
+    return c;
+}
+
+static int check_config(const LoaderConfig *c)
+{
+    if (!c->dataset || c->dataset->num_samples < 1)
+        return loaders_fail("loader: no dataset or an empty one");
+    if (c->batch_size < 1) return loaders_fail("loader: batch_size must be >= 1");
+    if (c->num_workers < 0 || c->num_workers > 256)
+        return loaders_fail("loader: num_workers %d out of range 0..256", c->num_workers);
+    if (c->prefetch_factor < 0 || c->prefetch_factor > 64)
+        return loaders_fail("loader: prefetch_factor %d out of range 0..64 (0: the default, 2)",
+                            c->prefetch_factor);
+    if (c->pin != LOADER_PIN_NONE && c->pin != LOADER_PIN_COPY && c->pin != LOADER_PIN_REGISTER)
+        return loaders_fail("loader: unknown pin mode %d", (int)c->pin);
+    if (c->timeout_ms < 0) return loaders_fail("loader: timeout_ms must be >= 0");
+    return augment_check_config(&c->augment);
+}
+
+static int loader_set_failed(Loader *l, const char *msg)
+{
+    l->failed = true;
+    snprintf(l->error, sizeof l->error, "%s", msg);
+    loader_workers_stop(l);
+    return loaders_fail("%s", l->error);
+}
+
+int loader_create(const LoaderConfig *cfg, Loader **out)
+{
+    *out = NULL;
+    if (check_config(cfg) != 0) return -1;
+    Loader *l = calloc(1, sizeof *l);
+    if (!l) return loaders_fail("loader: out of memory");
+    l->cfg = *cfg;
+    if (l->cfg.prefetch_factor == 0) l->cfg.prefetch_factor = 2;
+    l->ds = cfg->dataset;
+    l->shm_fd = -1;
+    l->parent_pid = getpid();
+    l->epoch = -1;
+    l->sample_bytes = augment_sample_bytes(&cfg->augment);
+    int n = cfg->num_workers;
+    int64_t full = l->ds->num_samples / cfg->batch_size;
+    l->nbatches = cfg->drop_last || l->ds->num_samples % cfg->batch_size == 0 ? full : full + 1;
+    if (l->nbatches < 1) {
+        free(l);
+        return loaders_fail("loader: %lld samples make no batch of %d with drop_last",
+                            (long long)cfg->dataset->num_samples, cfg->batch_size);
+    }
+    // N * prefetch batches in flight while the caller holds one more.
+    l->nslots = n > 0 ? n * l->cfg.prefetch_factor + 1 : 1;
+    int task_cap = l->cfg.prefetch_factor + 3;
+    l->lay = loader_ring_layout(n, l->nslots, task_cap, n > 0 ? l->ds->num_samples : 0,
+                                cfg->batch_size, l->sample_bytes);
+    if (n > 0) {
+        l->pids = calloc((size_t)n, sizeof *l->pids);
+        if (!l->pids) {
+            free(l);
+            return loaders_fail("loader: out of memory");
+        }
+        if (loader_ring_map(l) != 0) {
+            free(l->pids);
+            free(l);
+            return -1;
+        }
+        l->perm = (int64_t *)(l->ring + l->lay.perm_off);
+        loader_ring_reset(l);
+        // Fork before anything touches CUDA (the pinning stage below is the first).
+        if (cfg->persistent_workers && loader_workers_start(l) != 0) goto fail;
+    } else {
+        l->ring = aligned_alloc(4096, l->lay.total);
+        l->perm = malloc((size_t)l->ds->num_samples * sizeof *l->perm);
+        l->dec = jpeg_decoder_create();
+        if (!l->ring || !l->perm || !l->dec) {
+            if (l->dec) loaders_fail("loader: out of memory");
+            goto fail;
+        }
+        memset(l->ring, 0, l->lay.total);
+    }
+    // Without a GPU these fail with "no CUDA device ..." and the workers are stopped.
+    if (cfg->pin == LOADER_PIN_REGISTER) {
+        void *base = l->ring + l->lay.slots_off;
+        if (pin_register(base, l->lay.total - l->lay.slots_off) != 0) goto fail;
+        l->ring_registered = true;
+    } else if (cfg->pin == LOADER_PIN_COPY) {
+        if (pin_alloc(l->lay.slot_stride, &l->pinned) != 0) goto fail;
+    }
+    *out = l;
+    return 0;
+fail:;
+    char msg[LOADER_ERROR_LEN];
+    snprintf(msg, sizeof msg, "%s", loaders_last_error());
+    loader_destroy(l);
+    return loaders_fail("%s", msg);
+}
+
+static void make_order(Loader *l, int64_t epoch)
+{
+    int64_t n = l->ds->num_samples;
+    for (int64_t i = 0; i < n; i++) l->perm[i] = i;
+    if (!l->cfg.shuffle) return;
+    Rng r = rng_make(l->cfg.seed, 0x5A3D1E5ull, (uint64_t)epoch);
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = rng_below(&r, i + 1);
+        int64_t t = l->perm[i];
+        l->perm[i] = l->perm[j];
+        l->perm[j] = t;
+    }
+}
+
+static void issue(Loader *l, int64_t b)
+{
+    int w = (int)(b % l->cfg.num_workers);
+    WorkerShared *ws = ring_worker(&l->lay, l->ring, w);
+    LoaderTask *t = &ring_tasks(&l->lay, l->ring, w)[ws->head % l->lay.task_cap];
+    t->batch_index = b;
+    t->epoch = l->epoch;
+    t->slot = (int32_t)(b % l->nslots);
+    t->kind = TASK_BATCH;
+    ws->head++;
+    sem_post(&ws->tasks_ready);
+}
+
+// Checks every worker; on a death, fails the loader naming the worker and its batch.
+static int check_workers(Loader *l, int64_t waiting_for)
+{
+    for (int w = 0; w < l->cfg.num_workers; w++) {
+        if (l->pids[w] <= 0) continue;
+        int status;
+        struct rusage ru;
+        pid_t r = wait4(l->pids[w], &status, WNOHANG, &ru);
+        if (r == 0) continue;
+        char how[96], msg[LOADER_ERROR_LEN];
+        if (r > 0 && WIFSIGNALED(status))
+            snprintf(how, sizeof how, "killed by signal %d (%s)", WTERMSIG(status),
+                     strsignal(WTERMSIG(status)));
+        else if (r > 0 && WIFEXITED(status))
+            snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
+        else
+            snprintf(how, sizeof how, "vanished");
+        if (r > 0) loader_record_reaped(l, &ru);
+        int64_t cur = atomic_load(&ring_worker(&l->lay, l->ring, w)->current_batch);
+        int64_t batch = cur >= 0 ? cur : waiting_for;
+        snprintf(msg, sizeof msg,
+                 "loader: worker %d (pid %d) %s while loading batch %lld of epoch %lld", w,
+                 (int)l->pids[w], how, (long long)batch, (long long)l->epoch);
+        l->pids[w] = 0;
+        return loader_set_failed(l, msg);
+    }
+    return 0;
+}
+
+// Waits for batch b's slot; dead workers and the timeout end the wait with an error.
+static int wait_slot(Loader *l, int64_t b)
+{
+    SlotHeader *h = (SlotHeader *)ring_slot(&l->lay, l->ring, (int)(b % l->nslots));
+    double start = loader_now_seconds();
+    for (;;) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20 * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        if (sem_timedwait(&h->done, &ts) == 0) return 0;
+        if (errno != ETIMEDOUT && errno != EINTR)
+            return loader_set_failed(l, "loader: waiting for a batch failed");
+        if (check_workers(l, b) != 0) return -1;
+        if (l->cfg.timeout_ms > 0 && (loader_now_seconds() - start) * 1000 > l->cfg.timeout_ms) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "loader: timed out after %d ms waiting for batch %lld "
+                     "(worker %d)", l->cfg.timeout_ms, (long long)b,
+                     (int)(b % l->cfg.num_workers));
+            return loader_set_failed(l, msg);
+        }
+    }
+}
+
+// Waits out the batches still in flight so their slots can be reused.
+static int drain(Loader *l)
+{
+    for (int64_t b = l->next; b < l->issued; b++)
+        if (wait_slot(l, b) != 0) return -1;
+    l->next = l->issued;
+    return 0;
+}
+
+int loader_begin_epoch(Loader *l, int64_t epoch)
+{
+    if (l->failed) return loaders_fail("%s", l->error);
+    int n = l->cfg.num_workers;
+    if (l->epoch_active && n > 0) {
+        if (l->cfg.persistent_workers) {
+            if (drain(l) != 0) return -1;
+        } else {
+            loader_workers_stop(l);
+        }
+    }
+    l->epoch = epoch;
+    make_order(l, epoch);
+    l->next = 0;
+    l->issued = 0;
+    l->epoch_active = true;
+    if (n > 0) {
+        if (!loader_workers_running(l) && loader_workers_start(l) != 0) return -1;
+        while (l->issued < l->nbatches && l->issued < l->nslots) issue(l, l->issued++);
+    }
+    return 0;
+}
+
+static void end_epoch(Loader *l)
+{
+    l->epoch_active = false;
+    if (l->cfg.num_workers > 0 && !l->cfg.persistent_workers) loader_workers_stop(l);
+}
+
+int loader_next_batch(Loader *l, LoaderBatch *batch)
+{
+    memset(batch, 0, sizeof *batch);
+    if (l->failed) return loaders_fail("%s", l->error);
+    if (!l->epoch_active && loader_begin_epoch(l, l->epoch + 1) != 0) return -1;
+    int n = l->cfg.num_workers;
+    for (;;) {
+        if (n > 0 && l->next > 0) {
+            // The caller is done with batch next-1: its slot takes the next batch.
+            if (l->issued < l->nbatches) issue(l, l->issued++);
+        }
+        if (l->next >= l->nbatches) {
+            end_epoch(l);
+            return 0;
+        }
+        int64_t b = l->next;
+        int slot = (int)(b % l->nslots);
+        double t0 = loader_now_seconds();
+        if (n > 0) {
+            if (wait_slot(l, b) != 0) return -1;
+        } else {
+            loader_fill_slot(l, l->ring, l->perm, 0, b, l->epoch, -1, l->dec, &l->img);
+        }
+        l->stats.wait_seconds += loader_now_seconds() - t0;
+        l->next++;
+        uint8_t *base = ring_slot(&l->lay, l->ring, slot);
+        SlotHeader *h = (SlotHeader *)base;
+        if (h->status != SLOT_OK) return loader_set_failed(l, h->error);
+        if (h->batch_index != b || h->epoch != l->epoch) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "loader: slot %d holds batch %lld of epoch %lld, "
+                     "expected batch %lld of epoch %lld", slot, (long long)h->batch_index,
+                     (long long)h->epoch, (long long)b, (long long)l->epoch);
+            return loader_set_failed(l, msg);
+        }
+        l->stats.skipped += h->skipped;
+        if (h->skipped) snprintf(l->stats.last_skip, sizeof l->stats.last_skip, "%s", h->error);
+        if (h->count == 0) continue; // every file of this batch was skipped
+        size_t payload = l->lay.images_off + (size_t)h->count * l->sample_bytes;
+        if (l->cfg.pin == LOADER_PIN_COPY) {
+            double p0 = loader_now_seconds();
+            memcpy(l->pinned, base, payload);
+            l->stats.pin_seconds += loader_now_seconds() - p0;
+            base = l->pinned;
+        }
+        batch->images = base + l->lay.images_off;
+        batch->labels = (const int32_t *)(base + l->lay.labels_off);
+        batch->indices = (const int64_t *)(base + l->lay.indices_off);
+        batch->count = h->count;
+        batch->skipped = h->skipped;
+        batch->batch_index = b;
+        batch->epoch = l->epoch;
+        batch->height = l->cfg.augment.out_height;
+        batch->width = l->cfg.augment.out_width;
+        batch->dtype = l->cfg.augment.dtype;
+        batch->image_bytes = (size_t)h->count * l->sample_bytes;
+        batch->pinned = l->cfg.pin != LOADER_PIN_NONE;
+        l->stats.batches++;
+        l->stats.images += h->count;
+        return 1;
+    }
+}
+
+int64_t loader_num_batches(const Loader *l) { return l->nbatches; }
+
+void loader_epoch_order(const Loader *l, int64_t *order)
+{
+    memcpy(order, l->perm, (size_t)l->ds->num_samples * sizeof *order);
+}
+
+int loader_worker_pid(const Loader *l, int i)
+{
+    if (!l->pids || i < 0 || i >= l->cfg.num_workers || l->pids[i] <= 0) return -1;
+    return (int)l->pids[i];
+}
+
+void loader_get_stats(const Loader *l, LoaderStats *s)
+{
+    *s = l->stats;
+    s->worker_cpu_seconds = l->reaped_cpu;
+    for (int w = 0; w < l->cfg.num_workers; w++)
+        if (l->pids[w] > 0) s->worker_cpu_seconds += loader_proc_cpu_seconds(l->pids[w]);
+}
+
+void loader_destroy(Loader *l)
+{
+    if (!l) return;
+    loader_workers_stop(l);
+    if (l->ring_registered) pin_unregister(l->ring + l->lay.slots_off);
+    pin_free(l->pinned);
+    if (l->cfg.num_workers > 0) {
+        if (l->ring) {
+            for (int w = 0; w < l->cfg.num_workers; w++)
+                sem_destroy(&ring_worker(&l->lay, l->ring, w)->tasks_ready);
+            for (int s = 0; s < l->nslots; s++)
+                sem_destroy(&((SlotHeader *)ring_slot(&l->lay, l->ring, s))->done);
+            munmap(l->ring, l->lay.total);
+        }
+        if (l->shm_fd >= 0) close(l->shm_fd);
+    } else {
+        free(l->ring);
+        free(l->perm);
+    }
+    jpeg_decoder_destroy(l->dec);
+    image_free(&l->img);
+    free(l->pids);
+    free(l);
+}

@@ -1,0 +1,121 @@
+// loader_internal.h: the loader's shared-memory layout and state, shared by the
+// parent side (loader.c) and the worker processes (loader_worker.c). Not public.
+#ifndef LOADERS_LOADER_INTERNAL_H
+#define LOADERS_LOADER_INTERNAL_H
+
+#include "loaders/jpeg.h"
+#include "loaders/loader.h"
+
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <sys/resource.h>
+#include <sys/types.h>
+#include <time.h>
+
+enum { TASK_BATCH = 1, TASK_EXIT = 2 };
+enum { SLOT_OK = 0, SLOT_ERROR = 1 };
+enum { LOADER_ERROR_LEN = 1024 };
+
+typedef struct {
+    int64_t batch_index, epoch;
+    int32_t slot, kind;
+} LoaderTask;
+
+// Per worker, in shared memory: a task queue written by the parent.
+typedef struct {
+    sem_t tasks_ready;             // posted once per task pushed
+    int64_t head;                  // next task index the parent writes
+    int64_t tail;                  // next task index the worker reads
+    _Atomic int64_t current_batch; // batch being filled, -1 when idle
+} WorkerShared;
+
+// Head of each ring slot; the labels, indices and images follow it.
+typedef struct {
+    sem_t done;         // posted by the worker when the slot holds its batch
+    int32_t status;     // SLOT_OK or SLOT_ERROR
+    int32_t count, skipped, worker;
+    int64_t batch_index, epoch;
+    char error[LOADER_ERROR_LEN];
+} SlotHeader;
+
+typedef struct {
+    _Atomic int32_t shutdown; // workers stop at their next sample when set
+} RingHeader;
+
+// Offsets inside one mapping of the ring (identical in every process).
+typedef struct {
+    size_t workers_off, tasks_off, perm_off, slots_off;
+    size_t slot_stride, labels_off, indices_off, images_off; // within a slot
+    size_t total;
+    int task_cap;
+} RingLayout;
+
+struct Loader {
+    LoaderConfig cfg;
+    const Dataset *ds;
+    int nslots;
+    size_t sample_bytes;
+    RingLayout lay;
+    int shm_fd;
+    uint8_t *ring;          // the shared mapping (or the private buffer when N = 0)
+    bool ring_registered;
+    void *pinned;           // LOADER_PIN_COPY target
+    int64_t *perm;          // sampler order of this epoch (inside the ring when N > 0)
+    pid_t parent_pid;
+    pid_t *pids;            // [num_workers], 0 when not running
+    JpegDecoder *dec;       // N = 0 only
+    Image img;              // N = 0 only
+    int64_t epoch, nbatches, next, issued;
+    bool epoch_active, failed;
+    char error[LOADER_ERROR_LEN];
+    LoaderStats stats;
+    double reaped_cpu;
+};
+
+static inline RingHeader *ring_header(uint8_t *ring) { return (RingHeader *)ring; }
+static inline WorkerShared *ring_worker(const RingLayout *lay, uint8_t *ring, int w)
+{
+    return (WorkerShared *)(ring + lay->workers_off) + w;
+}
+static inline LoaderTask *ring_tasks(const RingLayout *lay, uint8_t *ring, int w)
+{
+    return (LoaderTask *)(ring + lay->tasks_off) + (size_t)w * lay->task_cap;
+}
+static inline uint8_t *ring_slot(const RingLayout *lay, uint8_t *ring, int s)
+{
+    return ring + lay->slots_off + (size_t)s * lay->slot_stride;
+}
+
+static inline double loader_now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Offsets of the ring for these sizes (tasks, sampler order, slots of batch samples).
+RingLayout loader_ring_layout(int nworkers, int nslots, int task_cap, int64_t nsamples,
+                              int batch, size_t sample_bytes);
+// Creates and maps the ring as an unlinked POSIX shared-memory object. 0 or -1.
+int loader_ring_map(Loader *l);
+// Re-initialises semaphores and queues; no worker may be running.
+void loader_ring_reset(Loader *l);
+// CPU seconds a live process has used so far, from /proc (0 if unreadable).
+double loader_proc_cpu_seconds(pid_t pid);
+// Adds a reaped worker's CPU time to the loader's total.
+void loader_record_reaped(Loader *l, const struct rusage *ru);
+// True while any worker process is running.
+bool loader_workers_running(const Loader *l);
+// Forks the workers (after a ring reset). 0 or -1.
+int loader_workers_start(Loader *l);
+// Asks the workers to stop, SIGKILLs them after 2 s, reaps them all.
+void loader_workers_stop(Loader *l);
+
+// Fills ring slot `slot` with batch b of the epoch whose order is perm. Runs in a worker
+// (or in the caller when N = 0); stops early if `shutdown` becomes set.
+void loader_fill_slot(const Loader *l, uint8_t *ring, const int64_t *perm, int slot,
+                      int64_t b, int64_t epoch, int worker, JpegDecoder *dec, Image *img);
+// The body of worker process w: maps the ring, serves tasks, never returns.
+_Noreturn void loader_worker_main(Loader *l, int w);
+
+#endif

@@ -1,0 +1,216 @@
+// test_dataset.c: ImageFolder scanning (classes, labels, order, bad layouts named in
+// errors) and the synthetic dataset generator (deterministic, learnable, cached).
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "loaders/dataset.h"
+#include "loaders/dataset_gen.h"
+#include "loaders/jpeg.h"
+#include "tests/fixtures/loader_testutil.h"
+
+#include <math.h>
+
+typedef struct {
+    char tmp[64];
+    char root[128];
+} DsFixture;
+
+static int setup(void **state)
+{
+    DsFixture *f = calloc(1, sizeof *f);
+    if (!f || testutil_tmpdir(f->tmp) != 0) return -1;
+    if (testutil_make_dataset(f->tmp, 4, 6, 48, 40, f->root, sizeof f->root) != 0) return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    DsFixture *f = *state;
+    testutil_rm_tree(f->tmp);
+    free(f);
+    return 0;
+}
+
+static void test_scan_finds_classes_and_labels(void **state)
+{
+    DsFixture *f = *state;
+    Dataset ds;
+    assert_int_equal(dataset_scan(f->root, &ds), 0);
+    assert_int_equal(ds.num_classes, 4);
+    assert_int_equal(ds.num_samples, 24);
+    assert_string_equal(ds.class_names[0], "class_000");
+    assert_string_equal(ds.class_names[3], "class_003");
+    for (int64_t i = 0; i < ds.num_samples; i++) {
+        assert_int_equal(ds.labels[i], i / 6);
+        char want[256];
+        snprintf(want, sizeof want, "%s/class_%03d/img_%05d.jpg", f->root, (int)(i / 6),
+                 (int)(i % 6));
+        assert_string_equal(ds.paths[i], want);
+    }
+    dataset_free(&ds);
+}
+
+static void test_scan_ignores_other_files_and_sorts(void **state)
+{
+    DsFixture *f = *state;
+    char path[256];
+    snprintf(path, sizeof path, "%s/class_001/README.txt", f->root);
+    assert_int_equal(testutil_write(path, "x", 1), 0);
+    snprintf(path, sizeof path, "%s/class_001/.hidden.jpg", f->root);
+    assert_int_equal(testutil_write(path, "x", 1), 0);
+    snprintf(path, sizeof path, "%s/class_001/UPPER.JPEG", f->root);
+    assert_int_equal(testutil_write(path, "x", 1), 0);
+    Dataset ds;
+    assert_int_equal(dataset_scan(f->root, &ds), 0);
+    assert_int_equal(ds.num_samples, 25); // UPPER.JPEG counts; .txt and dot-files do not
+    assert_non_null(strstr(ds.paths[6], "UPPER.JPEG")); // byte order: 'U' < 'i'
+    assert_int_equal(ds.labels[6], 1);
+    dataset_free(&ds);
+    unlink(path);
+}
+
+static void test_missing_root_is_named(void **state)
+{
+    DsFixture *f = *state;
+    char root[160];
+    snprintf(root, sizeof root, "%s/no-such-root", f->tmp);
+    Dataset ds;
+    assert_int_equal(dataset_scan(root, &ds), -1);
+    assert_non_null(strstr(loaders_last_error(), root));
+    assert_non_null(strstr(loaders_last_error(), "does not exist"));
+    assert_int_equal(ds.num_samples, 0);
+}
+
+static void test_empty_class_folder_is_named(void **state)
+{
+    DsFixture *f = *state;
+    char dir[200];
+    snprintf(dir, sizeof dir, "%s/zz_empty", f->root);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    Dataset ds;
+    assert_int_equal(dataset_scan(f->root, &ds), -1);
+    assert_non_null(strstr(loaders_last_error(), dir));
+    rmdir(dir);
+}
+
+static void test_root_without_classes_is_an_error(void **state)
+{
+    DsFixture *f = *state;
+    char dir[160];
+    snprintf(dir, sizeof dir, "%s/flat", f->tmp);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    Dataset ds;
+    assert_int_equal(dataset_scan(dir, &ds), -1);
+    assert_non_null(strstr(loaders_last_error(), "no class folders"));
+    rmdir(dir);
+}
+
+static void test_generator_is_deterministic(void **state)
+{
+    DsFixture *f = *state;
+    char other[160];
+    snprintf(other, sizeof other, "%s/again", f->tmp);
+    DatasetGenConfig cfg = {4, 6, 48, 40, 90, 77};
+    assert_int_equal(dataset_generate(&cfg, other), 0);
+    assert_int_equal(dataset_generate(&cfg, other), -1); // never overwrites
+    for (int c = 0; c < 4; c++)
+        for (int i = 0; i < 6; i++) {
+            char a[256], b[256];
+            snprintf(a, sizeof a, "%s/class_%03d/img_%05d.jpg", f->root, c, i);
+            snprintf(b, sizeof b, "%s/class_%03d/img_%05d.jpg", other, c, i);
+            size_t na, nb;
+            unsigned char *da = testutil_read(a, &na), *db = testutil_read(b, &nb);
+            assert_non_null(da);
+            assert_non_null(db);
+            assert_int_equal(na, nb);
+            assert_memory_equal(da, db, na);
+            free(da);
+            free(db);
+        }
+}
+
+// Nearest-class-centroid on a coarse colour histogram, leave-one-out: the classes must
+// be far easier than chance to tell apart.
+static void test_generated_classes_are_learnable(void **state)
+{
+    (void)state;
+    enum { C = 10, N = 12, W = 48, H = 48, BINS = 64 };
+    DatasetGenConfig cfg = {C, N, W, H, 90, 3};
+    static double hist[C][N][BINS];
+    static uint8_t rgb[W * H * 3];
+    for (int c = 0; c < C; c++)
+        for (int i = 0; i < N; i++) {
+            dataset_gen_render(&cfg, c, i, rgb);
+            memset(hist[c][i], 0, sizeof hist[c][i]);
+            // Only bright pixels: backgrounds stay below 141 in every channel.
+            for (int p = 0; p < W * H; p++) {
+                const uint8_t *px = rgb + 3 * p;
+                if (px[0] < 150 && px[1] < 150 && px[2] < 150) continue;
+                int bin = (px[0] >> 6) * 16 + (px[1] >> 6) * 4 + (px[2] >> 6);
+                hist[c][i][bin] += 1.0 / (W * H);
+            }
+        }
+    int correct = 0;
+    for (int c = 0; c < C; c++)
+        for (int i = 0; i < N; i++) {
+            int best = -1;
+            double best_d = 1e300;
+            for (int k = 0; k < C; k++) {
+                double d = 0;
+                for (int b = 0; b < BINS; b++) {
+                    double m = 0;
+                    for (int j = 0; j < N; j++)
+                        if (!(k == c && j == i)) m += hist[k][j][b];
+                    m /= (k == c ? N - 1 : N);
+                    d += (hist[c][i][b] - m) * (hist[c][i][b] - m);
+                }
+                if (d < best_d) best_d = d, best = k;
+            }
+            correct += best == c;
+        }
+    // Colour alone separates most classes (shape does the rest); chance is 10%.
+    if (correct < C * N * 7 / 10) fail_msg("only %d of %d classified right", correct, C * N);
+}
+
+static void test_ensure_reuses_cache(void **state)
+{
+    DsFixture *f = *state;
+    DatasetGenConfig cfg;
+    assert_int_equal(dataset_gen_preset("tiny", &cfg), 0);
+    char cache[160], root1[512], root2[512];
+    snprintf(cache, sizeof cache, "%s/cache/datasets", f->tmp);
+    assert_int_equal(dataset_gen_ensure(&cfg, cache, root1, sizeof root1), 0);
+    char probe[600];
+    snprintf(probe, sizeof probe, "%s/class_000/img_00000.jpg", root1);
+    struct stat a, b;
+    assert_int_equal(stat(probe, &a), 0);
+    assert_int_equal(dataset_gen_ensure(&cfg, cache, root2, sizeof root2), 0);
+    assert_string_equal(root1, root2);
+    assert_int_equal(stat(probe, &b), 0);
+    assert_int_equal(a.st_ino, b.st_ino); // not regenerated
+    Dataset ds;
+    assert_int_equal(dataset_scan(root1, &ds), 0);
+    assert_int_equal(ds.num_samples, (int64_t)cfg.num_classes * cfg.images_per_class);
+    dataset_free(&ds);
+    assert_int_equal(dataset_gen_preset("nope", &cfg), -1);
+    assert_non_null(strstr(loaders_last_error(), "nope"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scan_finds_classes_and_labels),
+        cmocka_unit_test(test_scan_ignores_other_files_and_sorts),
+        cmocka_unit_test(test_missing_root_is_named),
+        cmocka_unit_test(test_empty_class_folder_is_named),
+        cmocka_unit_test(test_root_without_classes_is_an_error),
+        cmocka_unit_test(test_generator_is_deterministic),
+        cmocka_unit_test(test_generated_classes_are_learnable),
+        cmocka_unit_test(test_ensure_reuses_cache),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
