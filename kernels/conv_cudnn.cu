@@ -108,28 +108,42 @@ static int select_algos(ConvPlan *p, cudnnHandle_t h, const ConvKey *k, ConvAlgo
     return 0;
 }
 
-int conv_plan_create(ConvPlan *p)
+static int create_descriptors(ConvPlan *p)
 {
-    if (p->created) return 0;
     CUDNN_TRY(cudnnCreateTensorDescriptor(&p->x));
     CUDNN_TRY(cudnnCreateTensorDescriptor(&p->y));
     CUDNN_TRY(cudnnCreateFilterDescriptor(&p->w));
     CUDNN_TRY(cudnnCreateConvolutionDescriptor(&p->fwd));
     CUDNN_TRY(cudnnCreateConvolutionDescriptor(&p->bwd_data));
     CUDNN_TRY(cudnnCreateConvolutionDescriptor(&p->bwd_filter));
+    return 0;
+}
+
+int conv_plan_create(ConvPlan *p)
+{
+    if (p->created) return 0;
+    // Plans start zeroed, so a failure part-way leaves NULLs after the descriptors made so
+    // far: free those (they used to leak) and leave the plan "not created" for a retry.
     p->created = true;
+    if (create_descriptors(p) != 0) {
+        conv_plan_destroy(p);
+        return -1;
+    }
     return 0;
 }
 
 void conv_plan_destroy(ConvPlan *p)
 {
     if (!p->created) return;
-    cudnnDestroyTensorDescriptor(p->x);
-    cudnnDestroyTensorDescriptor(p->y);
-    cudnnDestroyFilterDescriptor(p->w);
-    cudnnDestroyConvolutionDescriptor(p->fwd);
-    cudnnDestroyConvolutionDescriptor(p->bwd_data);
-    cudnnDestroyConvolutionDescriptor(p->bwd_filter);
+    if (p->x) cudnnDestroyTensorDescriptor(p->x);
+    if (p->y) cudnnDestroyTensorDescriptor(p->y);
+    if (p->w) cudnnDestroyFilterDescriptor(p->w);
+    if (p->fwd) cudnnDestroyConvolutionDescriptor(p->fwd);
+    if (p->bwd_data) cudnnDestroyConvolutionDescriptor(p->bwd_data);
+    if (p->bwd_filter) cudnnDestroyConvolutionDescriptor(p->bwd_filter);
+    p->x = p->y = NULL;
+    p->w = NULL;
+    p->fwd = p->bwd_data = p->bwd_filter = NULL;
     p->created = false;
 }
 
