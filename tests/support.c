@@ -8,6 +8,16 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "kernels/gpu_device.h"
+
+bool test_gpu_missing(void)
+{
+    char why[256];
+    if (gpu_device_available(why, sizeof why)) return false;
+    printf("skipped: %s\n", why);
+    return true;
+}
+
 const char *test_suite_root(void)
 {
     const char *r = getenv("SUITE_ROOT");

@@ -6,6 +6,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+// True (after printing "skipped: <reason>") when no CUDA device can be used.
+bool test_gpu_missing(void);
+// Inside a cmocka test: skips it, visibly, when there is no GPU.
+#define REQUIRE_GPU() do { if (test_gpu_missing()) skip(); } while (0)
+
 // The repository root: $SUITE_ROOT, or "." when unset.
 const char *test_suite_root(void);
 // The build folder: $SUITE_BUILD, or "build" when unset.

@@ -17,14 +17,6 @@
 #include "kernels/gpu_device.h"
 #include "tests/support.h"
 
-static bool skip_without_gpu(void)
-{
-    char why[160];
-    if (gpu_device_available(why, sizeof why)) return false;
-    printf("skipped: %s\n", why);
-    return true;
-}
-
 static void test_lists_every_variant(void **state)
 {
     (void)state;
@@ -111,7 +103,7 @@ static void test_json_format_on_stdout_carries_context(void **state)
 static void test_gpu_every_copy_variant_moves_the_right_bytes(void **state)
 {
     (void)state;
-    if (skip_without_gpu()) skip();
+    REQUIRE_GPU();
     const CopyVariant variants[] = {{HOST_PAGEABLE, false}, {HOST_PINNED, false},
                                     {HOST_PINNED, true}, {HOST_REGISTERED, true}};
     const size_t sizes[] = {1, 4096 + 3, (size_t)1 << 20, ((size_t)16 << 20) + 7};
@@ -133,7 +125,7 @@ static void test_gpu_every_copy_variant_moves_the_right_bytes(void **state)
 static void test_gpu_step_pipelines_match_cpu_reference(void **state)
 {
     (void)state;
-    if (skip_without_gpu()) skip();
+    REQUIRE_GPU();
     const StepsVariant variants[] = {STEPS_PAGEABLE_BLOCKING, STEPS_PINNED_ASYNC, STEPS_PINNED_PER_BATCH};
     for (size_t v = 0; v < 3; v++) {
         StepsSetup s;

@@ -17,15 +17,8 @@
 #include "kernels/check.h"
 #include "kernels/core.h"
 #include "kernels/gpu_device.h"
+#include "tests/support.h"
 #include "kernels/synth.h"
-
-#define REQUIRE_GPU() do { \
-        char why_[256]; \
-        if (!gpu_device_available(why_, sizeof why_)) { \
-            printf("skipped: %s\n", why_); \
-            skip(); \
-        } \
-    } while (0)
 
 // Gradient vs the CPU: fp32 differs only by summation order and cuDNN's algorithms
 // (Winograd/FFT); TF32 rounds conv/GEMM inputs to 10 mantissa bits; fp16 stores

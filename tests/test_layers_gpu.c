@@ -16,17 +16,10 @@
 
 #include "kernels/check.h"
 #include "kernels/gpu_device.h"
+#include "tests/support.h"
 #include "kernels/layer_probe.h"
 #include "kernels/layers_cpu.h"
 #include "kernels/model.h"
-
-#define REQUIRE_GPU() do { \
-        char why_[256]; \
-        if (!gpu_device_available(why_, sizeof why_)) { \
-            printf("skipped: %s\n", why_); \
-            skip(); \
-        } \
-    } while (0)
 
 // Inputs rounded to the storage type (fp16: 2^-11, bf16: 2^-8 relative) or TF32 (2^-11
 // in the products), accumulated in fp32; fp32 itself differs by summation order only.
