@@ -1,7 +1,11 @@
 // train_main.c: build/train, a command-line trainer over the shared core.
-// Trains a preset model on the synthetic plane-wave task with every practice of the
-// core as a flag; prints step, loss, accuracy, loss scale and images/s; runs on the
+// Trains a preset model with every practice of the core as a flag; prints step, loss,
+// accuracy, loss scale and images/s, then the accuracy on held-out data; runs on the
 // CPU when there is no GPU. `train --help` lists every flag.
+// Data (--data): `images` (default) is an ImageFolder of JPEGs, the loaders' generated
+// dataset or the user's own, decoded and augmented by the loader (loaders/) at the
+// model's image size and split into train and held-out files; `tensor` is the
+// synthetic plane-wave task of kernels/synth.h, generated in memory.
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,30 +15,84 @@
 #include "kernels/check.h"
 #include "kernels/core.h"
 #include "kernels/synth.h"
+#include "loaders/dataset.h"
+#include "loaders/dataset_gen.h"
+#include "loaders/errors.h"
+#include "loaders/loader.h"
+
+typedef enum { TRAIN_DATA_IMAGES, TRAIN_DATA_TENSOR } TrainData;
+
+// Held-out files are chosen with this seed, not --seed: the held-out set stays the
+// same across training seeds, so their accuracies are comparable.
+#define TRAIN_SPLIT_SEED 20240601ull
 
 typedef struct TrainArgs {
     const char *preset;
-    int steps, log_every, eval_batches;
+    int steps, log_every;
+    int eval_batches;       // -1: the default (tensor: 4; images: the whole held-out split)
     float noise;
     float target_accuracy;  // exit status 2 when the final accuracy is below it
+    TrainData data;
+    const char *data_dir;       // images: the user's ImageFolder root (NULL: generated)
+    const char *dataset_preset; // images: generated preset (NULL: chosen by image size)
+    const char *cache_dir;      // images: where generated datasets live
+    int num_workers;            // images: loader worker processes (0: in this process)
+    bool skip_bad_files;
+    float holdout;              // images: fraction of each class held out for evaluation
+    float crop_scale_min;       // images: smallest random-resized-crop area fraction
+    bool classes_set;           // --classes was given
 } TrainArgs;
+
+// The image pipeline: the scanned dataset, its split, and one loader per part.
+typedef struct ImageData {
+    Dataset all, train, heldout;
+    Loader *train_loader, *eval_loader;
+    char root[4096];
+    int64_t epoch;
+} ImageData;
 
 static void usage(FILE *f)
 {
     fprintf(f,
         "usage: train [flags]\n"
-        "Trains a CNN (or MLP) on a synthetic, learnable image task with the shared core.\n"
+        "Trains a CNN (or MLP) with the shared core on JPEG images (by default a generated,\n"
+        "learnable dataset) or on a synthetic tensor task, then reports held-out accuracy.\n"
+        "\nData:\n"
+        "  --data D               images | tensor (default images).\n"
+        "                         images: an ImageFolder of JPEGs (DIR/<class>/*.jpg), decoded\n"
+        "                         and augmented (random-resized crop, flip, normalise) by the\n"
+        "                         loader at the model's --image-size; each class's files are\n"
+        "                         split (fixed seed) into train and held-out, and the held-out\n"
+        "                         files, never trained on, are evaluated (resized whole) at the\n"
+        "                         end. The model's class count is the dataset's.\n"
+        "                         tensor: plane waves generated in memory (kernels/synth.h);\n"
+        "                         held-out batches are indices no training step uses.\n"
+        "  --data-dir DIR         images: train on your own ImageFolder root instead of the\n"
+        "                         generated dataset\n"
+        "  --dataset-preset NAME  images: generated dataset tiny | small | bench | large\n"
+        "                         (default small for model inputs up to 64x64, else bench);\n"
+        "                         written once to $BENCH_CACHE_DIR (default cache/datasets,\n"
+        "                         relative to the working folder), reused afterwards\n"
+        "  --num-workers N        images: loader worker processes; 0 decodes in this process\n"
+        "                         (default 2). Workers are forked before CUDA is touched.\n"
+        "  --skip-bad-files       images: skip (and count) undecodable files instead of\n"
+        "                         stopping with an error that names the file\n"
+        "  --holdout F            images: fraction of each class's files held out (default 0.2)\n"
+        "  --crop-scale-min F     images: smallest area fraction of the random-resized crop\n"
+        "                         (default 0.25; torchvision's is 0.08)\n"
         "\nWorkload:\n"
         "  --preset NAME          tiny | mlp | small | medium | resnet18 (default tiny)\n"
         "  --steps N              training steps (default 200)\n"
         "  --batch-size N         images per step (default: the preset's)\n"
         "  --image-size N         override the preset's image size\n"
-        "  --classes N            override the preset's class count\n"
+        "  --classes N            override the preset's class count (images: must equal the\n"
+        "                         dataset's, which is used anyway)\n"
         "  --width N              override the preset's first-stage channels\n"
-        "  --noise F              noise std of the synthetic images (default 0.5)\n"
+        "  --noise F              tensor: noise std of the synthetic images (default 0.5)\n"
         "  --seed N               weight and data seed (default 1)\n"
         "  --log-every N          print every N steps (default 20)\n"
-        "  --eval-batches N       held-out batches evaluated at the end (default 4)\n"
+        "  --eval-batches N       held-out batches evaluated at the end (tensor default 4;\n"
+        "                         images default: every held-out file; 0: no evaluation)\n"
         "  --target-accuracy F    exit with status 2 if final accuracy is below F\n"
         "\nPractices (config fields of the core):\n"
         "  --backend B            auto | cpu | cuda (default auto: cuda if a GPU is usable)\n"
@@ -69,7 +127,8 @@ enum {
     OPT_SEED, OPT_LOG, OPT_EVAL, OPT_TARGET, OPT_BACKEND, OPT_DEVICE, OPT_PRECISION,
     OPT_LAYOUT, OPT_ZERO, OPT_ALGO, OPT_READBACK, OPT_INTERVAL, OPT_LR, OPT_MOMENTUM, OPT_WD,
     OPT_DECAY, OPT_WARMUP, OPT_STEP_SIZE, OPT_STEP_GAMMA, OPT_LINEAR, OPT_REF_BATCH, OPT_CLIP,
-    OPT_INIT_SCALE, OPT_GROWTH, OPT_WORKSPACE, OPT_MIN_LR, OPT_HELP,
+    OPT_INIT_SCALE, OPT_GROWTH, OPT_WORKSPACE, OPT_MIN_LR, OPT_DATA, OPT_DATA_DIR,
+    OPT_DATASET_PRESET, OPT_NUM_WORKERS, OPT_SKIP_BAD, OPT_HOLDOUT, OPT_CROP_SCALE, OPT_HELP,
 };
 
 static const struct option options[] = {
@@ -87,7 +146,10 @@ static const struct option options[] = {
     {"linear-scaling", 0, 0, OPT_LINEAR}, {"reference-batch", 1, 0, OPT_REF_BATCH},
     {"clip-norm", 1, 0, OPT_CLIP}, {"init-scale", 1, 0, OPT_INIT_SCALE},
     {"growth-interval", 1, 0, OPT_GROWTH}, {"workspace-mb", 1, 0, OPT_WORKSPACE},
-    {"min-lr", 1, 0, OPT_MIN_LR},
+    {"min-lr", 1, 0, OPT_MIN_LR}, {"data", 1, 0, OPT_DATA}, {"data-dir", 1, 0, OPT_DATA_DIR},
+    {"dataset-preset", 1, 0, OPT_DATASET_PRESET}, {"num-workers", 1, 0, OPT_NUM_WORKERS},
+    {"skip-bad-files", 0, 0, OPT_SKIP_BAD}, {"holdout", 1, 0, OPT_HOLDOUT},
+    {"crop-scale-min", 1, 0, OPT_CROP_SCALE},
     {"help", 0, 0, OPT_HELP}, {0, 0, 0, 0},
 };
 
@@ -126,7 +188,7 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
         case OPT_STEPS: a->steps = atoi(v); steps_set = true; break;
         case OPT_BATCH: cfg->batch_size = atoi(v); break;
         case OPT_IMAGE: cfg->model.image_size = atoi(v); break;
-        case OPT_CLASSES: cfg->model.num_classes = atoi(v); break;
+        case OPT_CLASSES: cfg->model.num_classes = atoi(v); a->classes_set = true; break;
         case OPT_WIDTH: cfg->model.width = atoi(v); break;
         case OPT_NOISE: a->noise = strtof(v, NULL); break;
         case OPT_SEED: cfg->seed = strtoull(v, NULL, 10); break;
@@ -155,15 +217,185 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
         case OPT_GROWTH: cfg->scaler.growth_interval = atoi(v); break;
         case OPT_WORKSPACE: cfg->workspace_limit = (size_t)atol(v) << 20; break;
         case OPT_MIN_LR: cfg->optim.min_lr = strtof(v, NULL); break;
+        case OPT_DATA:
+            if (strcmp(v, "images") == 0) a->data = TRAIN_DATA_IMAGES;
+            else if (strcmp(v, "tensor") == 0) a->data = TRAIN_DATA_TENSOR;
+            else return parse_fail(name, v);
+            break;
+        case OPT_DATA_DIR: a->data_dir = v; break;
+        case OPT_DATASET_PRESET: a->dataset_preset = v; break;
+        case OPT_NUM_WORKERS: a->num_workers = atoi(v); break;
+        case OPT_SKIP_BAD: a->skip_bad_files = true; break;
+        case OPT_HOLDOUT: a->holdout = strtof(v, NULL); break;
+        case OPT_CROP_SCALE: a->crop_scale_min = strtof(v, NULL); break;
         case OPT_HELP: usage(stdout); return 1;
         default: usage(stderr); return -1;
         }
     }
     if (optind < argc) { fprintf(stderr, "train: unexpected argument '%s'\n", argv[optind]); return -1; }
     if (steps_set) cfg->optim.total_steps = a->steps;  // the cosine ends with the run
-    if (a->steps <= 0 || a->log_every <= 0 || a->eval_batches < 0) {
-        fprintf(stderr, "train: --steps and --log-every must be > 0\n");
+    if (a->steps <= 0 || a->log_every <= 0 || a->eval_batches < -1) {
+        fprintf(stderr, "train: --steps and --log-every must be > 0, --eval-batches >= 0\n");
         return -1;
+    }
+    if (a->data == TRAIN_DATA_TENSOR && (a->data_dir || a->dataset_preset)) {
+        fprintf(stderr, "train: --data-dir and --dataset-preset need --data images\n");
+        return -1;
+    }
+    if (a->data_dir && a->dataset_preset) {
+        fprintf(stderr, "train: give --data-dir or --dataset-preset, not both\n");
+        return -1;
+    }
+    if (a->num_workers < 0 || !(a->holdout > 0.0f && a->holdout < 1.0f) ||
+        !(a->crop_scale_min > 0.0f && a->crop_scale_min <= 1.0f)) {
+        fprintf(stderr, "train: need --num-workers >= 0, 0 < --holdout < 1, "
+                        "0 < --crop-scale-min <= 1\n");
+        return -1;
+    }
+    return 0;
+}
+
+// Scans the dataset (generating the default one on first use), makes the model's
+// class count and input channels follow it, splits it and creates both loaders.
+// Runs before core_create, so loader workers are forked before CUDA is initialised.
+static int image_data_open(const TrainArgs *a, CoreConfig *cfg, ImageData *d)
+{
+    memset(d, 0, sizeof *d);
+    CoreModelConfig *m = &cfg->model;
+    if (a->data_dir) {
+        snprintf(d->root, sizeof d->root, "%s", a->data_dir);
+    } else {
+        const char *preset = a->dataset_preset ? a->dataset_preset
+                                               : m->image_size <= 64 ? "small" : "bench";
+        DatasetGenConfig gen;
+        if (dataset_gen_preset(preset, &gen) != 0 ||
+            dataset_gen_ensure(&gen, a->cache_dir, d->root, sizeof d->root) != 0) {
+            fprintf(stderr, "train: cannot prepare the generated dataset '%s' under %s: %s\n",
+                    preset, a->cache_dir, loaders_last_error());
+            return -1;
+        }
+        printf("train: dataset preset %s (%d classes x %d images of %dx%d)\n", preset,
+               gen.num_classes, gen.images_per_class, gen.width, gen.height);
+    }
+    if (dataset_scan(d->root, &d->all) != 0) {
+        fprintf(stderr, "train: cannot read the dataset: %s\n", loaders_last_error());
+        return -1;
+    }
+    if (a->classes_set && m->num_classes != d->all.num_classes) {
+        fprintf(stderr, "train: --classes %d does not match the dataset's %d classes in %s "
+                        "(the model's class count follows the dataset; drop --classes)\n",
+                m->num_classes, d->all.num_classes, d->root);
+        return -1;
+    }
+    m->num_classes = d->all.num_classes;
+    m->in_channels = 3; // the loader delivers RGB
+    if (dataset_split(&d->all, a->holdout, TRAIN_SPLIT_SEED, &d->train, &d->heldout) != 0) {
+        fprintf(stderr, "train: cannot split the dataset: %s\n", loaders_last_error());
+        return -1;
+    }
+    if (d->train.num_samples < cfg->batch_size) {
+        fprintf(stderr, "train: only %lld training images in %s, fewer than one batch of %d "
+                        "(use a smaller --batch-size or a bigger dataset)\n",
+                (long long)d->train.num_samples, d->root, cfg->batch_size);
+        return -1;
+    }
+    printf("train: dataset %s: %d classes, %lld train + %lld held-out images, "
+           "%d loader workers\n", d->root, d->all.num_classes, (long long)d->train.num_samples,
+           (long long)d->heldout.num_samples, a->num_workers);
+
+    // Training: shuffled, random-resized crops and flips, whole batches only (one shape).
+    LoaderConfig tc = loader_default_config(&d->train, cfg->batch_size);
+    tc.num_workers = a->num_workers;
+    tc.seed = cfg->seed;
+    tc.drop_last = true;
+    tc.skip_bad_files = a->skip_bad_files;
+    tc.augment = augment_default_config(m->image_size);
+    tc.augment.scale_min = a->crop_scale_min;
+    // Evaluation: every held-out file once, the whole image resized, no flip.
+    LoaderConfig ec = loader_default_config(&d->heldout, cfg->batch_size);
+    ec.shuffle = false;
+    ec.skip_bad_files = a->skip_bad_files;
+    ec.augment = augment_default_config(m->image_size);
+    ec.augment.random_crop = false;
+    ec.augment.flip = false;
+    if (loader_create(&tc, &d->train_loader) != 0 || loader_create(&ec, &d->eval_loader) != 0) {
+        fprintf(stderr, "train: cannot create the loader: %s\n", loaders_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+// Next training batch, starting the next epoch when one ends. 0 or -1 (message printed).
+static int image_data_next(ImageData *d, CoreBatch *batch)
+{
+    LoaderBatch b;
+    for (int tries = 0; tries < 2;) {
+        int rc = loader_next_batch(d->train_loader, &b);
+        if (rc < 0) {
+            fprintf(stderr, "train: loading training images failed: %s\n", loaders_last_error());
+            return -1;
+        }
+        if (rc == 0) { // the epoch is over
+            if (loader_begin_epoch(d->train_loader, ++d->epoch) != 0) {
+                fprintf(stderr, "train: loader: %s\n", loaders_last_error());
+                return -1;
+            }
+            tries++;
+            continue;
+        }
+        if (b.count == 0) continue; // every file of the batch was bad and skipped
+        *batch = (CoreBatch){b.images, b.labels, b.count, CORE_MEMORY_HOST};
+        return 0;
+    }
+    fprintf(stderr, "train: an epoch of %s gave no usable images\n", d->root);
+    return -1;
+}
+
+// Stops the loaders' workers and frees the datasets; safe on a partly opened one.
+static void image_data_close(ImageData *d)
+{
+    loader_destroy(d->train_loader);
+    loader_destroy(d->eval_loader);
+    dataset_free(&d->train);
+    dataset_free(&d->heldout);
+    dataset_free(&d->all);
+    memset(d, 0, sizeof *d);
+}
+
+// Sums one evaluated batch into running totals weighted by its size.
+static int eval_batch(Core *core, const CoreBatch *batch, double *loss_sum, double *correct,
+                      int64_t *seen)
+{
+    CoreEvalResult er;
+    if (core_eval(core, batch, &er) != 0) {
+        fprintf(stderr, "train: eval failed: %s\n", check_last_error());
+        return -1;
+    }
+    *loss_sum += (double)er.loss * batch->n;
+    *correct += (double)er.accuracy * batch->n;
+    *seen += batch->n;
+    return 0;
+}
+
+// Evaluates the held-out images (at most max_batches batches; -1: all of them).
+static int image_data_eval(ImageData *d, Core *core, int max_batches, double *loss_sum,
+                           double *correct, int64_t *seen)
+{
+    if (loader_begin_epoch(d->eval_loader, 0) != 0) {
+        fprintf(stderr, "train: loader: %s\n", loaders_last_error());
+        return -1;
+    }
+    LoaderBatch b;
+    int rc;
+    for (int n = 0; (max_batches < 0 || n < max_batches) &&
+                    (rc = loader_next_batch(d->eval_loader, &b)) != 0; n++) {
+        if (rc < 0) {
+            fprintf(stderr, "train: loading held-out images failed: %s\n", loaders_last_error());
+            return -1;
+        }
+        if (b.count == 0) continue;
+        CoreBatch cb = {b.images, b.labels, b.count, CORE_MEMORY_HOST};
+        if (eval_batch(core, &cb, loss_sum, correct, seen) != 0) return -1;
     }
     return 0;
 }
@@ -171,45 +403,69 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
 int main(int argc, char **argv)
 {
     CoreConfig cfg;
-    TrainArgs a = {.preset = "tiny", .steps = 200, .log_every = 20, .eval_batches = 4,
-                   .noise = 0.5f, .target_accuracy = -1.0f};
+    const char *cache = getenv("BENCH_CACHE_DIR");
+    TrainArgs a = {.preset = "tiny", .steps = 200, .log_every = 20, .eval_batches = -1,
+                   .noise = 0.5f, .target_accuracy = -1.0f, .data = TRAIN_DATA_IMAGES,
+                   .cache_dir = cache && *cache ? cache : "cache/datasets", .num_workers = 2,
+                   .holdout = 0.2f, .crop_scale_min = 0.25f};
     int rc = parse_args(argc, argv, &cfg, &a);
     if (rc != 0) return rc > 0 ? 0 : 1;
+    bool images = a.data == TRAIN_DATA_IMAGES;
+    if (!images && a.eval_batches < 0) a.eval_batches = 4;
 
+    // The loader (and its workers) first: fork must come before CUDA is initialised.
+    ImageData data = {0};
     Core *core = NULL;
+    float *images_buf = NULL;
+    int32_t *labels_buf = NULL;
+    int status = 1;
+    if (images && image_data_open(&a, &cfg, &data) != 0) goto out;
     if (core_create(&cfg, &core) != 0) {
         fprintf(stderr, "train: cannot create the core: %s\n", check_last_error());
-        return 1;
+        goto out;
     }
     CoreStats st;
     core_stats(core, &st);
-    printf("train: preset %s backend %s precision %s layout %s zero_grad %s conv_algo %s "
-           "readback %s batch %d params %zu\n", a.preset, core_backend_name(st.backend),
+    const CoreModelConfig *m = &cfg.model;
+    printf("train: preset %s data %s backend %s precision %s layout %s zero_grad %s "
+           "conv_algo %s readback %s batch %d image %dx%d classes %d params %zu\n", a.preset,
+           images ? "images" : "tensor", core_backend_name(st.backend),
            core_precision_name(cfg.precision), core_layout_name(cfg.layout),
            core_zero_grad_name(cfg.zero_grad), core_conv_algo_name(cfg.conv_algo),
-           core_readback_name(cfg.readback), cfg.batch_size, st.param_count);
+           core_readback_name(cfg.readback), cfg.batch_size, m->image_size, m->image_size,
+           m->num_classes, st.param_count);
 
-    const CoreModelConfig *m = &cfg.model;
     SynthTask task = {m->in_channels, m->image_size, m->num_classes, a.noise, cfg.seed};
-    size_t img = (size_t)m->in_channels * m->image_size * m->image_size;
-    float *images = malloc((size_t)cfg.batch_size * img * sizeof(float));
-    int32_t *labels = malloc((size_t)cfg.batch_size * sizeof(int32_t));
-    if (!images || !labels) { fprintf(stderr, "train: out of host memory\n"); return 1; }
+    CoreBatch batch = {0};
+    if (!images) {
+        size_t img = (size_t)m->in_channels * m->image_size * m->image_size;
+        images_buf = malloc((size_t)cfg.batch_size * img * sizeof(float));
+        labels_buf = malloc((size_t)cfg.batch_size * sizeof(int32_t));
+        if (!images_buf || !labels_buf) {
+            fprintf(stderr, "train: out of host memory\n");
+            goto out;
+        }
+        batch = (CoreBatch){images_buf, labels_buf, cfg.batch_size, CORE_MEMORY_HOST};
+    }
 
-    CoreBatch batch = {images, labels, cfg.batch_size, CORE_MEMORY_HOST};
     double t0 = now_s(), t_log = t0;
-    int since_log = 0;
+    int64_t images_seen = 0, since_log = 0;
     printf("%8s %10s %9s %10s %12s %12s\n", "step", "loss", "accuracy", "lr", "loss_scale",
            "images/s");
     for (int s = 0; s < a.steps; s++) {
-        synth_batch(&task, (uint64_t)s, cfg.batch_size, images, labels);
+        if (images) {
+            if (image_data_next(&data, &batch) != 0) goto out;
+        } else {
+            synth_batch(&task, (uint64_t)s, cfg.batch_size, images_buf, labels_buf);
+        }
         CoreStepResult r;
         if (core_step(core, &batch, &r) != 0) {
             fprintf(stderr, "train: step %d failed%s: %s\n", s,
                     check_last_was_oom() ? " (out of memory)" : "", check_last_error());
-            return 1;
+            goto out;
         }
-        since_log++;
+        since_log += batch.n;
+        images_seen += batch.n;
         if ((s + 1) % a.log_every == 0 || s + 1 == a.steps) {
             core_sync(core);
             double t = now_s();
@@ -220,7 +476,7 @@ int main(int argc, char **argv)
                 snprintf(acc, sizeof acc, "%.3f", r.accuracy);
             }
             printf("%8d %10s %9s %10.5f %12g %12.1f\n", s + 1, loss, acc, r.lr, st.loss_scale,
-                   since_log * cfg.batch_size / (t - t_log));
+                   since_log / (t - t_log));
             fflush(stdout);
             t_log = t;
             since_log = 0;
@@ -228,33 +484,48 @@ int main(int argc, char **argv)
     }
     double train_s = now_s() - t0;
 
-    // Held-out batches: indices beyond any training step.
-    double loss_sum = 0.0, acc_sum = 0.0;
-    for (int e = 0; e < a.eval_batches; e++) {
-        synth_batch(&task, (uint64_t)1000000000 + e, cfg.batch_size, images, labels);
-        CoreEvalResult er;
-        if (core_eval(core, &batch, &er) != 0) {
-            fprintf(stderr, "train: eval failed: %s\n", check_last_error());
-            return 1;
+    // Held-out data: files no training epoch reads, or tensor indices beyond any step.
+    double loss_sum = 0.0, correct = 0.0;
+    int64_t seen = 0;
+    if (images) {
+        if (a.eval_batches != 0 &&
+            image_data_eval(&data, core, a.eval_batches, &loss_sum, &correct, &seen) != 0)
+            goto out;
+    } else {
+        for (int e = 0; e < a.eval_batches; e++) {
+            synth_batch(&task, (uint64_t)1000000000 + e, cfg.batch_size, images_buf, labels_buf);
+            if (eval_batch(core, &batch, &loss_sum, &correct, &seen) != 0) goto out;
         }
-        loss_sum += er.loss;
-        acc_sum += er.accuracy;
     }
     core_stats(core, &st);
-    float acc = a.eval_batches ? (float)(acc_sum / a.eval_batches) : 0.0f;
+    float acc = seen ? (float)(correct / seen) : 0.0f;
     printf("train: %d steps in %.2f s (%.1f images/s), skipped %d, loss scale %g, "
            "autotune %.1f ms (cache hits %d, misses %d), peak %.1f MiB\n",
-           a.steps, train_s, a.steps * cfg.batch_size / train_s, st.skipped_steps, st.loss_scale,
+           a.steps, train_s, images_seen / train_s, st.skipped_steps, st.loss_scale,
            st.autotune_ms, st.algo_cache_hits, st.algo_cache_misses, st.peak_bytes / 1048576.0);
-    if (a.eval_batches)
-        printf("eval: loss %.4f accuracy %.4f on %d held-out images\n",
-               loss_sum / a.eval_batches, acc, a.eval_batches * cfg.batch_size);
-    core_free(core);
-    free(images);
-    free(labels);
+    if (images) {
+        LoaderStats ls, es;
+        loader_get_stats(data.train_loader, &ls);
+        loader_get_stats(data.eval_loader, &es);
+        printf("loader: %d workers, %lld epochs started, waited %.2f s for batches, "
+               "skipped %lld bad files in training and %lld held out\n", a.num_workers,
+               (long long)data.epoch + 1, ls.wait_seconds, (long long)ls.skipped,
+               (long long)es.skipped);
+        if (ls.last_skip[0]) printf("loader: last skipped in training: %s\n", ls.last_skip);
+        if (es.last_skip[0]) printf("loader: last skipped held out: %s\n", es.last_skip);
+    }
+    if (seen)
+        printf("eval: loss %.4f accuracy %.4f on %lld held-out images\n", loss_sum / seen, acc,
+               (long long)seen);
+    status = 0;
     if (a.target_accuracy >= 0.0f && acc < a.target_accuracy) {
         fprintf(stderr, "train: accuracy %.4f below target %.4f\n", acc, a.target_accuracy);
-        return 2;
+        status = 2;
     }
-    return 0;
+out:
+    core_free(core);
+    image_data_close(&data);
+    free(images_buf);
+    free(labels_buf);
+    return status;
 }

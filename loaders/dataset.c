@@ -1,9 +1,12 @@
-// dataset.c: scanning an ImageFolder directory tree into a file list with labels.
+// dataset.c: scanning an ImageFolder directory tree into a file list with labels, and
+// splitting such a list into train and held-out parts.
 #include "loaders/dataset.h"
 
 #include "loaders/errors.h"
+#include "loaders/rng.h"
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -174,4 +177,87 @@ fail:
     list_free(&files);
     dataset_free(ds);
     return -1;
+}
+
+// Starts out as an empty dataset with ds's root and classes and room for `capacity` files.
+static int copy_header(const Dataset *ds, int64_t capacity, Dataset *out)
+{
+    memset(out, 0, sizeof *out);
+    size_t cap = capacity > 0 ? (size_t)capacity : 1;
+    out->root = strdup(ds->root ? ds->root : "");
+    out->class_names = calloc((size_t)ds->num_classes, sizeof *out->class_names);
+    out->paths = calloc(cap, sizeof *out->paths);
+    out->labels = calloc(cap, sizeof *out->labels);
+    if (!out->root || !out->class_names || !out->paths || !out->labels) goto fail;
+    for (int c = 0; c < ds->num_classes; c++) {
+        out->class_names[c] = strdup(ds->class_names[c]);
+        if (!out->class_names[c]) goto fail;
+        out->num_classes++;
+    }
+    return 0;
+fail:
+    dataset_free(out);
+    return loaders_fail("dataset: out of memory");
+}
+
+int dataset_split(const Dataset *ds, double heldout_fraction, uint64_t seed, Dataset *train,
+                  Dataset *heldout)
+{
+    memset(train, 0, sizeof *train);
+    memset(heldout, 0, sizeof *heldout);
+    if (!(heldout_fraction > 0.0 && heldout_fraction < 1.0))
+        return loaders_fail("dataset: held-out fraction %g is not in (0, 1)", heldout_fraction);
+    size_t n_all = ds->num_samples > 0 ? (size_t)ds->num_samples : 1;
+    bool *held = calloc(n_all, sizeof *held);
+    int64_t *idx = malloc(n_all * sizeof *idx);
+    if (!held || !idx) {
+        free(held);
+        free(idx);
+        return loaders_fail("dataset: out of memory");
+    }
+    int64_t nheld = 0;
+    for (int c = 0; c < ds->num_classes; c++) {
+        int64_t n = 0;
+        for (int64_t i = 0; i < ds->num_samples; i++)
+            if (ds->labels[i] == c) idx[n++] = i;
+        if (n < 2) continue; // a lone file stays in train, so every class is trained on
+        int64_t k = (int64_t)(heldout_fraction * (double)n + 0.5);
+        k = k < 1 ? 1 : k > n - 1 ? n - 1 : k;
+        Rng r = rng_make(seed, 0x5B11D0ull, (uint64_t)c);
+        for (int64_t j = 0; j < k; j++) { // the first k of a Fisher-Yates shuffle
+            int64_t t = j + rng_below(&r, n - j);
+            int64_t s = idx[j];
+            idx[j] = idx[t];
+            idx[t] = s;
+            held[idx[j]] = true;
+        }
+        nheld += k;
+    }
+    free(idx);
+    int rc = -1;
+    if (nheld == 0) {
+        loaders_fail("dataset: '%s' has no class with 2 or more files, so none can be held out",
+                     ds->root ? ds->root : "?");
+        goto out;
+    }
+    if (copy_header(ds, ds->num_samples - nheld, train) != 0 ||
+        copy_header(ds, nheld, heldout) != 0)
+        goto out;
+    for (int64_t i = 0; i < ds->num_samples; i++) {
+        Dataset *d = held[i] ? heldout : train;
+        d->paths[d->num_samples] = strdup(ds->paths[i]);
+        if (!d->paths[d->num_samples]) {
+            loaders_fail("dataset: out of memory");
+            goto out;
+        }
+        d->labels[d->num_samples++] = ds->labels[i];
+    }
+    rc = 0;
+out:
+    free(held);
+    if (rc != 0) {
+        dataset_free(train);
+        dataset_free(heldout);
+    }
+    return rc;
 }

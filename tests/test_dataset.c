@@ -1,5 +1,6 @@
 // test_dataset.c: ImageFolder scanning (classes, labels, order, bad layouts named in
-// errors) and the synthetic dataset generator (deterministic, learnable, cached).
+// errors), the train / held-out split (stratified, disjoint, deterministic) and the
+// synthetic dataset generator (deterministic, learnable, cached).
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include "tests/fixtures/loader_testutil.h"
 
 #include <math.h>
+#include <stdbool.h>
 
 typedef struct {
     char tmp[64];
@@ -107,6 +109,55 @@ static void test_root_without_classes_is_an_error(void **state)
     assert_int_equal(dataset_scan(dir, &ds), -1);
     assert_non_null(strstr(loaders_last_error(), "no class folders"));
     rmdir(dir);
+}
+
+// Every file lands in exactly one part, each class gives round(0.35 * 6) = 2 files to
+// held-out, both parts keep the scan order, and the same seed gives the same split.
+static void test_split_is_stratified_disjoint_and_deterministic(void **state)
+{
+    DsFixture *f = *state;
+    Dataset ds, tr, ho, tr2, ho2;
+    assert_int_equal(dataset_scan(f->root, &ds), 0);
+    assert_int_equal(dataset_split(&ds, 0.35, 7, &tr, &ho), 0);
+    assert_int_equal(tr.num_classes, 4);
+    assert_int_equal(ho.num_classes, 4);
+    assert_string_equal(ho.class_names[2], "class_002");
+    assert_int_equal(tr.num_samples, 16);
+    assert_int_equal(ho.num_samples, 8);
+    int per_class[4] = {0};
+    for (int64_t i = 0; i < ho.num_samples; i++) per_class[ho.labels[i]]++;
+    for (int c = 0; c < 4; c++) assert_int_equal(per_class[c], 2);
+    int64_t it = 0, ih = 0;
+    for (int64_t i = 0; i < ds.num_samples; i++) {
+        // Walking the scan in order meets each part's files in their own order.
+        bool in_t = it < tr.num_samples && strcmp(tr.paths[it], ds.paths[i]) == 0;
+        bool in_h = ih < ho.num_samples && strcmp(ho.paths[ih], ds.paths[i]) == 0;
+        assert_true(in_t != in_h);
+        if (in_t) assert_int_equal(tr.labels[it++], ds.labels[i]);
+        else assert_int_equal(ho.labels[ih++], ds.labels[i]);
+    }
+    assert_int_equal(dataset_split(&ds, 0.35, 7, &tr2, &ho2), 0);
+    for (int64_t i = 0; i < ho.num_samples; i++) assert_string_equal(ho.paths[i], ho2.paths[i]);
+    dataset_free(&tr2);
+    dataset_free(&ho2);
+    // Another seed picks other files (6 choose 2 per class: a clash is unlikely).
+    assert_int_equal(dataset_split(&ds, 0.35, 8, &tr2, &ho2), 0);
+    int same = 0;
+    for (int64_t i = 0; i < ho.num_samples; i++) same += strcmp(ho.paths[i], ho2.paths[i]) == 0;
+    assert_true(same < ho.num_samples);
+    dataset_free(&tr2);
+    dataset_free(&ho2);
+    // Tiny fractions still hold one file out per class; bad fractions are refused.
+    assert_int_equal(dataset_split(&ds, 0.01, 7, &tr2, &ho2), 0);
+    assert_int_equal(ho2.num_samples, 4);
+    dataset_free(&tr2);
+    dataset_free(&ho2);
+    assert_int_equal(dataset_split(&ds, 1.0, 7, &tr2, &ho2), -1);
+    assert_non_null(strstr(loaders_last_error(), "fraction"));
+    assert_int_equal(tr2.num_samples, 0);
+    dataset_free(&tr);
+    dataset_free(&ho);
+    dataset_free(&ds);
 }
 
 static void test_generator_is_deterministic(void **state)
@@ -208,6 +259,7 @@ int main(void)
         cmocka_unit_test(test_missing_root_is_named),
         cmocka_unit_test(test_empty_class_folder_is_named),
         cmocka_unit_test(test_root_without_classes_is_an_error),
+        cmocka_unit_test(test_split_is_stratified_disjoint_and_deterministic),
         cmocka_unit_test(test_generator_is_deterministic),
         cmocka_unit_test(test_generated_classes_are_learnable),
         cmocka_unit_test(test_ensure_reuses_cache),
