@@ -10,7 +10,7 @@
 #include "loaders/dataset.h"
 #include "loaders/dataset_gen.h"
 #include "loaders/jpeg.h"
-#include "tests/fixtures/loader_testutil.h"
+#include "tests/loader_support.h"
 
 #include <math.h>
 #include <stdbool.h>

@@ -8,7 +8,7 @@
 
 #include "loaders/augment.h"
 #include "loaders/jpeg.h"
-#include "tests/fixtures/loader_testutil.h"
+#include "tests/loader_support.h"
 
 #include <math.h>
 

@@ -13,7 +13,7 @@
 #include "kernels/gpu_device.h"
 #include "loaders/dataset.h"
 #include "loaders/loader.h"
-#include "tests/fixtures/loader_testutil.h"
+#include "tests/loader_support.h"
 
 #include <errno.h>
 #include <sys/prctl.h>

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "tests/fixtures/loader_testutil.h"
+#include "tests/loader_support.h"
 
 typedef struct {
     char variant[64], practice[64], status[16];
