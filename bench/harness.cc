@@ -412,7 +412,15 @@ bool harness_keep_running(HarnessState *st)
     return more;
 }
 
-int64_t harness_param(const HarnessState *st, int i) { return st->gb->range(i); }
+int64_t harness_param(const HarnessState *st, int i)
+{
+    // Google Benchmark aborts on an index past the instance's arguments; fail the run instead
+    if (i < 0 || (size_t)i >= st->bench->params.size()) {
+        if (!st->gb->error_occurred()) st->gb->SkipWithError("error: harness_param index out of range");
+        return 0;
+    }
+    return st->gb->range((size_t)i);
+}
 
 void harness_set_iteration_time(HarnessState *st, double seconds) { st->gb->SetIterationTime(seconds); }
 

@@ -61,7 +61,7 @@ void harness_set_min_time(HarnessBench *b, double seconds);
 
 // The state loop: `while (harness_keep_running(st)) { ... }`.
 bool harness_keep_running(HarnessState *st);
-// Value of parameter i of this instance.
+// Value of parameter i of this instance; out of range: 0, and the run is marked failed.
 int64_t harness_param(const HarnessState *st, int i);
 // Manual time of the iteration just run (CUDA-event or other manual timing).
 void harness_set_iteration_time(HarnessState *st, double seconds);

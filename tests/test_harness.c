@@ -47,6 +47,14 @@ static void bench_quitter(HarnessState *st, void *user)
     (void)user; // returns without running its loop: the harness must report it, not abort
 }
 
+// Asks for a parameter it never declared: the run must fail, not abort the process.
+static void bench_bad_param(HarnessState *st, void *user)
+{
+    (void)user;
+    int64_t v = harness_param(st, 0);
+    while (harness_keep_running(st)) v++;
+}
+
 static int run_harness(void **state)
 {
     (void)state;
@@ -65,6 +73,8 @@ static int run_harness(void **state)
                                      .timing = HARNESS_TIMING_CUDA_EVENTS, .fn = bench_skipper});
     harness_register(&(HarnessSpec){.practice = "unit", .variant = "broken", .role = HARNESS_TUNED,
                                      .timing = HARNESS_TIMING_WALL, .fn = bench_quitter});
+    harness_register(&(HarnessSpec){.practice = "unit", .variant = "bad_param", .role = HARNESS_TUNED,
+                                     .timing = HARNESS_TIMING_WALL, .fn = bench_bad_param});
     harness_add_context("test_key", "test, value");
 
     char csv[512], out[512], csvflag[600], outflag[600];
@@ -151,7 +161,7 @@ static void test_one_row_per_instance_with_role_and_aggregates(void **state)
     (void)state;
     int lines = 0;
     for (const char *p = csv_text; *p; p++) lines += *p == '\n';
-    assert_int_equal(lines, 1 + 4 + 2); // header, 2 variants x 2 params, skipper, quitter
+    assert_int_equal(lines, 1 + 4 + 3); // header, 2 variants x 2 params, skipper, quitter, bad_param
     char line[4096], f[128];
     assert_non_null(find_row("slow", "n:4000", line, sizeof line));
     field_of(line, "role", f, sizeof f);
@@ -200,6 +210,11 @@ static void test_skip_and_failure_rows(void **state)
     assert_string_equal(f, "error");
     field_of(line, "reason", f, sizeof f);
     assert_non_null(strstr(f, "returned before finishing its loop"));
+    assert_non_null(find_row("bad_param", "", line, sizeof line));
+    field_of(line, "status", f, sizeof f);
+    assert_string_equal(f, "error");
+    field_of(line, "reason", f, sizeof f);
+    assert_string_equal(f, "harness_param index out of range");
 }
 
 static void test_json_keeps_google_benchmark_format_and_context(void **state)
