@@ -15,6 +15,7 @@
 #include "loaders/jpeg.h"
 #include "loaders/loader.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,7 @@ static int dataset_state; // 0 not tried, 1 ready, -1 failed
 static char dataset_error[1024];
 static Variant variants[64];
 static int nvariants;
+static char options_error[256]; // a bad BENCH_WORKERS_* value: every run fails with it
 
 static double wall_seconds(void)
 {
@@ -61,10 +63,23 @@ static double process_cpu_seconds(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int env_int(const char *name, int def)
+// An integer environment variable in [min, max], def when unset or empty. A bad value
+// ("abc", "0", "-3") is kept in options_error, so that every run fails naming it,
+// instead of silently running something else.
+static int env_int(const char *name, int def, int min, int max)
 {
     const char *s = getenv(name);
-    return s && *s ? atoi(s) : def;
+    if (!s || !*s) return def;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || errno || v < min || v > max) {
+        if (!options_error[0])
+            snprintf(options_error, sizeof options_error, "%s='%s' is not an integer in %d..%d",
+                     name, s, min, max);
+        return def;
+    }
+    return (int)v;
 }
 
 static const char *env_str(const char *name, const char *def)
@@ -76,6 +91,10 @@ static const char *env_str(const char *name, const char *def)
 // Scans the dataset once (generating the synthetic one on first use); fails the run if not.
 static bool dataset_ready(HarnessState *st)
 {
+    if (options_error[0]) {
+        harness_fail(st, options_error);
+        return false;
+    }
     if (dataset_state == 0) {
         char root[4096];
         int rc = 0;
@@ -300,15 +319,17 @@ static void register_variant(const char *practice, Variant *v, HarnessRole role,
 static void print_options(void)
 {
     printf("bench_workers environment (defaults in brackets):\n"
-           "  BENCH_WORKERS_MAX=N         largest num_workers; runs 0,1,2,4,..,N [core count]\n"
+           "  BENCH_WORKERS_MAX=N         largest num_workers, 1..32; runs 0,1,2,4,..,N\n"
+           "                              [core count, at most 32]\n"
            "  BENCH_WORKERS_DATA=DIR      your ImageFolder root (DIR/<class>/*.jpg) [generated]\n"
            "  BENCH_WORKERS_PRESET=NAME   generated dataset: tiny, small, bench, large [bench]\n"
            "  BENCH_CACHE_DIR=DIR         where generated datasets live [cache/datasets]\n"
-           "  BENCH_WORKERS_BATCH=N       batch size [64]\n"
-           "  BENCH_WORKERS_SIZE=N        loader-alone crop output side [128]\n"
-           "  BENCH_WORKERS_TRAIN_SIZE=N  model input side for loader + training [32]\n"
+           "  BENCH_WORKERS_BATCH=N       batch size, 1..1048576 [64]\n"
+           "  BENCH_WORKERS_SIZE=N        loader-alone crop output side, 1..4096 [128]\n"
+           "  BENCH_WORKERS_TRAIN_SIZE=N  model input side for loader + training, 1..4096 [32]\n"
            "  BENCH_WORKERS_MODEL=NAME    core preset for loader + training [mlp]\n"
-           "A bigger run: BENCH_WORKERS_PRESET=large BENCH_WORKERS_SIZE=224 BENCH_WORKERS_MAX=16\n\n");
+           "A bigger run: BENCH_WORKERS_PRESET=large BENCH_WORKERS_SIZE=224 BENCH_WORKERS_MAX=16\n"
+           "A bad value (e.g. BENCH_WORKERS_MAX=abc) fails every run, naming it.\n\n");
 }
 
 int main(int argc, char **argv)
@@ -320,17 +341,18 @@ int main(int argc, char **argv)
     }
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     opt = (Options){
-        .max_workers = env_int("BENCH_WORKERS_MAX", cores > 0 ? (int)cores : 1),
-        .batch = env_int("BENCH_WORKERS_BATCH", 64),
-        .size = env_int("BENCH_WORKERS_SIZE", 128),
-        .train_size = env_int("BENCH_WORKERS_TRAIN_SIZE", 32),
+        .max_workers = env_int("BENCH_WORKERS_MAX", cores > 0 ? (int)cores : 1, 1, 32),
+        .batch = env_int("BENCH_WORKERS_BATCH", 64, 1, 1 << 20),
+        .size = env_int("BENCH_WORKERS_SIZE", 128, 1, 4096),
+        .train_size = env_int("BENCH_WORKERS_TRAIN_SIZE", 32, 1, 4096),
         .model = env_str("BENCH_WORKERS_MODEL", "mlp"),
         .preset = env_str("BENCH_WORKERS_PRESET", "bench"),
-        .data = getenv("BENCH_WORKERS_DATA"),
+        .data = env_str("BENCH_WORKERS_DATA", NULL), // empty: unset, as for the others
         .cache = env_str("BENCH_CACHE_DIR", "cache/datasets"),
     };
     if (opt.max_workers < 1) opt.max_workers = 1;
-    if (opt.max_workers > 32) opt.max_workers = 32;
+    if (opt.max_workers > 32) opt.max_workers = 32; // the default on a machine of > 32 cores
+    if (options_error[0]) fprintf(stderr, "bench_workers: %s; every run fails\n", options_error);
 
     int counts[16], ncounts = 0;
     for (int w = 1; w < opt.max_workers; w *= 2) counts[ncounts++] = w;

@@ -15,6 +15,10 @@ int main(int argc, char **argv)
                argv[0]);
         return 0;
     }
+    if (argc > 2) {
+        fprintf(stderr, "%s: unexpected argument '%s' (try --help)\n", argv[0], argv[2]);
+        return 2;
+    }
     SuiteContext c;
     context_collect(&c);
     if (argc > 1 && strcmp(argv[1], "--slug") == 0) {

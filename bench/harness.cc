@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -155,6 +156,9 @@ public:
             else in.runs.push_back(r);
             if (r.error_occurred && r.error_message.rfind(kSkipPrefix, 0) != 0) any_error_ = true;
         }
+        // Rewritten after every instance, so a run stopped by a timeout or Ctrl-C keeps
+        // the rows it measured.
+        if (!path_.empty()) write_ok_ = write_csv();
     }
 
     void Finalize() override
@@ -186,9 +190,11 @@ private:
             for (const auto &a : in.aggregates)
                 for (const auto &c : a.second.counters) counter_names.insert(c.first);
         }
-        std::ofstream out(path_);
+        // Written beside and renamed over, so that a kill never leaves half a CSV.
+        std::string tmp = path_ + ".tmp";
+        std::ofstream out(tmp);
         if (!out) {
-            fprintf(stderr, "harness: cannot write tidy CSV %s\n", path_.c_str());
+            fprintf(stderr, "harness: cannot write tidy CSV %s\n", tmp.c_str());
             return false;
         }
         out << "practice,variant,role,timing,params,status,reason,repetitions,iterations,"
@@ -199,9 +205,10 @@ private:
         for (const auto &kv : extra_context()) out << ",ctx_" << field(kv.first);
         out << "\n";
         for (const Instance &in : instances_) write_row(out, in, ctx, param_names, counter_names);
-        out.flush();
-        if (!out) {
+        out.close();
+        if (!out || rename(tmp.c_str(), path_.c_str()) != 0) {
             fprintf(stderr, "harness: error writing tidy CSV %s\n", path_.c_str());
+            remove(tmp.c_str());
             return false;
         }
         return true;
@@ -334,6 +341,27 @@ std::unique_ptr<benchmark::BenchmarkReporter> make_display(int argc, char **argv
         (benchmark::ConsoleReporter::OutputOptions)opts);
 }
 
+// Flag values Google Benchmark would abort on (a negative repetition count), silently run
+// nothing for (0 repetitions) or answer with its usage and exit status 0 (an unknown
+// format or time unit); "" when every value is usable.
+std::string bad_flag_value(int argc, char **argv)
+{
+    std::string reps = flag_value(argc, argv, "benchmark_repetitions", "1");
+    char *end;
+    long n = strtol(reps.c_str(), &end, 10);
+    if (reps.empty() || *end || n < 1)
+        return "--benchmark_repetitions=" + reps + ": need an integer >= 1";
+    for (const char *name : {"benchmark_format", "benchmark_out_format"}) {
+        std::string v = flag_value(argc, argv, name, "console");
+        if (v != "console" && v != "json" && v != "csv")
+            return std::string("--") + name + "=" + v + ": need console, json or csv";
+    }
+    std::string unit = flag_value(argc, argv, "benchmark_time_unit", "ms");
+    if (unit != "ns" && unit != "us" && unit != "ms" && unit != "s")
+        return "--benchmark_time_unit=" + unit + ": need ns, us, ms or s";
+    return "";
+}
+
 void print_help(const char *prog)
 {
     printf("%s: a practice benchmark of the tuning-practice suite.\n\n"
@@ -462,11 +490,22 @@ void harness_add_context(const char *key, const char *value)
 int harness_main(int argc, char **argv)
 {
     std::string csv_path;
+    bool csv_given = false;
     std::vector<char *> args;
     for (int i = 0; i < argc; i++) {
-        if (strncmp(argv[i], "--harness_csv=", 14) == 0) csv_path = argv[i] + 14;
-        else args.push_back(argv[i]);
+        if (strncmp(argv[i], "--harness_csv=", 14) == 0) {
+            csv_path = argv[i] + 14;
+            csv_given = true;
+        } else {
+            args.push_back(argv[i]);
+        }
         if (strcmp(argv[i], "--help") == 0) print_help(argv[0]);
+    }
+    std::string bad = bad_flag_value(argc, argv);
+    if (bad.empty() && csv_given && csv_path.empty()) bad = "--harness_csv= needs a file name";
+    if (!bad.empty()) {
+        fprintf(stderr, "%s: error: %s (see --help)\n", argv[0], bad.c_str());
+        return 2;
     }
     int n = (int)args.size();
     args.push_back(nullptr);
@@ -474,6 +513,19 @@ int harness_main(int argc, char **argv)
     auto display = make_display(n, args.data());
     benchmark::Initialize(&n, args.data());
     if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 2;
+    // An unwritable CSV is found now, not after a run of many minutes whose rows it loses.
+    // It is written to FILE.tmp and renamed over FILE, so both must be writable.
+    if (!csv_path.empty()) {
+        for (const std::string &path : {csv_path, csv_path + ".tmp"}) {
+            FILE *f = fopen(path.c_str(), "a");
+            if (!f) {
+                fprintf(stderr, "harness: cannot write tidy CSV %s: %s\n", path.c_str(), strerror(errno));
+                return 1;
+            }
+            fclose(f);
+        }
+        remove((csv_path + ".tmp").c_str());
+    }
 
     SuiteContext ctx;
     context_collect(&ctx);

@@ -1,6 +1,7 @@
 // model.c: builds the ResNet-style and MLP op lists and initialises their parameters.
 #include "kernels/model.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -167,6 +168,9 @@ int model_build(const CoreModelConfig *m, ModelGraph *g)
     *g = (ModelGraph){0};
     if (m->in_channels <= 0 || m->image_size <= 0 || m->num_classes <= 1)
         return fail("in_channels, image_size must be > 0 and num_classes > 1");
+    // Shapes and op fields are ints: one sample's tensors must stay below 2^31 values.
+    if ((size_t)m->in_channels * m->image_size * m->image_size > INT_MAX)
+        return fail("image too large: in_channels x image_size^2 must be < 2^31 values");
     g->shapes[0] = (ModelShape){m->in_channels, m->image_size, m->image_size};
     g->n_tensors = 1;
     if (m->kind == CORE_MODEL_RESNET) {
@@ -175,6 +179,9 @@ int model_build(const CoreModelConfig *m, ModelGraph *g)
             return fail("resnet needs width, stages, blocks_per_stage > 0 and an odd stem_kernel");
         int size = (m->image_size - 1) / m->stem_stride + 1;
         if ((size >> (m->stages - 1)) < 1) return fail("image too small for that many stages");
+        if (((size_t)m->width << (m->stages - 1)) > INT_MAX ||
+            (size_t)m->width * size * size > INT_MAX)
+            return fail("model too large: width x (image_size / stem_stride)^2 must be < 2^31 values");
         TRY(build_resnet(m, g));
     } else {
         if (m->mlp_hidden <= 0 || m->mlp_layers < 0) return fail("mlp needs mlp_hidden > 0");

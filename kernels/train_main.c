@@ -6,7 +6,10 @@
 // dataset or the user's own, decoded and augmented by the loader (loaders/) at the
 // model's image size and split into train and held-out files; `tensor` is the
 // synthetic plane-wave task of kernels/synth.h, generated in memory.
+#include <errno.h>
 #include <getopt.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,6 +169,37 @@ static int parse_fail(const char *flag, const char *value)
     return -1;
 }
 
+// A whole decimal integer in [min, INT_MAX]; -1 (message printed) for anything else,
+// so that "abc", "12x", "-1" or an overflow never silently becomes 0 or a wrapped value.
+static int parse_int(const char *flag, const char *v, int min, int *out)
+{
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < min || x > INT_MAX) {
+        fprintf(stderr, "train: bad value '%s' for --%s: need an integer >= %d (see --help)\n",
+                v, flag, min);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+// A whole finite number >= min; -1 (message printed) for "abc", nan, inf or less than min.
+static int parse_float(const char *flag, const char *v, float min, float *out)
+{
+    char *end;
+    errno = 0;
+    float x = strtof(v, &end);
+    if (end == v || *end || errno || !isfinite(x) || x < min) {
+        fprintf(stderr, "train: bad value '%s' for --%s: need a finite number >= %g (see --help)\n",
+                v, flag, min);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
 // Reads argv into cfg and args; 1 means --help was printed, -1 a bad flag.
 static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
 {
@@ -185,38 +219,56 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
             if (o->val == opt) name = o->name;
         switch (opt) {
         case OPT_PRESET: break;
-        case OPT_STEPS: a->steps = atoi(v); steps_set = true; break;
-        case OPT_BATCH: cfg->batch_size = atoi(v); break;
-        case OPT_IMAGE: cfg->model.image_size = atoi(v); break;
-        case OPT_CLASSES: cfg->model.num_classes = atoi(v); a->classes_set = true; break;
-        case OPT_WIDTH: cfg->model.width = atoi(v); break;
-        case OPT_NOISE: a->noise = strtof(v, NULL); break;
-        case OPT_SEED: cfg->seed = strtoull(v, NULL, 10); break;
-        case OPT_LOG: a->log_every = atoi(v); break;
-        case OPT_EVAL: a->eval_batches = atoi(v); break;
-        case OPT_TARGET: a->target_accuracy = strtof(v, NULL); break;
+        case OPT_STEPS: if (parse_int(name, v, 1, &a->steps)) return -1; steps_set = true; break;
+        case OPT_BATCH: if (parse_int(name, v, 1, &cfg->batch_size)) return -1; break;
+        case OPT_IMAGE: if (parse_int(name, v, 1, &cfg->model.image_size)) return -1; break;
+        case OPT_CLASSES:
+            if (parse_int(name, v, 2, &cfg->model.num_classes)) return -1;
+            a->classes_set = true;
+            break;
+        case OPT_WIDTH: if (parse_int(name, v, 1, &cfg->model.width)) return -1; break;
+        case OPT_NOISE: if (parse_float(name, v, 0.0f, &a->noise)) return -1; break;
+        case OPT_SEED: {
+            char *end;
+            errno = 0;
+            cfg->seed = strtoull(v, &end, 10);
+            if (end == v || *end || errno || strchr(v, '-')) {
+                fprintf(stderr, "train: bad value '%s' for --seed: need an integer >= 0 "
+                                "(see --help)\n", v);
+                return -1;
+            }
+            break;
+        }
+        case OPT_LOG: if (parse_int(name, v, 1, &a->log_every)) return -1; break;
+        case OPT_EVAL: if (parse_int(name, v, 0, &a->eval_batches)) return -1; break;
+        case OPT_TARGET: if (parse_float(name, v, 0.0f, &a->target_accuracy)) return -1; break;
         case OPT_BACKEND: if (core_backend_parse(v, &cfg->backend)) return parse_fail(name, v); break;
-        case OPT_DEVICE: cfg->device = atoi(v); break;
+        case OPT_DEVICE: if (parse_int(name, v, 0, &cfg->device)) return -1; break;
         case OPT_PRECISION: if (core_precision_parse(v, &cfg->precision)) return parse_fail(name, v); break;
         case OPT_LAYOUT: if (core_layout_parse(v, &cfg->layout)) return parse_fail(name, v); break;
         case OPT_ZERO: if (core_zero_grad_parse(v, &cfg->zero_grad)) return parse_fail(name, v); break;
         case OPT_ALGO: if (core_conv_algo_parse(v, &cfg->conv_algo)) return parse_fail(name, v); break;
         case OPT_READBACK: if (core_readback_parse(v, &cfg->readback)) return parse_fail(name, v); break;
-        case OPT_INTERVAL: cfg->readback_interval = atoi(v); break;
-        case OPT_LR: cfg->optim.base_lr = strtof(v, NULL); break;
-        case OPT_MOMENTUM: cfg->optim.momentum = strtof(v, NULL); break;
-        case OPT_WD: cfg->optim.weight_decay = strtof(v, NULL); break;
+        case OPT_INTERVAL: if (parse_int(name, v, 1, &cfg->readback_interval)) return -1; break;
+        case OPT_LR: if (parse_float(name, v, 0.0f, &cfg->optim.base_lr)) return -1; break;
+        case OPT_MOMENTUM: if (parse_float(name, v, 0.0f, &cfg->optim.momentum)) return -1; break;
+        case OPT_WD: if (parse_float(name, v, 0.0f, &cfg->optim.weight_decay)) return -1; break;
         case OPT_DECAY: if (core_lr_decay_parse(v, &cfg->optim.decay)) return parse_fail(name, v); break;
-        case OPT_WARMUP: cfg->optim.warmup_steps = atoi(v); break;
-        case OPT_STEP_SIZE: cfg->optim.step_size = atoi(v); break;
-        case OPT_STEP_GAMMA: cfg->optim.step_gamma = strtof(v, NULL); break;
+        case OPT_WARMUP: if (parse_int(name, v, 0, &cfg->optim.warmup_steps)) return -1; break;
+        case OPT_STEP_SIZE: if (parse_int(name, v, 1, &cfg->optim.step_size)) return -1; break;
+        case OPT_STEP_GAMMA: if (parse_float(name, v, 0.0f, &cfg->optim.step_gamma)) return -1; break;
         case OPT_LINEAR: cfg->optim.linear_scaling = true; break;
-        case OPT_REF_BATCH: cfg->optim.reference_batch = atoi(v); break;
-        case OPT_CLIP: cfg->optim.clip_norm = strtof(v, NULL); break;
-        case OPT_INIT_SCALE: cfg->scaler.init_scale = strtof(v, NULL); break;
-        case OPT_GROWTH: cfg->scaler.growth_interval = atoi(v); break;
-        case OPT_WORKSPACE: cfg->workspace_limit = (size_t)atol(v) << 20; break;
-        case OPT_MIN_LR: cfg->optim.min_lr = strtof(v, NULL); break;
+        case OPT_REF_BATCH: if (parse_int(name, v, 1, &cfg->optim.reference_batch)) return -1; break;
+        case OPT_CLIP: if (parse_float(name, v, 0.0f, &cfg->optim.clip_norm)) return -1; break;
+        case OPT_INIT_SCALE: if (parse_float(name, v, 0.0f, &cfg->scaler.init_scale)) return -1; break;
+        case OPT_GROWTH: if (parse_int(name, v, 1, &cfg->scaler.growth_interval)) return -1; break;
+        case OPT_WORKSPACE: {
+            int mb;
+            if (parse_int(name, v, 0, &mb)) return -1;
+            cfg->workspace_limit = (size_t)mb << 20;
+            break;
+        }
+        case OPT_MIN_LR: if (parse_float(name, v, 0.0f, &cfg->optim.min_lr)) return -1; break;
         case OPT_DATA:
             if (strcmp(v, "images") == 0) a->data = TRAIN_DATA_IMAGES;
             else if (strcmp(v, "tensor") == 0) a->data = TRAIN_DATA_TENSOR;
@@ -224,10 +276,10 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
             break;
         case OPT_DATA_DIR: a->data_dir = v; break;
         case OPT_DATASET_PRESET: a->dataset_preset = v; break;
-        case OPT_NUM_WORKERS: a->num_workers = atoi(v); break;
+        case OPT_NUM_WORKERS: if (parse_int(name, v, 0, &a->num_workers)) return -1; break;
         case OPT_SKIP_BAD: a->skip_bad_files = true; break;
-        case OPT_HOLDOUT: a->holdout = strtof(v, NULL); break;
-        case OPT_CROP_SCALE: a->crop_scale_min = strtof(v, NULL); break;
+        case OPT_HOLDOUT: if (parse_float(name, v, 0.0f, &a->holdout)) return -1; break;
+        case OPT_CROP_SCALE: if (parse_float(name, v, 0.0f, &a->crop_scale_min)) return -1; break;
         case OPT_HELP: usage(stdout); return 1;
         default: usage(stderr); return -1;
         }
@@ -236,6 +288,11 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
     if (steps_set) cfg->optim.total_steps = a->steps;  // the cosine ends with the run
     if (a->steps <= 0 || a->log_every <= 0 || a->eval_batches < -1) {
         fprintf(stderr, "train: --steps and --log-every must be > 0, --eval-batches >= 0\n");
+        return -1;
+    }
+    if (a->target_accuracy >= 0.0f && a->eval_batches == 0) {
+        fprintf(stderr, "train: --target-accuracy needs an evaluation, and --eval-batches 0 "
+                        "evaluates nothing\n");
         return -1;
     }
     if (a->data == TRAIN_DATA_TENSOR && (a->data_dir || a->dataset_preset)) {

@@ -74,5 +74,5 @@ ctx() { sed -n "s/^$1=//p" "$dir/context.txt" 2>/dev/null | head -n 1; }
   echo "- \`<practice>.json\`: Google Benchmark JSON (works with its tools/compare.py)"
   echo "- \`<practice>.csv\`: tidy CSV, one row per benchmark instance, context on every row"
   echo "- \`summary.csv\`, \`summary_by_variant.csv\`: speedups; \`logs/\`: console output"
-} >"$report"
+} >"$report" || { echo "report: cannot write $report" >&2; exit 1; }
 echo "report: $report"

@@ -7,7 +7,7 @@
 # Environment:
 #   BENCH_ARGS     extra flags for every program (e.g. --benchmark_min_time=0.05)
 #   BENCH_FILTER   run only programs whose name matches this regex (e.g. pin_memory)
-#   BENCH_TIMEOUT  seconds one program may run before it is stopped (default 1800)
+#   BENCH_TIMEOUT  seconds one program may run before it is stopped (default 1800; 0: no limit)
 #   RESULTS_DIR    write here instead of results/<slug>_<date>
 #   BENCH_NO_CHARTS=1  skip the charts (a machine without gnuplot; `make charts` later)
 set -uo pipefail
@@ -15,6 +15,22 @@ build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 timeout_s=${BENCH_TIMEOUT:-1800}
 read -r -a extra_args <<<"${BENCH_ARGS:-}"
+if [[ ! $timeout_s =~ ^[0-9]+$ ]]; then # 0: no limit, as for timeout(1)
+  echo "run-suite: BENCH_TIMEOUT='$timeout_s' is not a whole number of seconds" >&2
+  exit 1
+fi
+
+# The programs first: nothing to run writes no empty results folder.
+shopt -s nullglob
+programs=()
+for p in "$build"/bench_*; do
+  [[ -x $p && ! -d $p ]] || continue
+  [[ -z ${BENCH_FILTER:-} || $(basename "$p") =~ $BENCH_FILTER ]] && programs+=("$p")
+done
+if ((${#programs[@]} == 0)); then
+  echo "run-suite: no practice programs in $build${BENCH_FILTER:+ match BENCH_FILTER='$BENCH_FILTER'} (build them with make)" >&2
+  exit 1
+fi
 
 slug=$("$build/context" --slug) || { echo "run-suite: $build/context failed" >&2; exit 1; }
 out=${RESULTS_DIR:-results/${slug}_$(date -u +%Y%m%d-%H%M)}
@@ -27,12 +43,6 @@ printf 'program\tstatus\tok\tskipped\terrors\tseconds\treason\n' >"$status"
   echo "git: $(git -C "$here/.." describe --always --dirty 2>/dev/null || echo unknown)"
 } >"$out/command.txt"
 
-shopt -s nullglob
-programs=()
-for p in "$build"/bench_*; do
-  [[ -x $p && ! -d $p ]] || continue
-  [[ -z ${BENCH_FILTER:-} || $(basename "$p") =~ $BENCH_FILTER ]] && programs+=("$p")
-done
 echo "run-suite: ${#programs[@]} practice programs -> $out"
 grep -q '^no_gpu_reason=' "$out/context.txt" &&
   echo "run-suite: $(sed -n 's/^no_gpu_reason=//p' "$out/context.txt"): GPU benchmarks will be skipped"

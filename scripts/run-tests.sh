@@ -5,6 +5,10 @@
 set -uo pipefail
 build=${1:-build}
 per_program_timeout=${TEST_TIMEOUT:-600}
+if [[ ! $per_program_timeout =~ ^[0-9]+$ ]]; then # 0: no limit, as for timeout(1)
+  echo "run-tests: TEST_TIMEOUT='$per_program_timeout' is not a whole number of seconds" >&2
+  exit 1
+fi
 shopt -s nullglob
 programs=("$build"/tests/test_*)
 programs=($(printf '%s\n' "${programs[@]}" | grep -v '\.[od]$'))

@@ -5,20 +5,29 @@
 #        RESULTS_DIR/summary.csv and RESULTS_DIR/summary_by_variant.csv)
 #    or: summarize.sh -o OUT.csv TIDY.csv...   (any tidy CSVs, e.g. from several machines)
 set -euo pipefail
+usage="usage: summarize.sh RESULTS_DIR | summarize.sh -o OUT.csv TIDY.csv..."
 if [[ ${1:-} == -o ]]; then
-  out=$2; shift 2; inputs=("$@")
+  out=${2:-}
+  [[ -n $out ]] || { echo "summarize: -o needs an output file; $usage" >&2; exit 1; }
+  shift 2; inputs=("$@")
 else
-  dir=${1:?usage: summarize.sh RESULTS_DIR | summarize.sh -o OUT.csv TIDY.csv...}
+  dir=${1:-}
+  [[ -n $dir ]] || { echo "summarize: $usage" >&2; exit 1; }
+  [[ -d $dir ]] || { echo "summarize: no results folder $dir" >&2; exit 1; }
   out="$dir/summary.csv"
   inputs=()
+  shopt -s nullglob
   for f in "$dir"/*.csv; do
     case $(basename "$f") in summary*.csv) ;; *) inputs+=("$f") ;; esac
   done
 fi
 if ((${#inputs[@]} == 0)); then
-  echo "summarize: no tidy CSV files given" >&2
+  echo "summarize: no tidy CSV files ${dir:+in $dir }given" >&2
   exit 1
 fi
+for f in "${inputs[@]}"; do
+  [[ -r $f && ! -d $f ]] || { echo "summarize: cannot read $f" >&2; exit 1; }
+done
 
 awk -F, -v OFS=, '
   function seconds(t, unit) {

@@ -1,5 +1,6 @@
 // test_bench_pin_memory.c: the pin_memory practice. Always: the program lists every
-// variant and, without a GPU, skips with "no CUDA device" and exits 0. With a GPU:
+// variant and, without a GPU, skips with "no CUDA device" and exits 0; bad flag values
+// and an unwritable CSV are refused before anything runs. With a GPU:
 // every copy variant moves exactly the right bytes both ways (compared byte for byte),
 // and every step pipeline's output equals the CPU reference bit for bit.
 #include <setjmp.h>
@@ -75,6 +76,49 @@ static void test_runs_or_skips_with_reason(void **state)
     free(tmp);
 }
 
+// Flag values Google Benchmark aborts on (a negative repetition count), runs nothing for
+// (0 repetitions) or answers with exit status 0 (an unknown format) are refused with exit
+// status 2 and a message naming the flag; an unwritable --harness_csv fails before any
+// benchmark runs (exit status 1), not after the whole run.
+static void test_bad_flag_values_are_refused(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    const char *bad[] = {"--benchmark_repetitions=-1", "--benchmark_repetitions=0",
+                         "--benchmark_format=xml", "--benchmark_out_format=xml",
+                         "--benchmark_time_unit=zs", "--harness_csv="};
+    char path[600];
+    snprintf(path, sizeof path, "%s/err.txt", tmp);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc = test_run("'%s/bench_pin_memory' '%s' --benchmark_min_time=0.01 "
+                          "--benchmark_filter='^pin_memory/pageable/h2d:0/bytes:4096/' "
+                          ">/dev/null 2>'%s'", test_build_dir(), bad[i], path);
+        if (rc != 2) fail_msg("%s: exit status %d, want 2", bad[i], rc);
+        char *err = test_read_file(path, NULL);
+        assert_non_null(err);
+        char flag[64];
+        snprintf(flag, sizeof flag, "%.*s", (int)strcspn(bad[i], "="), bad[i]);
+        if (!strstr(err, flag)) fail_msg("%s: the message does not name it: %s", bad[i], err);
+        free(err);
+    }
+    int rc = test_run("'%s/bench_pin_memory' --harness_csv='%s/no/such/folder/pm.csv' "
+                      "--benchmark_min_time=0.01 --benchmark_filter='^pin_memory/pageable/h2d:0/bytes:4096/' "
+                      ">'%s/out.txt' 2>'%s'", test_build_dir(), tmp, tmp, path);
+    assert_int_equal(rc, 1);
+    char *err = test_read_file(path, NULL);
+    assert_non_null(err);
+    assert_non_null(strstr(err, "cannot write tidy CSV"));
+    free(err);
+    snprintf(path, sizeof path, "%s/out.txt", tmp);
+    char *out = test_read_file(path, NULL);
+    assert_non_null(out);
+    assert_null(strstr(out, "pin_memory/pageable")); // refused before anything ran
+    free(out);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
 static void test_json_format_on_stdout_carries_context(void **state)
 {
     (void)state;
@@ -144,6 +188,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lists_every_variant),
         cmocka_unit_test(test_runs_or_skips_with_reason),
+        cmocka_unit_test(test_bad_flag_values_are_refused),
         cmocka_unit_test(test_json_format_on_stdout_carries_context),
         cmocka_unit_test(test_gpu_every_copy_variant_moves_the_right_bytes),
         cmocka_unit_test(test_gpu_step_pipelines_match_cpu_reference),

@@ -1,6 +1,7 @@
 // test_dataset.c: ImageFolder scanning (classes, labels, order, bad layouts named in
 // errors), the train / held-out split (stratified, disjoint, deterministic) and the
-// synthetic dataset generator (deterministic, learnable, cached).
+// synthetic dataset generator (deterministic, learnable, cached), and the usage errors
+// of the build/datasets tool.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -251,6 +252,53 @@ static void test_ensure_reuses_cache(void **state)
     assert_non_null(strstr(loaders_last_error(), "nope"));
 }
 
+// A whole text file as a NUL-terminated malloc'd string, or NULL.
+static char *read_text(const char *path)
+{
+    size_t size;
+    unsigned char *data = testutil_read(path, &size);
+    char *text = data ? realloc(data, size + 1) : NULL;
+    if (!text) return free(data), NULL;
+    text[size] = '\0';
+    return text;
+}
+
+// The build/datasets tool: --help explains both commands and exits 0; a WORKERS that is
+// not an integer in 0..256 is bad usage (exit status 2, naming it), not 0 workers.
+static void test_datasets_tool_usage(void **state)
+{
+    DsFixture *f = *state;
+    const char *build = getenv("SUITE_BUILD") ? getenv("SUITE_BUILD") : "build";
+    char prog[512], cmd[2048], out[256];
+    snprintf(prog, sizeof prog, "%s/datasets", build);
+    if (access(prog, X_OK) != 0) {
+        fprintf(stderr, "skipping: %s is not built\n", prog);
+        skip();
+    }
+    snprintf(out, sizeof out, "%s/tool.txt", f->tmp);
+    snprintf(cmd, sizeof cmd, "'%s' --help >'%s' 2>&1", prog, out);
+    assert_int_equal(system(cmd), 0);
+    char *text = read_text(out);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "generate"));
+    assert_non_null(strstr(text, "WORKERS worker processes"));
+    free(text);
+    const char *bad[] = {"abc", "-3", "2x", "100000"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' check '%s' '%s' >'%s' 2>&1", prog, f->root, bad[i], out);
+        int rc = system(cmd);
+        if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 2) fail_msg("check WORKERS=%s: status %d, want 2", bad[i], rc);
+        text = read_text(out);
+        assert_non_null(text);
+        char want[64];
+        snprintf(want, sizeof want, "bad WORKERS '%s'", bad[i]);
+        if (!strstr(text, want)) fail_msg("check WORKERS=%s: output lacks \"%s\": %s", bad[i], want, text);
+        free(text);
+    }
+    snprintf(cmd, sizeof cmd, "'%s' check '%s' 0 >'%s' 2>&1", prog, f->root, out);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -263,6 +311,7 @@ int main(void)
         cmocka_unit_test(test_generator_is_deterministic),
         cmocka_unit_test(test_generated_classes_are_learnable),
         cmocka_unit_test(test_ensure_reuses_cache),
+        cmocka_unit_test(test_datasets_tool_usage),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

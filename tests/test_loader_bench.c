@@ -1,7 +1,9 @@
 // test_loader_bench.c: end to end, build/bench_workers on a tiny generated dataset in a
 // temporary cache: the loader, raw-decode and loader+training rows come out "ok" with
 // images/s > 0 and every epoch complete in the tidy CSV, and scripts/charts/workers.gp
-// draws both charts from it (PNG and SVG). Skipped when the program is not built.
+// draws both charts from it (PNG and SVG); a bad BENCH_WORKERS_* value or a missing
+// dataset fails every run with the reason; a run stopped midway keeps its measured rows.
+// Skipped when the program is not built.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +13,7 @@
 #include "tests/loader_support.h"
 
 typedef struct {
-    char variant[64], practice[64], status[16];
+    char variant[64], practice[64], status[16], reason[256];
     double images_per_second, wrong_epochs;
 } Row;
 
@@ -38,23 +40,25 @@ static int read_rows(const char *csv, Row *rows, int max)
     if (!fgets(header, sizeof header, f)) return fclose(f), -1;
     header[strcspn(header, "\n")] = '\0';
     int nh = split(header, hc, 256), n = 0;
-    int ip = -1, iv = -1, is = -1, iips = -1, iwe = -1;
+    int ip = -1, iv = -1, is = -1, iips = -1, iwe = -1, ir = -1;
     for (int i = 0; i < nh; i++) {
         if (!strcmp(hc[i], "practice")) ip = i;
         if (!strcmp(hc[i], "variant")) iv = i;
         if (!strcmp(hc[i], "status")) is = i;
         if (!strcmp(hc[i], "images_per_second")) iips = i;
         if (!strcmp(hc[i], "wrong_epochs")) iwe = i;
+        if (!strcmp(hc[i], "reason")) ir = i;
     }
     while (n < max && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
         int nl = split(line, lc, 256);
-        if (ip < 0 || iv < 0 || is < 0 || iips < 0 || nl < nh) continue;
+        if (ip < 0 || iv < 0 || is < 0 || nl < nh) continue;
         Row *r = &rows[n++];
         snprintf(r->practice, sizeof r->practice, "%s", lc[ip]);
         snprintf(r->variant, sizeof r->variant, "%s", lc[iv]);
         snprintf(r->status, sizeof r->status, "%s", lc[is]);
-        r->images_per_second = atof(lc[iips]);
+        snprintf(r->reason, sizeof r->reason, "%s", ir >= 0 ? lc[ir] : "");
+        r->images_per_second = iips >= 0 ? atof(lc[iips]) : 0; // no counter when none ran
         r->wrong_epochs = iwe >= 0 ? atof(lc[iwe]) : 0;
     }
     fclose(f);
@@ -127,10 +131,91 @@ static void test_bench_workers_end_to_end(void **state)
     testutil_rm_tree(tmp);
 }
 
+// A bad environment value or a missing dataset folder: bench_workers still writes its
+// CSV, every selected run is an "error" row whose reason names the culprit, and the
+// exit status is 1; nothing crashes and nothing runs with a silently replaced value.
+static void test_bench_workers_bad_environment(void **state)
+{
+    (void)state;
+    const char *build = getenv("SUITE_BUILD") ? getenv("SUITE_BUILD") : "build";
+    char prog[512];
+    snprintf(prog, sizeof prog, "%s/bench_workers", build);
+    if (access(prog, X_OK) != 0) {
+        fprintf(stderr, "skipping: %s is not built\n", prog);
+        skip();
+    }
+    char tmp[64];
+    assert_int_equal(testutil_tmpdir(tmp), 0);
+    const char *cases[][2] = {{"BENCH_WORKERS_MAX=abc", "BENCH_WORKERS_MAX='abc'"},
+                              {"BENCH_WORKERS_MAX=-3", "BENCH_WORKERS_MAX='-3'"},
+                              {"BENCH_WORKERS_MAX=0", "BENCH_WORKERS_MAX='0'"},
+                              {"BENCH_WORKERS_BATCH=0", "BENCH_WORKERS_BATCH='0'"},
+                              {"BENCH_WORKERS_DATA=/nonexistent", "'/nonexistent' does not exist"}};
+    for (int c = 0; c < 5; c++) {
+        char cmd[2048], csv[128];
+        snprintf(csv, sizeof csv, "%s/bad%d.csv", tmp, c);
+        snprintf(cmd, sizeof cmd,
+                 "BENCH_CACHE_DIR=%s/cache BENCH_WORKERS_PRESET=tiny %s %s "
+                 "--benchmark_min_time=0.01 --harness_csv=%s "
+                 "--benchmark_filter='^num_workers/workers_0/|decode_ref' >%s/log.txt 2>&1",
+                 tmp, cases[c][0], prog, csv, tmp);
+        int rc = system(cmd);
+        if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 1) fail_msg("%s: exit %d, want 1", cases[c][0], rc);
+        static Row rows[16];
+        int n = read_rows(csv, rows, 16);
+        if (n != 2) fail_msg("%s: %d rows in %s, want 2", cases[c][0], n, csv);
+        for (int i = 0; i < n; i++) {
+            assert_string_equal(rows[i].status, "error");
+            if (!strstr(rows[i].reason, cases[c][1]))
+                fail_msg("%s: reason '%s' lacks '%s'", cases[c][0], rows[i].reason, cases[c][1]);
+        }
+    }
+    testutil_rm_tree(tmp);
+}
+
+// Stopped mid-run the way run-suite.sh stops a program at BENCH_TIMEOUT (SIGINT), the
+// tidy CSV still holds the rows measured before: the fast raw-decode row is written while
+// a CPU ResNet-18 training epoch (tens of seconds at 224x224) is still running.
+static void test_bench_workers_keeps_rows_when_stopped(void **state)
+{
+    (void)state;
+    const char *build = getenv("SUITE_BUILD") ? getenv("SUITE_BUILD") : "build";
+    char prog[512];
+    snprintf(prog, sizeof prog, "%s/bench_workers", build);
+    if (access(prog, X_OK) != 0) {
+        fprintf(stderr, "skipping: %s is not built\n", prog);
+        skip();
+    }
+    char tmp[64], cmd[2048], csv[128];
+    assert_int_equal(testutil_tmpdir(tmp), 0);
+    snprintf(csv, sizeof csv, "%s/stopped.csv", tmp);
+    snprintf(cmd, sizeof cmd,
+             "BENCH_CACHE_DIR=%s/cache BENCH_WORKERS_PRESET=tiny BENCH_WORKERS_BATCH=8 "
+             "BENCH_WORKERS_MODEL=resnet18 BENCH_WORKERS_TRAIN_SIZE=224 "
+             "timeout --signal=INT --kill-after=10 4 %s --benchmark_min_time=0.01 "
+             "--harness_csv=%s --benchmark_filter='decode_ref|^num_workers_train/workers_0/' "
+             ">%s/log.txt 2>&1", tmp, prog, csv, tmp);
+    int rc = system(cmd);
+    assert_true(WIFEXITED(rc));
+    // With a GPU the training epoch is fast and the run may finish before the stop.
+    if (WEXITSTATUS(rc) == 0) fprintf(stderr, "bench_workers finished before the stop (GPU?)\n");
+    else assert_int_equal(WEXITSTATUS(rc), 124);
+    static Row rows[16];
+    int n = read_rows(csv, rows, 16);
+    if (n < 1) fail_msg("no rows in %s after the stop", csv);
+    const Row *r = find(rows, n, "num_workers_decode_ref", "raw_turbojpeg_1core");
+    assert_non_null(r);
+    assert_string_equal(r->status, "ok");
+    assert_true(r->images_per_second > 0);
+    testutil_rm_tree(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bench_workers_end_to_end),
+        cmocka_unit_test(test_bench_workers_bad_environment),
+        cmocka_unit_test(test_bench_workers_keeps_rows_when_stopped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

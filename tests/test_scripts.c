@@ -1,6 +1,7 @@
 // test_scripts.c: the results pipeline on the committed fixture
 // (tests/fixtures/pin_memory_fixture.csv, made-up numbers for tests only):
-// speedup summary values, gnuplot charts that are real non-empty PNGs, report.md.
+// speedup summary values, gnuplot charts that are real non-empty PNGs, report.md; bad
+// arguments and missing folders are clear errors.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -97,6 +98,83 @@ static void test_summary_rejects_a_file_that_is_not_tidy_csv(void **state)
     remove(bad);
 }
 
+// Missing or empty arguments and folders: exit status 1 and a "summarize:" message that
+// names the problem (not a shell "unbound variable" or an awk error on a literal
+// "DIR/*.csv"), and nothing written into an empty folder.
+static void test_summary_bad_arguments_are_clear_errors(void **state)
+{
+    (void)state;
+    char empty[512], err[512];
+    snprintf(empty, sizeof empty, "%s/empty", dir);
+    snprintf(err, sizeof err, "%s/err.txt", dir);
+    assert_int_equal(test_run("mkdir -p '%s'", empty), 0);
+    const char *cases[][2] = {{"-o", "-o needs an output file"},
+                              {"''", "usage: summarize.sh"},
+                              {"/nonexistent", "no results folder /nonexistent"},
+                              {"EMPTY", "no tidy CSV files in"},
+                              {"-o x.csv /nonexistent.csv", "cannot read /nonexistent.csv"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *args = strcmp(cases[i][0], "EMPTY") == 0 ? empty : cases[i][0];
+        int rc = test_run("cd '%s' && bash '%s/scripts/summarize.sh' %s >/dev/null 2>'%s'", dir,
+                          test_suite_root(), args, err);
+        if (rc != 1) fail_msg("summarize.sh %s: exit status %d, want 1", args, rc);
+        char *text = test_read_file(err, NULL);
+        assert_non_null(text);
+        if (!strstr(text, cases[i][1])) fail_msg("summarize.sh %s: message lacks '%s': %s", args, cases[i][1], text);
+        free(text);
+    }
+    char path[600];
+    snprintf(path, sizeof path, "%s/summary.csv", empty);
+    assert_true(test_run("test -e '%s'", path) != 0);
+    assert_int_equal(test_run("rm -rf '%s' '%s' '%s/x.csv'", empty, err, dir), 0);
+    // charts and report refuse a folder that does not exist; a report that cannot be
+    // written is a failure, not "report: DIR/report.md" and exit status 0
+    assert_int_equal(test_run("bash '%s/scripts/charts.sh' /nonexistent 2>/dev/null", test_suite_root()), 1);
+    assert_int_equal(test_run("bash '%s/scripts/report.sh' /nonexistent 2>/dev/null", test_suite_root()), 1);
+    assert_int_equal(test_run("mkdir -p '%s/report.md'", empty), 0);
+    assert_int_equal(test_run("bash '%s/scripts/report.sh' '%s' >/dev/null 2>&1", test_suite_root(), empty), 1);
+    assert_int_equal(test_run("rm -rf '%s'", empty), 0);
+}
+
+// run-suite.sh refuses a BENCH_TIMEOUT that is not a number of seconds (every program
+// used to "fail" with timeout's exit status 125) and a BENCH_FILTER that selects nothing,
+// before it writes any results folder.
+static void test_run_suite_bad_settings_are_refused(void **state)
+{
+    (void)state;
+    char res[512], err[512];
+    snprintf(res, sizeof res, "%s/suite-results", dir);
+    snprintf(err, sizeof err, "%s/err.txt", dir);
+    const char *cases[][2] = {{"BENCH_TIMEOUT=abc BENCH_FILTER=pin_memory", "BENCH_TIMEOUT='abc'"},
+                              {"BENCH_TIMEOUT=-5 BENCH_FILTER=pin_memory", "BENCH_TIMEOUT='-5'"},
+                              {"BENCH_FILTER=no_such_practice", "no practice programs"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int rc = test_run("%s RESULTS_DIR='%s' bash '%s/scripts/run-suite.sh' '%s' >/dev/null 2>'%s'",
+                          cases[i][0], res, test_suite_root(), test_build_dir(), err);
+        if (rc != 1) fail_msg("%s run-suite.sh: exit status %d, want 1", cases[i][0], rc);
+        char *text = test_read_file(err, NULL);
+        assert_non_null(text);
+        if (!strstr(text, cases[i][1])) fail_msg("%s: message lacks '%s': %s", cases[i][0], cases[i][1], text);
+        free(text);
+        assert_true(test_run("test -e '%s'", res) != 0);
+    }
+    remove(err);
+    // run-tests.sh likewise refuses a TEST_TIMEOUT that timeout(1) would reject for every
+    // program, before running any of them
+    assert_int_equal(test_run("TEST_TIMEOUT=abc bash '%s/scripts/run-tests.sh' '%s' >'%s' 2>&1",
+                              test_suite_root(), test_build_dir(), err), 1);
+    char *text = test_read_file(err, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "TEST_TIMEOUT='abc'"));
+    assert_null(strstr(text, "=== test_"));
+    free(text);
+    remove(err);
+    // the context program it names the results folder with refuses what it does not know
+    assert_int_equal(test_run("'%s/context' --slug extra >/dev/null 2>&1", test_build_dir()), 2);
+    assert_int_equal(test_run("'%s/context' --bogus >/dev/null 2>&1", test_build_dir()), 2);
+    assert_int_equal(test_run("'%s/context' --slug >/dev/null 2>&1", test_build_dir()), 0);
+}
+
 static void test_charts_are_non_empty_pngs(void **state)
 {
     (void)state;
@@ -137,6 +215,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_summary_speedups_from_fixture),
         cmocka_unit_test(test_summary_rejects_a_file_that_is_not_tidy_csv),
+        cmocka_unit_test(test_summary_bad_arguments_are_clear_errors),
+        cmocka_unit_test(test_run_suite_bad_settings_are_refused),
         cmocka_unit_test(test_charts_are_non_empty_pngs),
         cmocka_unit_test(test_report_embeds_charts_and_speedups),
     };

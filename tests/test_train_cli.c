@@ -1,7 +1,8 @@
 // test_train_cli.c: the build/train program: --help names every practice and data flag,
-// a bad value is refused, the tiny preset on the CPU reaches the stated held-out
-// accuracy on the tensor task and on the generated JPEG dataset (--target-accuracy
-// makes train exit non-zero when it does not), and a missing folder, a corrupt JPEG
+// a bad value (unknown name, non-numeric, negative, nan, a model too large) is refused,
+// the tiny preset on the CPU reaches the stated held-out accuracy on the tensor task and
+// on the generated JPEG dataset (--target-accuracy makes train exit non-zero when it
+// does not), and a missing folder, a corrupt JPEG
 // and a class count that contradicts the dataset are clear errors naming the culprit.
 #include <stdarg.h>
 #include <stddef.h>
@@ -54,6 +55,72 @@ static void test_bad_value_is_refused(void **state)
     (void)state;
     assert_int_equal(test_run("'%s/train' --precision fp8 > /dev/null 2>&1", test_build_dir()), 1);
     assert_int_equal(test_run("'%s/train' --preset huge > /dev/null 2>&1", test_build_dir()), 1);
+    // a target that nothing is evaluated against is an error, not "accuracy 0 below target"
+    assert_int_equal(test_run("'%s/train' --data tensor --eval-batches 0 --target-accuracy 0.5 "
+                              "> /dev/null 2>&1", test_build_dir()), 1);
+}
+
+// Runs train and returns its exit status; its stdout and stderr go to <dir>/out.txt.
+static int run_train(const char *dir, const char *flags)
+{
+    return test_run("'%s/train' --backend cpu --preset tiny %s > '%s/out.txt' 2>&1",
+                    test_build_dir(), flags, dir);
+}
+
+static bool output_has(const char *dir, const char *what)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    char *out = test_read_file(path, NULL);
+    bool found = out && strstr(out, what);
+    if (!found) printf("train output lacks '%s':\n%s\n", what, out ? out : "(none)");
+    free(out);
+    return found;
+}
+
+// Non-numeric, trailing-garbage, negative, overflowing and non-finite values are refused
+// with a message naming the flag and the value, never read as 0 or as a wrapped number.
+static void test_bad_number_is_refused(void **state)
+{
+    (void)state;
+    char *dir = test_temp_dir();
+    const char *bad[][2] = {
+        {"--steps abc", "'abc' for --steps"}, {"--steps -1", "'-1' for --steps"},
+        {"--steps 99999999999", "'99999999999' for --steps"},
+        {"--batch-size 0", "'0' for --batch-size"}, {"--batch-size 12x", "'12x' for --batch-size"},
+        {"--lr nan", "'nan' for --lr"}, {"--lr inf", "'inf' for --lr"},
+        {"--momentum abc", "'abc' for --momentum"}, {"--seed -1", "'-1' for --seed"},
+        {"--workspace-mb -1", "'-1' for --workspace-mb"},
+        {"--clip-norm -1", "'-1' for --clip-norm"}, {"--num-workers abc", "'abc' for --num-workers"},
+        {"--eval-batches abc", "'abc' for --eval-batches"},
+        {"--target-accuracy nan", "'nan' for --target-accuracy"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char flags[256];
+        snprintf(flags, sizeof flags, "--data tensor %s", bad[i][0]);
+        if (run_train(dir, flags) != 1) fail_msg("train %s was not refused", flags);
+        assert_true(output_has(dir, bad[i][1]));
+    }
+    test_remove_tree(dir);
+}
+
+// A model whose per-sample tensors do not fit an int is refused before any allocation
+// (an MLP's input size used to wrap around); one that merely does not fit in memory is
+// a clear out-of-memory error.
+static void test_too_large_is_a_clear_error(void **state)
+{
+    (void)state;
+    char *dir = test_temp_dir();
+    assert_int_equal(run_train(dir, "--data tensor --steps 2 --image-size 100000"), 1);
+    assert_true(output_has(dir, "image too large"));
+    assert_int_equal(run_train(dir, "--data tensor --steps 2 --preset mlp --image-size 37838 "
+                                    "--batch-size 1"), 1);
+    assert_true(output_has(dir, "image too large"));
+    assert_int_equal(run_train(dir, "--data tensor --steps 2 --width 1073741824"), 1);
+    assert_true(output_has(dir, "model too large"));
+    assert_int_equal(run_train(dir, "--data tensor --steps 2 --batch-size 100000000"), 1);
+    assert_true(output_has(dir, "out of memory"));
+    test_remove_tree(dir);
 }
 
 static void test_tiny_reaches_accuracy_on_cpu(void **state)
@@ -121,24 +188,6 @@ static void make_tiny_dataset(const char *dir)
     assert_int_equal(dataset_gen_preset("tiny", &gen), 0);
     snprintf(root, sizeof root, "%s/data", dir);
     if (dataset_generate(&gen, root) != 0) fail_msg("%s", loaders_last_error());
-}
-
-// Runs train and returns its exit status; its stdout and stderr go to <dir>/out.txt.
-static int run_train(const char *dir, const char *flags)
-{
-    return test_run("'%s/train' --backend cpu --preset tiny %s > '%s/out.txt' 2>&1",
-                    test_build_dir(), flags, dir);
-}
-
-static bool output_has(const char *dir, const char *what)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/out.txt", dir);
-    char *out = test_read_file(path, NULL);
-    bool found = out && strstr(out, what);
-    if (!found) printf("train output lacks '%s':\n%s\n", what, out ? out : "(none)");
-    free(out);
-    return found;
 }
 
 static void test_missing_dataset_is_named(void **state)
@@ -210,6 +259,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_lists_every_practice),
         cmocka_unit_test(test_bad_value_is_refused),
+        cmocka_unit_test(test_bad_number_is_refused),
+        cmocka_unit_test(test_too_large_is_a_clear_error),
         cmocka_unit_test(test_tiny_reaches_accuracy_on_cpu),
         cmocka_unit_test(test_help_lists_data_flags),
         cmocka_unit_test(test_tiny_reaches_accuracy_on_images),
