@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "tests/loader_support.h"
+#include "tests/support.h"
 
 typedef struct {
     char variant[64], practice[64], status[16], reason[256];
@@ -72,17 +73,21 @@ static const Row *find(const Row *rows, int n, const char *practice, const char 
     return NULL;
 }
 
+// Path of build/bench_workers in prog; false (after saying why) when it is not built.
+static bool bench_workers_path(char *prog, size_t size)
+{
+    snprintf(prog, size, "%s/bench_workers", test_build_dir());
+    if (access(prog, X_OK) == 0) return true;
+    fprintf(stderr, "skipping: %s is not built\n", prog);
+    return false;
+}
+
 static void test_bench_workers_end_to_end(void **state)
 {
     (void)state;
-    const char *build = getenv("SUITE_BUILD") ? getenv("SUITE_BUILD") : "build";
-    const char *root = getenv("SUITE_ROOT") ? getenv("SUITE_ROOT") : ".";
+    const char *root = test_suite_root();
     char prog[512];
-    snprintf(prog, sizeof prog, "%s/bench_workers", build);
-    if (access(prog, X_OK) != 0) {
-        fprintf(stderr, "skipping: %s is not built\n", prog);
-        skip();
-    }
+    if (!bench_workers_path(prog, sizeof prog)) skip();
     char tmp[64];
     assert_int_equal(testutil_tmpdir(tmp), 0);
     char cmd[2048];
@@ -137,13 +142,8 @@ static void test_bench_workers_end_to_end(void **state)
 static void test_bench_workers_bad_environment(void **state)
 {
     (void)state;
-    const char *build = getenv("SUITE_BUILD") ? getenv("SUITE_BUILD") : "build";
     char prog[512];
-    snprintf(prog, sizeof prog, "%s/bench_workers", build);
-    if (access(prog, X_OK) != 0) {
-        fprintf(stderr, "skipping: %s is not built\n", prog);
-        skip();
-    }
+    if (!bench_workers_path(prog, sizeof prog)) skip();
     char tmp[64];
     assert_int_equal(testutil_tmpdir(tmp), 0);
     const char *cases[][2] = {{"BENCH_WORKERS_MAX=abc", "BENCH_WORKERS_MAX='abc'"},
@@ -179,13 +179,8 @@ static void test_bench_workers_bad_environment(void **state)
 static void test_bench_workers_keeps_rows_when_stopped(void **state)
 {
     (void)state;
-    const char *build = getenv("SUITE_BUILD") ? getenv("SUITE_BUILD") : "build";
     char prog[512];
-    snprintf(prog, sizeof prog, "%s/bench_workers", build);
-    if (access(prog, X_OK) != 0) {
-        fprintf(stderr, "skipping: %s is not built\n", prog);
-        skip();
-    }
+    if (!bench_workers_path(prog, sizeof prog)) skip();
     char tmp[64], cmd[2048], csv[128];
     assert_int_equal(testutil_tmpdir(tmp), 0);
     snprintf(csv, sizeof csv, "%s/stopped.csv", tmp);

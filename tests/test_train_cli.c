@@ -27,27 +27,33 @@
 #define IMAGES_STEPS 200
 #define IMAGES_TARGET "0.80"
 
-static void test_help_lists_every_practice(void **state)
+// Runs `train --help` and asserts that it mentions every string in flags.
+static void assert_help_mentions(const char *const *flags, size_t count)
 {
-    (void)state;
     char *dir = test_temp_dir();
+    assert_non_null(dir);
     assert_int_equal(test_run("'%s/train' --help > '%s/help.txt' 2>&1", test_build_dir(), dir), 0);
     char path[512];
     snprintf(path, sizeof path, "%s/help.txt", dir);
     char *help = test_read_file(path, NULL);
     assert_non_null(help);
+    for (size_t i = 0; i < count; i++)
+        if (!strstr(help, flags[i])) fail_msg("--help does not mention %s", flags[i]);
+    free(help);
+    test_remove_tree(dir);
+    free(dir);
+}
+
+static void test_help_lists_every_practice(void **state)
+{
+    (void)state;
     const char *flags[] = {"--precision", "fp16", "bf16", "tf32", "--layout", "nhwc",
                            "--zero-grad", "set_to_none", "--conv-algo", "autotune",
                            "--readback", "deferred", "--readback-interval", "--batch-size",
                            "--lr", "--lr-decay", "cosine", "--warmup", "--step-size",
                            "--linear-scaling", "--clip-norm", "--momentum", "--weight-decay",
                            "--backend", "--preset", "--init-scale", "--growth-interval"};
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
-        if (!strstr(help, flags[i])) printf("--help does not mention %s\n", flags[i]);
-        assert_non_null(strstr(help, flags[i]));
-    }
-    free(help);
-    test_remove_tree(dir);
+    assert_help_mentions(flags, sizeof flags / sizeof flags[0]);
 }
 
 static void test_bad_value_is_refused(void **state)
@@ -135,21 +141,10 @@ static void test_tiny_reaches_accuracy_on_cpu(void **state)
 static void test_help_lists_data_flags(void **state)
 {
     (void)state;
-    char *dir = test_temp_dir();
-    assert_int_equal(test_run("'%s/train' --help > '%s/help.txt' 2>&1", test_build_dir(), dir), 0);
-    char path[512];
-    snprintf(path, sizeof path, "%s/help.txt", dir);
-    char *help = test_read_file(path, NULL);
-    assert_non_null(help);
     const char *flags[] = {"--data ", "images", "tensor", "--data-dir", "--dataset-preset",
                            "--num-workers", "--skip-bad-files", "--holdout", "--crop-scale-min",
                            "BENCH_CACHE_DIR", "held-out"};
-    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
-        if (!strstr(help, flags[i])) printf("--help does not mention %s\n", flags[i]);
-        assert_non_null(strstr(help, flags[i]));
-    }
-    free(help);
-    test_remove_tree(dir);
+    assert_help_mentions(flags, sizeof flags / sizeof flags[0]);
 }
 
 // The default invocation (its defaults spelled out), with the generated JPEG dataset
