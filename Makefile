@@ -33,7 +33,7 @@ PTX_ARCH   := $(shell echo $(CUDA_ARCH) | tr " " "\n" | sort -n | tail -n 1)
 GENCODE    := $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
               -gencode arch=compute_$(PTX_ARCH),code=compute_$(PTX_ARCH)
 ifeq ($(MAKELEVEL),0)
-ifeq ($(filter clean deps,$(MAKECMDGOALS)),)
+ifeq ($(filter clean deps test-sanitize,$(MAKECMDGOALS)),)
 $(info CUDA architectures: $(addprefix sm_,$(CUDA_ARCH)) + PTX compute_$(PTX_ARCH) ($(ARCH_REASON)))
 endif
 endif
@@ -52,8 +52,19 @@ CXXFLAGS ?= -O2 -g
 CXXFLAGS += -std=c++17 -Wall -Wextra -Werror -MMD -MP $(INCLUDES)
 NVFLAGS  ?= -O2 -g -lineinfo
 NVFLAGS  += -std=c++17 $(GENCODE) -Werror all-warnings -Xcompiler -Wall,-Wextra -MMD -MP $(INCLUDES)
+# SANITIZE=1 (what `make test-sanitize` passes to its own build): AddressSanitizer (with
+# LeakSanitizer) and UBSan on all C, C++ and nvcc host code; a UBSan report aborts, it is
+# never just printed. Device code is compiled as usual. Run-time options: scripts/run-tests.sh.
+SANITIZE_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+ifeq ($(SANITIZE),1)
+  CFLAGS   += $(SANITIZE_FLAGS)
+  CXXFLAGS += $(SANITIZE_FLAGS)
+  NVFLAGS  += -Xcompiler -fsanitize=address -Xcompiler -fsanitize=undefined \
+              -Xcompiler -fno-sanitize-recover=undefined -Xcompiler -fno-omit-frame-pointer
+  LINK_SANITIZE := $(SANITIZE_FLAGS)
+endif
 LDLIBS   := $(LIBDIRS) -lcudart -lcublas -lcudnn -lnccl -lbenchmark -lturbojpeg -lcmocka \
-            -lpthread -lm -ldl -lrt
+            -lopenblas -lpthread -lm -ldl -lrt
 
 MODULES  := bench kernels loaders dist tests
 lib_srcs  = $(filter-out $(1)/bench_%.c $(1)/test_%.c %_main.c,$(wildcard $(1)/*.c $(1)/*.cu $(1)/*.cc))
@@ -67,8 +78,11 @@ BENCHES    := $(patsubst bench/%.c,$(BUILD)/%,$(BENCH_SRCS))
 MAINS      := $(foreach s,$(MAIN_SRCS),$(BUILD)/$(patsubst %_main.c,%,$(notdir $(s))))
 TESTS      := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 DEPS_OK    := $(BUILD)/.deps-ok
+ifeq ($(SANITIZE),1) # every sanitized program records its reports for run-tests.sh (see there)
+$(BENCHES) $(MAINS) $(TESTS): $(BUILD)/tests/sanitizer/report_hook.c.o
+endif
 
-.PHONY: all test bench charts clean deps
+.PHONY: all test test-sanitize bench charts clean deps
 .SECONDARY:
 .DEFAULT_GOAL := all
 
@@ -90,6 +104,10 @@ $(BUILD)/%.cu.o: %.cu | $(DEPS_OK)
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
+# The fast CPU layers: vectorised (-O3, OpenMP simd pragmas; SIMD clones chosen at run time).
+CPU_FAST_OBJS := $(patsubst %,$(BUILD)/%.o,$(wildcard kernels/*cpu_fast*.c))
+$(CPU_FAST_OBJS): CFLAGS += -O3 -fopenmp-simd
+
 define module_lib
 $(BUILD)/lib$(1).a: $(call lib_objs,$(1))
 	@rm -f $$@
@@ -97,7 +115,10 @@ $(BUILD)/lib$(1).a: $(call lib_objs,$(1))
 endef
 $(foreach m,$(MODULES),$(eval $(call module_lib,$(m))))
 
-LINK = $(CXX) $(filter %.o,$^) -Wl,--start-group $(LIBS) -Wl,--end-group $(LDLIBS) -o $@
+# EXTRA_RPATH: more run-path folders, e.g. '$$ORIGIN/../device-stage/lib' for the GPU
+# check's staged build (scripts/device-stage.sh), so its programs find the staged libraries.
+RPATHS := $(foreach d,$(EXTRA_RPATH),-Wl,-rpath,'$(d)')
+LINK = $(CXX) $(LINK_SANITIZE) $(filter %.o,$^) -Wl,--start-group $(LIBS) -Wl,--end-group $(LDLIBS) $(RPATHS) -o $@
 
 $(BUILD)/bench_%: $(BUILD)/bench/bench_%.c.o $(LIBS)
 	$(LINK)
@@ -111,6 +132,16 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.c.o $(LIBS)
 
 test: all
 	@bash scripts/run-tests.sh $(BUILD)
+
+# Every test again, built with ASan + UBSan into its own folder (forked loader workers and
+# the programs the tests run are sanitized too); reports fail the run. Nothing runs on a
+# GPU without one, so without a visible GPU it compiles for one architecture (sm_90).
+SANITIZE_BUILD ?= build-sanitize
+SANITIZE_ARCH  := $(if $(filter portable%,$(ARCH_REASON)),90,$(CUDA_ARCH))
+test-sanitize:
+	@echo "test-sanitize: ASan + UBSan build in $(SANITIZE_BUILD)/ for $(addprefix sm_,$(SANITIZE_ARCH))"
+	@$(MAKE) --no-print-directory BUILD=$(SANITIZE_BUILD) SANITIZE=1 CUDA_ARCH="$(SANITIZE_ARCH)" all
+	@bash scripts/run-tests.sh $(SANITIZE_BUILD)
 
 bench: all
 	@bash scripts/run-suite.sh $(BUILD)

@@ -3,12 +3,15 @@
 //   to 256 MiB: pageable memory with a blocking copy (baseline), pinned (cudaHostAlloc)
 //   blocking, pinned with cudaMemcpyAsync on a stream, and malloc'd memory registered
 //   with cudaHostRegister. Timed with CUDA events; every run checks the bytes it moved.
-// Macro (pin_memory_step/*): 8 steps of "copy batch i in, compute on batch i-1":
-//   pageable + blocking copies (baseline) versus pinned staging + async copies on a copy
-//   stream overlapping a compute stream. Wall clock across the steps, ending in a device
+// Macro (pin_memory_step/*): 8 steps of "copy batch i in, compute on batch i-1", every
+//   variant with the same streams (copies queued on a copy stream, compute on a compute
+//   stream, ordered by events): copies from the batches' pageable memory (baseline, the
+//   driver stages them while the host waits) versus pin_memory: a pin thread copies each
+//   batch into pinned buffers off the timed thread, as PyTorch's DataLoader does, and the
+//   copies overlap the compute. Wall clock across the steps, ending in a device
 //   synchronize; the last step's output is checked against the CPU.
-// Macro (pin_memory_alloc/*): the pitfall of a cudaHostAlloc/cudaFreeHost per batch
-//   (baseline) versus two pinned staging buffers allocated once.
+// Macro (pin_memory_alloc/*): the pitfall of a cudaHostAlloc per batch on the pin thread
+//   and a cudaFreeHost once its copy is done (baseline) versus pinned buffers allocated once.
 #include <stdio.h>
 
 #include "bench/harness.h"
@@ -75,13 +78,13 @@ static void bench_steps(HarnessState *st, void *user)
     const int fma = (int)harness_param(st, 1);
     StepsSetup s;
     // the first pass is the warm-up (first-touch, module load), not timed
-    if (steps_prepare(&s, variant, bytes) != 0 || steps_run(&s, variant, fma) != 0) {
+    if (steps_prepare(&s, variant, bytes) != 0 || steps_run(&s, fma) != 0) {
         report_cuda_problem(st, "setup");
         steps_release(&s);
         return;
     }
     while (harness_keep_running(st)) {
-        if (steps_run(&s, variant, fma) != 0) {
+        if (steps_run(&s, fma) != 0) {
             report_cuda_problem(st, "steps");
             break;
         }

@@ -7,12 +7,16 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <dlfcn.h>
+#include <limits.h>
+#include <link.h>
+#include <stdlib.h>
 #include <nccl.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/core.h"
 #include "kernels/gpu_device.h"
 
 static void put(SuiteContext *c, const char *key, const char *value)
@@ -147,6 +151,34 @@ static void add_libraries(SuiteContext *c)
     }
 }
 
+// The files the dynamic loader actually mapped for each CUDA library (after following
+// symlinks), so a result says which cuDNN or NCCL it ran with, not only its version.
+typedef struct LoadedLib { const char *prefix, *key; char path[PATH_MAX]; } LoadedLib;
+
+static int note_loaded(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    LoadedLib *libs = data;
+    const char *name = info->dlpi_name, *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    for (LoadedLib *l = libs; l->prefix; l++)
+        if (!l->path[0] && strncmp(base, l->prefix, strlen(l->prefix)) == 0) {
+            if (!realpath(name, l->path)) snprintf(l->path, sizeof l->path, "%s", name);
+        }
+    return 0;
+}
+
+static void add_loaded_libraries(SuiteContext *c)
+{
+    LoadedLib libs[] = {{"libcudart.so.", "cudart_library", ""},
+                        {"libcublas.so.", "cublas_library", ""},
+                        {"libcudnn.so.", "cudnn_library", ""},
+                        {"libnccl.so.", "nccl_library", ""},
+                        {NULL, NULL, ""}};
+    dl_iterate_phdr(note_loaded, libs);
+    for (LoadedLib *l = libs; l->prefix; l++) put(c, l->key, l->path[0] ? l->path : "not loaded");
+}
+
 static void add_host(SuiteContext *c)
 {
     char host[128] = "unknown", cpu[128];
@@ -155,6 +187,8 @@ static void add_host(SuiteContext *c)
     put(c, "host", host);
     put(c, "host_cpu", cpu);
     putf_int(c, "host_cores", sysconf(_SC_NPROCESSORS_ONLN));
+    putf_int(c, "cpu_threads", core_cpu_threads()); // the CPU backend's (--threads=N)
+    put(c, "cpu_kernels", core_cpu_kernels());
     char date[32];
     time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
@@ -166,6 +200,7 @@ void context_collect(SuiteContext *c)
     memset(c, 0, sizeof *c);
     add_device(c);
     add_libraries(c);
+    add_loaded_libraries(c);
     add_host(c);
 }
 

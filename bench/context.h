@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-#define CONTEXT_MAX_KEYS 24
+#define CONTEXT_MAX_KEYS 32
 
 typedef struct {
     int count;

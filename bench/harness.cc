@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "bench/context.h"
+#include "kernels/core.h"
 
 struct HarnessBench {
     std::string practice, variant;
@@ -368,7 +370,9 @@ void print_help(const char *prog)
            "Suite flag:\n"
            "  --harness_csv=FILE   also write a tidy CSV (one row per benchmark instance,\n"
            "                       role, parameters, time, counters and device/library\n"
-           "                       context on every row)\n\n"
+           "                       context on every row)\n"
+           "  --threads=N          threads of the core's CPU backend, as torch.set_num_threads\n"
+           "                       (default: the machine's cores; context key cpu_threads)\n\n"
            "Google Benchmark flags (all accepted), most useful:\n"
            "  --benchmark_list_tests             list the benchmarks and exit\n"
            "  --benchmark_filter=REGEX           run only matching benchmarks\n"
@@ -496,6 +500,15 @@ int harness_main(int argc, char **argv)
         if (strncmp(argv[i], "--harness_csv=", 14) == 0) {
             csv_path = argv[i] + 14;
             csv_given = true;
+        } else if (strncmp(argv[i], "--threads=", 10) == 0) {
+            char *end;
+            errno = 0;
+            long t = strtol(argv[i] + 10, &end, 10);
+            if (end == argv[i] + 10 || *end || errno || t < 1 || t > 4096) {
+                fprintf(stderr, "%s: error: %s: need an integer >= 1 (see --help)\n", argv[0], argv[i]);
+                return 2;
+            }
+            core_cpu_set_threads((int)t);
         } else {
             args.push_back(argv[i]);
         }

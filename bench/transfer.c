@@ -1,11 +1,14 @@
 // transfer.c: host buffers, checked copies and the copy/compute step pipelines.
 #include "bench/transfer.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench/step_compute.h"
 #include "kernels/check.h"
+#include "loaders/errors.h"
+#include "loaders/pin_thread.h"
 
 static uint8_t pattern_byte(size_t i, uint32_t seed)
 {
@@ -99,6 +102,10 @@ int copy_verify(CopySetup *s, bool h2d, int64_t *wrong_bytes)
     } else {
         fill_pattern(s->check.ptr, s->bytes, seed);
         CUDA_TRY(cudaMemcpy(s->device, s->check.ptr, s->bytes, cudaMemcpyHostToDevice));
+        // A pageable cudaMemcpy may return before its DMA lands, and the timed copy below
+        // may run on a non-blocking stream that does not wait for the legacy stream: wait
+        // here, so that bytes that arrive wrong can only mean a wrong copy.
+        CUDA_TRY(cudaDeviceSynchronize());
         memset(s->host.ptr, 0, s->bytes);
         TRY(copy_timed(s, false, &unused));
         *wrong_bytes = count_wrong(s->host.ptr, s->bytes, seed);
@@ -120,9 +127,9 @@ void copy_release(CopySetup *s)
 
 void steps_release(StepsSetup *s)
 {
+    pin_thread_destroy(s->pin);
     free(s->source);
     for (int i = 0; i < 2; i++) {
-        host_buffer_free(&s->staging[i]);
         if (s->device_in[i]) cudaFree(s->device_in[i]);
         if (s->copied[i]) cudaEventDestroy(s->copied[i]);
         if (s->consumed[i]) cudaEventDestroy(s->consumed[i]);
@@ -131,6 +138,27 @@ void steps_release(StepsSetup *s)
     if (s->copy_stream) cudaStreamDestroy(s->copy_stream);
     if (s->compute_stream) cudaStreamDestroy(s->compute_stream);
     memset(s, 0, sizeof *s);
+}
+
+static const float *source_batch(const StepsSetup *s, int64_t step)
+{
+    return s->source + (size_t)step * s->floats;
+}
+
+// The pin thread's work: batch `step` from its pageable source into a pinned buffer.
+static int pin_fill_batch(void *ctx, int64_t step, void *dst, size_t capacity, size_t *used,
+                          const atomic_bool *cancel, char *err, size_t err_size)
+{
+    const StepsSetup *s = ctx;
+    size_t bytes = s->floats * sizeof(float);
+    (void)cancel;
+    if (bytes > capacity) {
+        snprintf(err, err_size, "steps: batch of %zu bytes, pinned buffer of %zu", bytes, capacity);
+        return -1;
+    }
+    memcpy(dst, source_batch(s, step), bytes);
+    *used = bytes;
+    return 0;
 }
 
 int steps_prepare(StepsSetup *s, StepsVariant variant, size_t bytes)
@@ -143,7 +171,6 @@ int steps_prepare(StepsSetup *s, StepsVariant variant, size_t bytes)
     for (size_t i = 0; i < s->floats * TRANSFER_STEPS_PER_ITERATION; i++)
         s->source[i] = (float)((i * 2654435761u) % 1000) * 1e-3f;
     for (int i = 0; i < 2; i++) {
-        if (variant == STEPS_PINNED_ASYNC) TRY(host_buffer_alloc(&s->staging[i], HOST_PINNED, bytes));
         CUDA_TRY(cudaMalloc((void **)&s->device_in[i], bytes));
         CUDA_TRY(cudaEventCreateWithFlags(&s->copied[i], cudaEventDisableTiming));
         CUDA_TRY(cudaEventCreateWithFlags(&s->consumed[i], cudaEventDisableTiming));
@@ -151,90 +178,92 @@ int steps_prepare(StepsSetup *s, StepsVariant variant, size_t bytes)
     CUDA_TRY(cudaMalloc((void **)&s->device_out, bytes));
     CUDA_TRY(cudaStreamCreateWithFlags(&s->copy_stream, cudaStreamNonBlocking));
     CUDA_TRY(cudaStreamCreateWithFlags(&s->compute_stream, cudaStreamNonBlocking));
-    return 0;
-}
-
-static const float *source_batch(const StepsSetup *s, int step)
-{
-    return s->source + (size_t)step * s->floats;
-}
-
-// Baseline: blocking copies from pageable memory; compute on the legacy stream, so
-// each copy waits for the previous step's kernel and nothing overlaps.
-static int steps_pageable_blocking(StepsSetup *s, int fma)
-{
-    size_t bytes = s->floats * sizeof(float);
-    for (int step = 0; step <= TRANSFER_STEPS_PER_ITERATION; step++) {
-        if (step < TRANSFER_STEPS_PER_ITERATION)
-            CUDA_TRY(cudaMemcpy(s->device_in[step % 2], source_batch(s, step), bytes,
-                                cudaMemcpyHostToDevice));
-        if (step > 0)
-            TRY(step_compute_launch(s->device_in[(step - 1) % 2], s->device_out, s->floats, fma, 0));
+    if (variant != STEPS_PAGEABLE_BLOCKING) {
+        // 3 buffers: one whose copy is in flight, one being queued, one being filled.
+        PinThreadConfig pc = {.depth = 3, .buffer_bytes = bytes, .fill = pin_fill_batch, .ctx = s,
+                              .fresh_buffer_per_item = variant == STEPS_PINNED_PER_BATCH};
+        if (pin_thread_create(&pc, &s->pin) != 0)
+            return check_fail(__FILE__, __LINE__, "pin thread", loaders_last_error());
     }
-    CUDA_TRY(cudaDeviceSynchronize());
     return 0;
 }
 
-// Copies batch `step` into pinned staging slot step%2 (after its previous async copy
-// finished) and enqueues the host-to-device copy of it behind the compute that last
-// read the device slot.
-static int stage_and_copy(StepsSetup *s, int step, void *staging)
+// Batch `step` in pinned memory from the pin thread (it may still be copying it).
+static int take_pinned(StepsSetup *s, int step, const void **src)
 {
-    size_t bytes = s->floats * sizeof(float);
-    int slot = step % 2;
-    memcpy(staging, source_batch(s, step), bytes);
-    CUDA_TRY(cudaStreamWaitEvent(s->copy_stream, s->consumed[slot], 0));
-    CUDA_TRY(cudaMemcpyAsync(s->device_in[slot], staging, bytes, cudaMemcpyHostToDevice,
-                             s->copy_stream));
-    CUDA_TRY(cudaEventRecord(s->copied[slot], s->copy_stream));
-    return 0;
-}
-
-static int compute_after_copy(StepsSetup *s, int step, int fma)
-{
-    int slot = step % 2;
-    CUDA_TRY(cudaStreamWaitEvent(s->compute_stream, s->copied[slot], 0));
-    TRY(step_compute_launch(s->device_in[slot], s->device_out, s->floats, fma, s->compute_stream));
-    CUDA_TRY(cudaEventRecord(s->consumed[slot], s->compute_stream));
-    return 0;
-}
-
-// Tuned: pinned staging, async copies on the copy stream overlap the compute stream.
-static int steps_pinned_async(StepsSetup *s, int fma)
-{
-    for (int step = 0; step <= TRANSFER_STEPS_PER_ITERATION; step++) {
-        if (step < TRANSFER_STEPS_PER_ITERATION) {
-            // the staging slot is reusable once its copy two steps ago has finished
-            CUDA_TRY(cudaEventSynchronize(s->copied[step % 2]));
-            TRY(stage_and_copy(s, step, s->staging[step % 2].ptr));
+    void *buf = NULL;
+    size_t used = 0;
+    for (int waited_ms = 0; waited_ms < 30000; waited_ms += 100) {
+        int rc = pin_thread_next(s->pin, step, &buf, &used, 100);
+        if (rc == 1) {
+            *src = buf;
+            return 0;
         }
-        if (step > 0) TRY(compute_after_copy(s, step - 1, fma));
+        if (rc < 0) return check_fail(__FILE__, __LINE__, "pin thread", loaders_last_error());
     }
-    CUDA_TRY(cudaDeviceSynchronize());
-    return 0;
+    return check_fail(__FILE__, __LINE__, "pin thread", "no batch after 30 s");
 }
 
-// The pitfall: a fresh pinned buffer per batch, freed once its copy has finished
-// (cudaHostAlloc/cudaFreeHost are slow and cudaFreeHost synchronizes the device).
-static int steps_alloc_per_batch(StepsSetup *s, int fma)
+// Gives back the pinned buffers the thread still lends out after a run (or a failure).
+static void release_pinned(StepsSetup *s, int from, int to)
 {
-    size_t bytes = s->floats * sizeof(float);
-    for (int step = 0; step <= TRANSFER_STEPS_PER_ITERATION; step++) {
-        HostBuffer fresh = {0};
-        if (step < TRANSFER_STEPS_PER_ITERATION) {
-            TRY(host_buffer_alloc(&fresh, HOST_PINNED, bytes));
-            if (stage_and_copy(s, step, fresh.ptr) != 0) {
-                host_buffer_free(&fresh);
-                return -1;
+    for (int step = from; step < to; step++) pin_thread_release(s->pin, step);
+}
+
+int steps_run(StepsSetup *s, int fma)
+{
+    const size_t bytes = s->floats * sizeof(float);
+    const int n = TRANSFER_STEPS_PER_ITERATION;
+    int held_from = 0;  // pinned: steps [held_from, step) are lent to this thread
+    if (s->pin && pin_thread_start(s->pin, 0, n) != 0)
+        return check_fail(__FILE__, __LINE__, "pin thread", loaders_last_error());
+    int rc = 0;
+    for (int step = 0; step <= n && rc == 0; step++) {
+        if (step < n) {
+            int slot = step % 2;
+            const void *src = source_batch(s, step);
+            if (s->pin) {
+                // The copy two steps ago read this slot's pinned buffer: once it is done the
+                // buffer goes back to the pin thread (PyTorch's caching host allocator waits
+                // for the copy's event likewise).
+                if (step >= 2) {
+                    if (cudaEventSynchronize(s->copied[slot]) != cudaSuccess) {
+                        rc = check_fail(__FILE__, __LINE__, "cudaEventSynchronize",
+                                        cudaGetErrorString(cudaGetLastError()));
+                        break;
+                    }
+                    pin_thread_release(s->pin, held_from++);
+                }
+                if ((rc = take_pinned(s, step, &src)) != 0) break;
+            }
+            cudaError_t e = cudaStreamWaitEvent(s->copy_stream, s->consumed[slot], 0);
+            if (e == cudaSuccess)
+                e = cudaMemcpyAsync(s->device_in[slot], src, bytes, cudaMemcpyHostToDevice,
+                                    s->copy_stream);
+            if (e == cudaSuccess) e = cudaEventRecord(s->copied[slot], s->copy_stream);
+            if (e != cudaSuccess) {
+                (void)cudaGetLastError();
+                rc = check_fail(__FILE__, __LINE__, "queueing the batch copy", cudaGetErrorString(e));
+                break;
             }
         }
-        int rc = step > 0 ? compute_after_copy(s, step - 1, fma) : 0;
-        if (fresh.ptr && cudaEventSynchronize(s->copied[step % 2]) != cudaSuccess) rc = -1;
-        host_buffer_free(&fresh);
-        if (rc != 0) return -1;
+        if (step > 0) {
+            int slot = (step - 1) % 2;
+            cudaError_t e = cudaStreamWaitEvent(s->compute_stream, s->copied[slot], 0);
+            if (e != cudaSuccess ||
+                step_compute_launch(s->device_in[slot], s->device_out, s->floats, fma,
+                                    s->compute_stream) != 0 ||
+                (e = cudaEventRecord(s->consumed[slot], s->compute_stream)) != cudaSuccess) {
+                if (e != cudaSuccess) rc = check_fail(__FILE__, __LINE__, "compute", cudaGetErrorString(e));
+                else rc = -1;
+                break;
+            }
+        }
     }
-    CUDA_TRY(cudaDeviceSynchronize());
-    return 0;
+    cudaError_t e = cudaDeviceSynchronize();
+    if (s->pin) release_pinned(s, held_from, n);
+    if (rc == 0 && e != cudaSuccess) rc = check_fail(__FILE__, __LINE__, "cudaDeviceSynchronize", cudaGetErrorString(e));
+    return rc;
 }
 
 // The last kernel read the last batch: compare a sample of its output with the CPU.
@@ -250,15 +279,4 @@ int steps_check_output(const StepsSetup *s, int fma, int64_t *wrong)
     for (size_t i = 0; i < n; i++) // fused multiply-adds on both sides: bit-identical
         *wrong += got[i] != step_compute_reference(last[i], fma);
     return 0;
-}
-
-
-int steps_run(StepsSetup *s, StepsVariant variant, int fma_per_element)
-{
-    switch (variant) {
-    case STEPS_PAGEABLE_BLOCKING: return steps_pageable_blocking(s, fma_per_element);
-    case STEPS_PINNED_ASYNC: return steps_pinned_async(s, fma_per_element);
-    case STEPS_PINNED_PER_BATCH: return steps_alloc_per_batch(s, fma_per_element);
-    }
-    return check_fail(__FILE__, __LINE__, "steps_run", "unknown variant");
 }

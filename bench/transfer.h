@@ -51,16 +51,26 @@ int copy_timed(CopySetup *s, bool h2d, double *seconds);
 int copy_verify(CopySetup *s, bool h2d, int64_t *wrong_bytes);
 void copy_release(CopySetup *s);
 
+// Every variant runs the same arrangement: each batch's host-to-device copy is queued
+// with cudaMemcpyAsync on a copy stream (after the compute that last read its device
+// slot) and the compute of the batch on a compute stream (after its copy). They differ
+// only in the host memory the copy reads, i.e. in the practice:
 typedef enum {
-    STEPS_PAGEABLE_BLOCKING, // cudaMemcpy from pageable memory, compute on the legacy stream
-    STEPS_PINNED_ASYNC,      // pinned staging (allocated once), copy stream || compute stream
-    STEPS_PINNED_PER_BATCH,  // as above but cudaHostAlloc/cudaFreeHost for every batch
+    STEPS_PAGEABLE_BLOCKING, // the batch's own pageable memory: the driver stages it
+                             // through its bounce buffer while the host waits, as
+                             // .to(device, non_blocking=True) does from unpinned memory
+    STEPS_PINNED_ASYNC,      // pin_memory=True: a pin thread copies each batch into one of
+                             // 3 pinned buffers (allocated once) off the timed thread
+    STEPS_PINNED_PER_BATCH,  // the same pin thread, but a cudaHostAlloc for every batch and a
+                             // cudaFreeHost once its copy is done (no caching allocator)
 } StepsVariant;
+
+typedef struct PinThread PinThread;
 
 typedef struct {
     size_t floats;         // floats per batch
     float *source;         // TRANSFER_STEPS_PER_ITERATION batches in pageable memory
-    HostBuffer staging[2]; // pinned staging slots (STEPS_PINNED_ASYNC)
+    PinThread *pin;        // the pinned variants' pin thread
     float *device_in[2], *device_out;
     cudaStream_t copy_stream, compute_stream;
     cudaEvent_t copied[2], consumed[2];
@@ -68,8 +78,8 @@ typedef struct {
 
 // Allocates everything the step pipeline of `variant` needs for batches of `bytes`.
 int steps_prepare(StepsSetup *s, StepsVariant variant, size_t bytes);
-// Runs TRANSFER_STEPS_PER_ITERATION steps and synchronizes the device.
-int steps_run(StepsSetup *s, StepsVariant variant, int fma_per_element);
+// Runs TRANSFER_STEPS_PER_ITERATION steps of the prepared variant and synchronizes the device.
+int steps_run(StepsSetup *s, int fma_per_element);
 // Compares a sample of the last step's output with the CPU reference, bit for bit.
 int steps_check_output(const StepsSetup *s, int fma_per_element, int64_t *wrong_values);
 void steps_release(StepsSetup *s);

@@ -21,3 +21,11 @@ bool amp_scaler_update(AmpScaler *s, const AmpScalerConfig *cfg, bool found_inf)
                     cfg->backoff_factor, cfg->growth_interval);
     return found_inf;
 }
+
+bool amp_unscale_check(float *g, size_t n, float scale)
+{
+    const float inv = amp_inv_scale(scale);
+    bool found_inf = false;
+    for (size_t i = 0; i < n; i++) g[i] = amp_unscale_value(g[i], inv, &found_inf);
+    return found_inf;
+}

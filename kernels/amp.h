@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #ifdef __CUDACC__
 #define AMP_HD __host__ __device__
@@ -37,6 +38,21 @@ AmpScalerConfig amp_scaler_config_default(void);
 void amp_scaler_init(AmpScaler *s, const AmpScalerConfig *cfg);
 // One GradScaler.update(): returns true when the step was skipped (found_inf).
 bool amp_scaler_update(AmpScaler *s, const AmpScalerConfig *cfg, bool found_inf);
+
+// GradScaler.unscale_'s inverse scale: self._scale.double().reciprocal().float().
+static inline AMP_HD float amp_inv_scale(float scale) { return (float)(1.0 / (double)scale); }
+
+// One gradient through torch._amp_foreach_non_finite_check_and_unscale_: the *scaled*
+// value is checked for inf/nan first (so a finite scaled value that overflows when
+// unscaled is not flagged, as in PyTorch), then multiplied by inv_scale unless it is 1.
+static inline AMP_HD float amp_unscale_value(float v, float inv_scale, bool *found_inf)
+{
+    if (!isfinite(v)) *found_inf = true;
+    return inv_scale == 1.0f ? v : v * inv_scale;
+}
+
+// Unscales g[0..n) in place by 1/scale (amp_unscale_value); true when any was inf/nan.
+bool amp_unscale_check(float *g, size_t n, float scale);
 
 // The rule itself (torch._amp_update_scale_): on inf/nan scale *= backoff and the
 // tracker resets; else the tracker counts up and at growth_interval the scale grows

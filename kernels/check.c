@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static _Thread_local char last_error[512];
+static _Thread_local char last_error[1536];
 
 int check_fail(const char *file, int line, const char *what, const char *detail)
 {

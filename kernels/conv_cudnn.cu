@@ -2,10 +2,12 @@
 #include "kernels/conv_cudnn.cuh"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "kernels/check.h"
+#include "kernels/conv_select.h"
 
 #define CACHE_CAP 1024
 
@@ -34,77 +36,180 @@ static void cache_put(const ConvKey *k, const ConvAlgos *a)
     pthread_mutex_unlock(&cache_lock);
 }
 
-// The math type a pass starts from: strict FMA for fp32 (no TF32), cuDNN's default
-// (TF32 allowed, as PyTorch with allow_tf32) for tf32, tensor ops for fp16/bf16.
+// The math type every pass starts from: FMA only for strict fp32; cuDNN's default (TF32
+// allowed on Ampere and later, as PyTorch's torch.backends.cudnn.allow_tf32 = True) for
+// fp32 and tf32; tensor ops for fp16/bf16.
 static cudnnMathType_t base_math(int precision)
 {
     switch ((CorePrecision)precision) {
-    case CORE_PRECISION_FP32: return CUDNN_FMA_MATH;
+    case CORE_PRECISION_FP32_STRICT: return CUDNN_FMA_MATH;
+    case CORE_PRECISION_FP32:
     case CORE_PRECISION_TF32: return CUDNN_DEFAULT_MATH;
     default: return CUDNN_TENSOR_OP_MATH;
     }
 }
 
-static bool math_allowed(int precision, cudnnMathType_t m)
+static ConvSelectRules rules_for(const ConvKey *k)
 {
-    if (precision != CORE_PRECISION_FP32) return true;
-    return m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    ConvSelectRules r = {(size_t)k->ws_limit_mb << 20, k->precision == CORE_PRECISION_FP32_STRICT,
+                         k->deterministic != 0};
+    return r;
 }
 
-// The math type a pass runs with once chosen (fp32 stays strict).
-static cudnnMathType_t run_math(int precision, cudnnMathType_t perf_math)
+typedef struct Trial {
+    const ConvPlan *plan;
+    cudnnHandle_t h;
+    ConvPass pass;
+    const ConvSelectRules *rules;
+    const ConvTrialBuffers *buf;
+} Trial;
+
+static cudnnConvolutionDescriptor_t pass_desc(const ConvPlan *p, ConvPass pass)
 {
-    return precision == CORE_PRECISION_FP32 ? CUDNN_FMA_MATH : perf_math;
+    return pass == CONV_PASS_FWD ? p->fwd : pass == CONV_PASS_BWD_DATA ? p->bwd_data : p->bwd_filter;
 }
 
-static int none_fits(const char *pass)
+static cudnnStatus_t workspace_size(const ConvPlan *p, cudnnHandle_t h, ConvPass pass, int algo,
+                                    size_t *bytes)
 {
-    return check_fail(__FILE__, __LINE__, pass,
-                      "no cuDNN algorithm succeeds within the workspace limit (raise it)");
+    switch (pass) {
+    case CONV_PASS_FWD:
+        return cudnnGetConvolutionForwardWorkspaceSize(h, p->x, p->w, p->fwd, p->y,
+                                                       (cudnnConvolutionFwdAlgo_t)algo, bytes);
+    case CONV_PASS_BWD_DATA:
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(
+            h, p->w, p->y, p->bwd_data, p->x, (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
+    case CONV_PASS_BWD_FILTER:
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            h, p->x, p->y, p->bwd_filter, p->w, (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
+    }
+    return CUDNN_STATUS_BAD_PARAM;
 }
 
-// Picks the first usable result: results come best first (by heuristic or measured time).
-#define PICK_FIRST(perf, got, key, limit, out_algo, out_math, pass) do { \
-        int pick_ = -1; \
-        for (int i_ = 0; i_ < (got) && pick_ < 0; i_++) \
-            if ((perf)[i_].status == CUDNN_STATUS_SUCCESS && (perf)[i_].memory <= (limit) && \
-                math_allowed((key)->precision, (perf)[i_].mathType)) pick_ = i_; \
-        if (pick_ < 0) return none_fits(pass); \
-        (out_algo) = (perf)[pick_].algo; \
-        (out_math) = run_math((key)->precision, (perf)[pick_].mathType); \
-    } while (0)
-
-static int select_algos(ConvPlan *p, cudnnHandle_t h, const ConvKey *k, ConvAlgos *a)
+// One real call of the pass with candidate c on the trial buffers, then a synchronize so
+// that a failed launch shows up here and not in the first training step.
+static cudnnStatus_t run_trial(void *ctx, const ConvCandidate *c)
 {
-    size_t limit = (size_t)k->ws_limit_mb << 20;
-    bool tune = k->policy == CORE_CONV_ALGO_AUTOTUNE;
+    const Trial *t = (const Trial *)ctx;
+    const ConvPlan *p = t->plan;
+    cudnnConvolutionDescriptor_t desc = pass_desc(p, t->pass);
+    cudnnStatus_t s = cudnnSetConvolutionMathType(desc, conv_select_run_math(t->rules, c->math));
+    size_t ws_size = 0;
+    if (s == CUDNN_STATUS_SUCCESS) s = workspace_size(p, t->h, t->pass, c->algo, &ws_size);
+    if (s != CUDNN_STATUS_SUCCESS) return s;
+    void *ws = NULL;
+    if (ws_size > 0 && cudaMalloc(&ws, ws_size) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
+    }
+    const float one = 1.0f, zero = 0.0f;
+    const ConvTrialBuffers *b = t->buf;
+    switch (t->pass) {
+    case CONV_PASS_FWD:
+        s = cudnnConvolutionForward(t->h, &one, p->x, b->x, p->w, b->w, desc,
+                                    (cudnnConvolutionFwdAlgo_t)c->algo, ws, ws_size, &zero, p->y, b->y);
+        break;
+    case CONV_PASS_BWD_DATA:
+        s = cudnnConvolutionBackwardData(t->h, &one, p->w, b->w, p->y, b->y, desc,
+                                         (cudnnConvolutionBwdDataAlgo_t)c->algo, ws, ws_size, &zero,
+                                         p->x, b->x);
+        break;
+    case CONV_PASS_BWD_FILTER:
+        s = cudnnConvolutionBackwardFilter(t->h, &one, p->x, b->x, p->y, b->y, desc,
+                                           (cudnnConvolutionBwdFilterAlgo_t)c->algo, ws, ws_size,
+                                           &zero, p->w, b->dw);
+        break;
+    }
+    cudaStream_t stream = NULL;
+    if (s == CUDNN_STATUS_SUCCESS && cudnnGetStream(t->h, &stream) == CUDNN_STATUS_SUCCESS &&
+        cudaStreamSynchronize(stream) != cudaSuccess) {
+        (void)cudaGetLastError();
+        s = CUDNN_STATUS_EXECUTION_FAILED_CUDART;
+    }
+    if (ws) cudaFree(ws);
+    return s;
+}
+
+// cuDNN's ranked list for one pass: Find (timed, what cudnn.benchmark does) or the
+// heuristics, as candidates.
+static int rank_candidates(ConvPlan *p, cudnnHandle_t h, ConvPass pass, bool tune,
+                           ConvCandidate *out, int *count)
+{
     int got = 0;
-    cudnnConvolutionFwdAlgoPerf_t fp[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    if (tune)
-        CUDNN_TRY(cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->fwd, p->y,
-                                                       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fp));
-    else
-        CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->fwd, p->y,
-                                                         CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, fp));
-    PICK_FIRST(fp, got, k, limit, a->fwd, a->fwd_math, "conv forward algorithm");
+    switch (pass) {
+    case CONV_PASS_FWD: {
+        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        if (tune)
+            CUDNN_TRY(cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->fwd, p->y,
+                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
+        else
+            CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->fwd, p->y,
+                                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
+        for (int i = 0; i < got; i++)
+            out[i] = (ConvCandidate){perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType,
+                                     perf[i].determinism};
+        break;
+    }
+    case CONV_PASS_BWD_DATA: {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        if (tune)
+            CUDNN_TRY(cudnnFindConvolutionBackwardDataAlgorithm(
+                h, p->w, p->y, p->bwd_data, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
+        else
+            CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                h, p->w, p->y, p->bwd_data, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
+        for (int i = 0; i < got; i++)
+            out[i] = (ConvCandidate){perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType,
+                                     perf[i].determinism};
+        break;
+    }
+    case CONV_PASS_BWD_FILTER: {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        if (tune)
+            CUDNN_TRY(cudnnFindConvolutionBackwardFilterAlgorithm(
+                h, p->x, p->y, p->bwd_filter, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
+        else
+            CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                h, p->x, p->y, p->bwd_filter, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
+        for (int i = 0; i < got; i++)
+            out[i] = (ConvCandidate){perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType,
+                                     perf[i].determinism};
+        break;
+    }
+    }
+    *count = got;
+    return 0;
+}
 
-    cudnnConvolutionBwdDataAlgoPerf_t dp[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    if (tune)
-        CUDNN_TRY(cudnnFindConvolutionBackwardDataAlgorithm(
-            h, p->w, p->y, p->bwd_data, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, dp));
-    else
-        CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-            h, p->w, p->y, p->bwd_data, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, dp));
-    PICK_FIRST(dp, got, k, limit, a->bwd_data, a->bwd_data_math, "conv backward-data algorithm");
-
-    cudnnConvolutionBwdFilterAlgoPerf_t wp[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    if (tune)
-        CUDNN_TRY(cudnnFindConvolutionBackwardFilterAlgorithm(
-            h, p->x, p->y, p->bwd_filter, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, wp));
-    else
-        CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-            h, p->x, p->y, p->bwd_filter, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, wp));
-    PICK_FIRST(wp, got, k, limit, a->bwd_filter, a->bwd_filter_math, "conv backward-filter algorithm");
+static int select_algos(ConvPlan *p, cudnnHandle_t h, const ConvKey *k,
+                        const ConvTrialBuffers *buf, ConvAlgos *a)
+{
+    const ConvSelectRules rules = rules_for(k);
+    const bool tune = k->policy == CORE_CONV_ALGO_AUTOTUNE;
+    int algo[3];
+    cudnnMathType_t math[3];
+    for (int pass = CONV_PASS_FWD; pass <= CONV_PASS_BWD_FILTER; pass++) {
+        ConvCandidate cands[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];  // the largest of the three
+        int count = 0;
+        TRY(rank_candidates(p, h, (ConvPass)pass, tune, cands, &count));
+        char what[160];
+        snprintf(what, sizeof what, "conv %dx%dx%dx%d k%d r%d s%d (%s%s)", k->n, k->c, k->h, k->w,
+                 k->k, k->r, k->stride, core_precision_name((CorePrecision)k->precision),
+                 k->nhwc ? " nhwc" : "");
+        const Trial t = {p, h, (ConvPass)pass, &rules, buf};
+        int pick = conv_select((ConvPass)pass, cands, count, &rules, run_trial, (void *)&t, what);
+        // each pass's descriptor keeps the math type of its chosen candidate
+        CUDNN_TRY(cudnnSetConvolutionMathType(pass_desc(p, (ConvPass)pass), base_math(k->precision)));
+        if (pick < 0) return -1;
+        algo[pass] = cands[pick].algo;
+        math[pass] = conv_select_run_math(&rules, cands[pick].math);
+    }
+    a->fwd = (cudnnConvolutionFwdAlgo_t)algo[CONV_PASS_FWD];
+    a->bwd_data = (cudnnConvolutionBwdDataAlgo_t)algo[CONV_PASS_BWD_DATA];
+    a->bwd_filter = (cudnnConvolutionBwdFilterAlgo_t)algo[CONV_PASS_BWD_FILTER];
+    a->fwd_math = math[CONV_PASS_FWD];
+    a->bwd_data_math = math[CONV_PASS_BWD_DATA];
+    a->bwd_filter_math = math[CONV_PASS_BWD_FILTER];
     return 0;
 }
 
@@ -154,7 +259,8 @@ static double now_ms(void)
     return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
 }
 
-int conv_plan_set(ConvPlan *p, cudnnHandle_t h, const ConvKey *k, ConvTuneStats *stats)
+int conv_plan_set(ConvPlan *p, cudnnHandle_t h, const ConvKey *k, const ConvTrialBuffers *trial,
+                  ConvTuneStats *stats)
 {
     TRY(conv_plan_create(p));
     p->key = *k;
@@ -179,7 +285,7 @@ int conv_plan_set(ConvPlan *p, cudnnHandle_t h, const ConvKey *k, ConvTuneStats 
         stats->hits++;
     } else {
         double t0 = now_ms();
-        TRY(select_algos(p, h, k, &p->algos));
+        TRY(select_algos(p, h, k, trial, &p->algos));
         if (k->policy == CORE_CONV_ALGO_AUTOTUNE) stats->tune_ms += now_ms() - t0;
         stats->misses++;
         cache_put(k, &p->algos);

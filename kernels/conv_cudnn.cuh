@@ -1,8 +1,12 @@
 // conv_cudnn.cuh: cuDNN convolutions (forward, backward data, backward filter) with
 // an algorithm policy: cuDNN heuristics (cudnnGetConvolution*Algorithm_v7) or
 // autotuning by timing the candidates (cudnnFindConvolution*Algorithm, what
-// cudnn.benchmark does). Choices are cached process-wide per shape, dtype, layout,
-// precision, policy and workspace limit; the caller counts hits, misses and tuning time.
+// cudnn.benchmark does). Either way the ranked candidates are tried in order with one
+// real call each and the first that works is kept (conv_select.h), so an algorithm
+// that cuDNN lists but cannot run (NOT_SUPPORTED, a failed launch, a workspace that does
+// not fit) falls through to the next, as in PyTorch. Choices are cached process-wide per
+// shape, dtype, layout, precision, policy, determinism and workspace limit; the caller
+// counts hits, misses and tuning time.
 #ifndef CONV_CUDNN_CUH
 #define CONV_CUDNN_CUH
 
@@ -16,6 +20,7 @@
 typedef struct ConvKey {
     int device, n, c, h, w, k, r, stride, pad, p, q;
     int dtype, nhwc, precision, policy;
+    int deterministic;
     int ws_limit_mb;
 } ConvKey;
 
@@ -37,6 +42,11 @@ typedef struct ConvPlan {
     size_t ws_fwd, ws_bwd_data, ws_bwd_filter;
 } ConvPlan;
 
+// Device buffers the candidate trials run on; their contents are overwritten. x holds
+// the input's size (also written as backward-data's output), y the output's (also read
+// as dy), w a filter to read and dw a filter-sized buffer to write.
+typedef struct ConvTrialBuffers { void *x, *y; const void *w; void *dw; } ConvTrialBuffers;
+
 // Counters of algorithm selection, added to by conv_plan_set.
 typedef struct ConvTuneStats { double tune_ms; int hits, misses; } ConvTuneStats;
 
@@ -44,8 +54,10 @@ typedef struct ConvTuneStats { double tune_ms; int hits, misses; } ConvTuneStats
 int conv_plan_create(ConvPlan *p);
 // Frees a plan's descriptors; a plan never created is fine.
 void conv_plan_destroy(ConvPlan *p);
-// Configures descriptors for key and selects algorithms (cached) under the policy.
-int conv_plan_set(ConvPlan *p, cudnnHandle_t h, const ConvKey *key, ConvTuneStats *stats);
+// Configures descriptors for key and selects algorithms (cached) under the policy,
+// trying candidates on `trial` (needed on a cache miss only).
+int conv_plan_set(ConvPlan *p, cudnnHandle_t h, const ConvKey *key, const ConvTrialBuffers *trial,
+                  ConvTuneStats *stats);
 // y = conv(x, w).
 int conv_forward(const ConvPlan *p, cudnnHandle_t h, const void *x, const void *w, void *y,
                  void *ws, size_t ws_size);

@@ -79,10 +79,10 @@ int core_config_validate(const CoreConfig *c)
          !(c->scaler.backoff_factor > 0.0f && c->scaler.backoff_factor < 1.0f) ||
          c->scaler.growth_interval <= 0))
         return BAD("GradScaler needs init_scale > 0, growth > 1, 0 < backoff < 1, interval > 0");
-    if ((unsigned)c->precision > CORE_PRECISION_BF16 || (unsigned)c->layout > CORE_LAYOUT_NHWC ||
+    if ((unsigned)c->precision >= CORE_PRECISION_COUNT || (unsigned)c->layout > CORE_LAYOUT_NHWC ||
         (unsigned)c->zero_grad > CORE_ZERO_GRAD_SET_TO_NONE ||
         (unsigned)c->conv_algo > CORE_CONV_ALGO_AUTOTUNE ||
-        (unsigned)c->readback > CORE_READBACK_DEFERRED || (unsigned)c->backend > CORE_BACKEND_CUDA)
+        (unsigned)c->readback > CORE_READBACK_DEFERRED || (unsigned)c->backend > CORE_BACKEND_CPU_REF)
         return BAD("enum field out of range");
     ModelGraph *g = malloc(sizeof *g);
     if (!g) return BAD("out of memory");
@@ -186,6 +186,43 @@ int core_params_set(Core *core, const float *src, size_t count)
     if (count != core->graph.n_params)
         return check_fail(__FILE__, __LINE__, "core_params_set", "count != core_param_count");
     return core->ops->params_set(core, src);
+}
+
+int core_conv_algos(Core *core, CoreConvAlgoInfo *out, int max)
+{
+    if (max < 0) return check_fail(__FILE__, __LINE__, "core_conv_algos", "max < 0");
+    return core->ops->conv_algos ? core->ops->conv_algos(core, out, max) : 0;
+}
+
+int core_conv_algo_summary(Core *core, char *buf, size_t size)
+{
+    enum { MAX_SHAPES = 64 };
+    CoreConvAlgoInfo info[MAX_SHAPES];
+    if (!buf || size == 0) return check_fail(__FILE__, __LINE__, "core_conv_algo_summary", "no buffer");
+    buf[0] = '\0';
+    if (core->backend != CORE_BACKEND_CUDA) {
+        snprintf(buf, size, "%s: no cuDNN", core_backend_name(core->backend));
+        return 0;
+    }
+    int n = core_conv_algos(core, info, MAX_SHAPES);
+    if (n < 0) return -1;
+    if (n == 0) {
+        snprintf(buf, size, "no convolutions planned");
+        return 0;
+    }
+    size_t used = 0;
+    for (int i = 0; i < n && used + 1 < size; i++) {
+        const CoreConvAlgoInfo *a = &info[i];
+        int w = snprintf(buf + used, size - used,
+                         "%s%dx%dx%d>%d k%d s%d (%d layer%s): fwd %s/%s bwd_data %s/%s bwd_filter %s/%s",
+                         i ? "; " : "", a->c, a->h, a->w, a->k, a->r, a->stride,
+                         a->layers, a->layers == 1 ? "" : "s", a->fwd,
+                         a->fwd_math, a->bwd_data, a->bwd_data_math, a->bwd_filter,
+                         a->bwd_filter_math);
+        if (w < 0) break;
+        used += (size_t)w < size - used ? (size_t)w : size - used - 1;
+    }
+    return 0;
 }
 
 int core_inject_grad_fault(Core *core, float value) { return core->ops->inject(core, value); }

@@ -1,5 +1,6 @@
 // core.h: the shared training core's public API.
-// One model API, two backends (CUDA and a plain-C CPU reference). A Core is created
+// One model API, three backends (CUDA; the fast CPU backend; the plain-C CPU reference,
+// the tests' oracle). A Core is created
 // from a CoreConfig; every tuning practice is a field of that config. A training step
 // takes a batch of NCHW float32 images and int32 labels, in host or device memory,
 // and runs forward, softmax cross-entropy, backward and the SGD update.
@@ -20,16 +21,24 @@ extern "C" {
 #endif
 
 typedef enum {
-    CORE_BACKEND_AUTO, // CUDA when a device is usable, else the CPU
-    CORE_BACKEND_CPU,
+    CORE_BACKEND_AUTO,    // CUDA when a device is usable, else the fast CPU backend
+    CORE_BACKEND_CPU,     // fast CPU: OpenBLAS GEMMs, OpenMP threads, SIMD loops
     CORE_BACKEND_CUDA,
+    CORE_BACKEND_CPU_REF, // "cpu-ref": the plain-C, single-threaded reference, the oracle
+                          // of the tests (same maths as CPU, different rounding)
 } CoreBackend;
 
+// What each precision means on the GPU (the CPU backends compute in fp32 throughout;
+// FP16 still runs the whole loss-scaling path there).
 typedef enum {
-    CORE_PRECISION_FP32, // strict fp32 (no TF32 anywhere)
-    CORE_PRECISION_TF32, // fp32 storage, TF32 tensor-core math in convs and GEMMs
-    CORE_PRECISION_FP16, // fp16 compute, fp32 master weights, dynamic loss scaling
-    CORE_PRECISION_BF16, // bf16 compute, fp32 master weights, no scaling
+    CORE_PRECISION_FP32,        // PyTorch's fp32 default: cuDNN convolutions may use TF32
+                                // (torch.backends.cudnn.allow_tf32 = True), cuBLAS GEMMs are
+                                // strict fp32 (torch.backends.cuda.matmul.allow_tf32 = False)
+    CORE_PRECISION_FP32_STRICT, // no TF32 anywhere: FMA-only cuDNN math, strict cuBLAS
+    CORE_PRECISION_TF32,        // TF32 tensor-core math in convolutions and GEMMs
+    CORE_PRECISION_FP16,        // fp16 compute, fp32 master weights, dynamic loss scaling
+    CORE_PRECISION_BF16,        // bf16 compute, fp32 master weights, no scaling
+    CORE_PRECISION_COUNT
 } CorePrecision;
 
 typedef enum { CORE_LAYOUT_NCHW, CORE_LAYOUT_NHWC } CoreLayout;
@@ -104,6 +113,9 @@ typedef struct CoreConfig {
     int readback_interval;      // K for CORE_READBACK_DEFERRED
     int batch_size;             // the expected batch; used for LR scaling and presizing
     size_t workspace_limit;     // max cuDNN workspace bytes per convolution (0: 256 MiB)
+    bool deterministic;         // only deterministic cuDNN algorithms (for tests that compare
+                                // at tight tolerances; benchmarks leave it false, as PyTorch's
+                                // torch.backends.cudnn.deterministic = False)
     uint64_t seed;              // weight initialisation
 } CoreConfig;
 
@@ -136,7 +148,12 @@ typedef struct CoreEvalResult {
 typedef struct CoreStats {
     CoreBackend backend;      // the backend actually in use (never AUTO)
     size_t param_count;       // trainable parameters
-    size_t peak_bytes;        // peak memory the core itself allocated
+    size_t peak_bytes;        // peak memory the core itself allocated (its buffers, the
+                              // cuDNN workspace and the cuBLAS workspace it hands cuBLAS)
+    size_t device_used_bytes; // CUDA: peak growth of the device's used memory since the core
+                              // was created (cudaMemGetInfo, sampled after planning and at
+                              // core_stats): everything the libraries allocated too; 0 on
+                              // the CPU. Other processes on the same GPU count as well.
     int steps;                // optimizer steps attempted
     int skipped_steps;        // steps skipped because of inf/nan gradients
     float loss_scale;         // current scale (1 unless FP16)
@@ -145,6 +162,15 @@ typedef struct CoreStats {
     int algo_cache_hits;      // per-shape algorithm cache hits
     int algo_cache_misses;
 } CoreStats;
+
+// The cuDNN algorithms actually in use for one convolution shape (CUDA backend).
+typedef struct CoreConvAlgoInfo {
+    int n, c, h, w;            // input (N, C, H, W)
+    int k, r, stride, pad;     // output channels, square kernel, stride, padding
+    int layers;                // convolution layers of the model with this shape
+    const char *fwd, *bwd_data, *bwd_filter;                // algorithm names
+    const char *fwd_math, *bwd_data_math, *bwd_filter_math; // cuDNN math types
+} CoreConvAlgoInfo;
 
 typedef struct Core Core;
 
@@ -166,6 +192,13 @@ int core_loss_grad(Core *core, const CoreBatch *batch, float *loss, float *grad)
 int core_sync(Core *core);
 // Reads counters and figures (synchronises with the device).
 int core_stats(Core *core, CoreStats *stats);
+// The algorithms chosen for the current batch shape, one entry per distinct convolution
+// shape (first use order); returns the count written (at most max; 0 on the CPU or
+// before the first plan) or -1.
+int core_conv_algos(Core *core, CoreConvAlgoInfo *out, int max);
+// The same as one line of text ("cpu: no cuDNN" on the CPU), for labels and logs:
+// "CxHxW>K kR sS: fwd ALGO/MATH bwd_data ALGO/MATH bwd_filter ALGO/MATH; ...".
+int core_conv_algo_summary(Core *core, char *buf, size_t size);
 // Number of trainable parameters.
 size_t core_param_count(const Core *core);
 // Copies all parameters (fp32 master weights, fixed order) to host memory dst.
@@ -180,6 +213,16 @@ float core_lr_at(const CoreOptimConfig *optim, int batch_size, int step);
 // Frees everything; NULL is fine.
 void core_free(Core *core);
 
+// Threads of the fast CPU backend, process-wide like torch.set_num_threads: every CPU
+// core uses this many from its next call on. n <= 0 restores the default, the CPUs the
+// process may run on (as PyTorch). The reference backend always runs on one thread.
+void core_cpu_set_threads(int n);
+// The fast CPU backend's thread count now (>= 1).
+int core_cpu_threads(void);
+// What the fast CPU backend runs on, for result contexts and logs, e.g.
+// "OpenBLAS 0.3.21 Cooperlake / avx512f loops" (no commas: it goes into CSV fields).
+const char *core_cpu_kernels(void);
+
 // Names for printing and parsing command-line values (parse returns -1 if unknown).
 const char *core_backend_name(CoreBackend b);
 const char *core_precision_name(CorePrecision p);
@@ -188,9 +231,9 @@ const char *core_zero_grad_name(CoreZeroGrad z);
 const char *core_conv_algo_name(CoreConvAlgo a);
 const char *core_readback_name(CoreReadback r);
 const char *core_lr_decay_name(CoreLrDecay d);
-// Parses "auto", "cpu", "cuda".
+// Parses "auto", "cpu", "cuda", "cpu-ref".
 int core_backend_parse(const char *s, CoreBackend *out);
-// Parses "fp32", "tf32", "fp16", "bf16".
+// Parses "fp32", "fp32_strict", "tf32", "fp16", "bf16".
 int core_precision_parse(const char *s, CorePrecision *out);
 // Parses "nchw", "nhwc".
 int core_layout_parse(const char *s, CoreLayout *out);

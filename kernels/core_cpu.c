@@ -1,18 +1,214 @@
-// core_cpu.c: the CPU reference backend: the same model, loss, GradScaler logic,
-// clipping and SGD as the CUDA backend, in plain fp32 C. Precisions other than fp32
-// compute in fp32 here; FP16 still runs the full loss-scaling path (scale, inf/nan
-// check, unscale, skip, update), so the GradScaler can be tested without a GPU.
+// core_cpu.c: the two CPU backends: the same model, loss, GradScaler logic, clipping
+// and SGD as the CUDA backend, in fp32. One driver (op loop, GradScaler, clipping, SGD)
+// over a table of layer functions chosen at creation: CORE_BACKEND_CPU_REF runs the
+// plain-C reference of layers_cpu.c on one thread (the tests' oracle);
+// CORE_BACKEND_CPU runs layers_cpu_fast.c (OpenBLAS, OpenMP threads, SIMD) on
+// core_cpu_threads() threads. Precisions other than fp32 compute in fp32 here; FP16
+// still runs the full loss-scaling path (scale, inf/nan check, unscale, skip, update),
+// so the GradScaler can be tested without a GPU.
 // Layout NHWC only changes GPU storage and is ignored here.
 #include <math.h>
+#include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/check.h"
 #include "kernels/core_internal.h"
 #include "kernels/layers_cpu.h"
+#include "kernels/layers_cpu_fast.h"
+
+// The layer functions of one CPU backend; the reference's are adapters below.
+typedef struct CpuLayers {
+    void (*conv_fwd)(const CpuWorkspace *ws, const ConvShape *s, const float *x,
+                     const float *w, float *y);
+    void (*conv_bwd)(const CpuWorkspace *ws, const ConvShape *s, const float *x,
+                     const float *dy, const float *w, float *dx, bool accum_dx, float *dw,
+                     bool accum_dw);
+    void (*bn_fwd_train)(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                         const float *gamma, const float *beta, float *y, float *save_mean,
+                         float *save_invstd, float *running_mean, float *running_var);
+    void (*bn_fwd_infer)(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                         const float *gamma, const float *beta, const float *running_mean,
+                         const float *running_var, float *y);
+    void (*bn_bwd)(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                   const float *dy, const float *gamma, const float *save_mean,
+                   const float *save_invstd, float *dx, bool accum_dx, float *dgamma,
+                   float *dbeta, bool accum_param);
+    void (*relu_fwd)(const CpuWorkspace *ws, size_t count, const float *x, float *y);
+    void (*relu_bwd)(const CpuWorkspace *ws, size_t count, const float *y, const float *dy,
+                     float *dx, bool accum);
+    void (*add_fwd)(const CpuWorkspace *ws, size_t count, const float *a, const float *b,
+                    float *y);
+    void (*copy_grad)(const CpuWorkspace *ws, size_t count, const float *dy, float *dx,
+                      bool accum);
+    void (*gap_fwd)(const CpuWorkspace *ws, int n, int c, int hw, const float *x, float *y);
+    void (*gap_bwd)(const CpuWorkspace *ws, int n, int c, int hw, const float *dy, float *dx,
+                    bool accum);
+    void (*linear_fwd)(const CpuWorkspace *ws, int n, int k, int m, const float *x,
+                       const float *w, const float *b, float *y);
+    void (*linear_bwd)(const CpuWorkspace *ws, int n, int k, int m, const float *x,
+                       const float *w, const float *dy, float *dx, bool accum_dx, float *dw,
+                       float *db, bool accum_param);
+    void (*sgd)(const CpuWorkspace *ws, size_t count, float *params, const float *grads,
+                float *mom, float lr, float momentum, float weight_decay);
+} CpuLayers;
+
+// ---- the reference table: layers_cpu.c on one thread; region 0 is its im2col buffer
+
+static void ref_conv_fwd(const CpuWorkspace *ws, const ConvShape *s, const float *x,
+                         const float *w, float *y)
+{
+    conv_fwd_cpu(s, x, w, y, cpu_workspace_region(ws, 0));
+}
+
+static void ref_conv_bwd(const CpuWorkspace *ws, const ConvShape *s, const float *x,
+                         const float *dy, const float *w, float *dx, bool accum_dx, float *dw,
+                         bool accum_dw)
+{
+    if (dx) conv_bwd_data_cpu(s, dy, w, dx, accum_dx, cpu_workspace_region(ws, 0));
+    conv_bwd_filter_cpu(s, x, dy, dw, accum_dw, cpu_workspace_region(ws, 0));
+}
+
+static void ref_bn_fwd_train(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                             const float *gamma, const float *beta, float *y, float *save_mean,
+                             float *save_invstd, float *running_mean, float *running_var)
+{
+    (void)ws;
+    bn_fwd_train_cpu(n, c, hw, x, gamma, beta, y, save_mean, save_invstd, running_mean,
+                     running_var);
+}
+
+static void ref_bn_fwd_infer(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                             const float *gamma, const float *beta, const float *running_mean,
+                             const float *running_var, float *y)
+{
+    (void)ws;
+    bn_fwd_infer_cpu(n, c, hw, x, gamma, beta, running_mean, running_var, y);
+}
+
+static void ref_bn_bwd(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                       const float *dy, const float *gamma, const float *save_mean,
+                       const float *save_invstd, float *dx, bool accum_dx, float *dgamma,
+                       float *dbeta, bool accum_param)
+{
+    (void)ws;
+    bn_bwd_cpu(n, c, hw, x, dy, gamma, save_mean, save_invstd, dx, accum_dx, dgamma, dbeta,
+               accum_param);
+}
+
+static void ref_relu_fwd(const CpuWorkspace *ws, size_t count, const float *x, float *y)
+{
+    (void)ws;
+    relu_fwd_cpu(count, x, y);
+}
+
+static void ref_relu_bwd(const CpuWorkspace *ws, size_t count, const float *y, const float *dy,
+                         float *dx, bool accum)
+{
+    (void)ws;
+    relu_bwd_cpu(count, y, dy, dx, accum);
+}
+
+static void ref_add_fwd(const CpuWorkspace *ws, size_t count, const float *a, const float *b,
+                        float *y)
+{
+    (void)ws;
+    add_fwd_cpu(count, a, b, y);
+}
+
+static void ref_copy_grad(const CpuWorkspace *ws, size_t count, const float *dy, float *dx,
+                          bool accum)
+{
+    (void)ws;
+    copy_grad_cpu(count, dy, dx, accum);
+}
+
+static void ref_gap_fwd(const CpuWorkspace *ws, int n, int c, int hw, const float *x, float *y)
+{
+    (void)ws;
+    gap_fwd_cpu(n, c, hw, x, y);
+}
+
+static void ref_gap_bwd(const CpuWorkspace *ws, int n, int c, int hw, const float *dy,
+                        float *dx, bool accum)
+{
+    (void)ws;
+    gap_bwd_cpu(n, c, hw, dy, dx, accum);
+}
+
+static void ref_linear_fwd(const CpuWorkspace *ws, int n, int k, int m, const float *x,
+                           const float *w, const float *b, float *y)
+{
+    (void)ws;
+    linear_fwd_cpu(n, k, m, x, w, b, y);
+}
+
+static void ref_linear_bwd(const CpuWorkspace *ws, int n, int k, int m, const float *x,
+                           const float *w, const float *dy, float *dx, bool accum_dx,
+                           float *dw, float *db, bool accum_param)
+{
+    (void)ws;
+    linear_bwd_cpu(n, k, m, x, w, dy, dx, accum_dx, dw, db, accum_param);
+}
+
+// SGD: g += wd*w; buf = m*buf + g; w -= lr*buf (torch.optim.SGD without dampening).
+static void ref_sgd(const CpuWorkspace *ws, size_t np, float *params, const float *grads,
+                    float *mom, float lr, float m, float wd)
+{
+    (void)ws;
+    for (size_t i = 0; i < np; i++) {
+        float gi = grads[i] + wd * params[i];
+        mom[i] = m * mom[i] + gi;
+        params[i] -= lr * mom[i];
+    }
+}
+
+static const CpuLayers ref_layers = {
+    ref_conv_fwd, ref_conv_bwd, ref_bn_fwd_train, ref_bn_fwd_infer, ref_bn_bwd,
+    ref_relu_fwd, ref_relu_bwd, ref_add_fwd, ref_copy_grad, ref_gap_fwd, ref_gap_bwd,
+    ref_linear_fwd, ref_linear_bwd, ref_sgd,
+};
+
+static const CpuLayers fast_layers = {
+    conv_fwd_fast, conv_bwd_fast, bn_fwd_train_fast, bn_fwd_infer_fast, bn_bwd_fast,
+    relu_fwd_fast, relu_bwd_fast, add_fwd_fast, copy_grad_fast, gap_fwd_fast, gap_bwd_fast,
+    linear_fwd_fast, linear_bwd_fast, sgd_update_fast,
+};
+
+// ---- threads: one process-wide setting, like torch.set_num_threads ------------------
+
+static int cpu_threads_setting; // 0: the default (online cores); read and written atomically
+
+void core_cpu_set_threads(int n) { __atomic_store_n(&cpu_threads_setting, n > 0 ? n : 0, __ATOMIC_RELAXED); }
+
+// The default: the CPUs this process may run on (taskset, cgroup cpusets), as PyTorch
+// counts them (it counts physical cores where SMT doubles the logical ones).
+int core_cpu_threads(void)
+{
+    int n = __atomic_load_n(&cpu_threads_setting, __ATOMIC_RELAXED);
+    if (n > 0) return n;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    return cores > 0 ? (int)cores : 1;
+}
+
+const char *core_cpu_kernels(void)
+{
+    static _Thread_local char buf[160];
+    snprintf(buf, sizeof buf, "%s / %s loops", cpu_fast_blas(), cpu_fast_isa());
+    return buf;
+}
+
+// ---- the driver ------------------------------------------------------------------------
 
 typedef struct CpuCore {
-    float *params, *grads, *mom, *stats, *saved, *col;
+    const CpuLayers *layers;
+    bool fast;             // CORE_BACKEND_CPU: threads follow core_cpu_threads()
+    CpuWorkspace ws;       // threads and per-thread scratch (im2col, weight-gradient parts)
+    float *params, *grads, *mom, *stats, *saved;
     float *act[MODEL_MAX_TENSORS], *dact[MODEL_MAX_TENSORS];
     const float *input;
     int cap_n;
@@ -76,9 +272,35 @@ static ConvShape conv_shape(const ModelGraph *g, const ModelOp *op, int n)
     return (ConvShape){n, in.c, in.h, in.w, op->cout, op->k, op->stride, op->pad, out.h, out.w};
 }
 
+// Scratch for the thread count in force now (it may change between calls).
+static int ensure_workspace(CpuCore *c, const ModelGraph *g)
+{
+    int threads = c->fast ? core_cpu_threads() : 1;
+    if (c->ws.scratch && c->ws.threads == threads) return 0;
+    c->bytes -= cpu_workspace_bytes(&c->ws);
+    cpu_workspace_free(&c->ws);
+    ConvShape convs[MODEL_MAX_OPS];
+    int count = 0;
+    for (int i = 0; i < g->n_ops; i++)
+        if (g->ops[i].kind == OP_CONV) convs[count++] = conv_shape(g, &g->ops[i], 1);
+    TRY(cpu_workspace_init(&c->ws, convs, count, threads));
+    c->bytes += cpu_workspace_bytes(&c->ws);
+    if (c->bytes > c->peak) c->peak = c->bytes;
+    return 0;
+}
+
+// Buffers for a batch of n on the thread count in force.
+static int prepare(Core *core, int n)
+{
+    TRY(ensure_capacity(core, n));
+    return ensure_workspace(cpu(core), &core->graph);
+}
+
 static void forward(Core *core, int n, FwdMode mode)
 {
     CpuCore *c = cpu(core);
+    const CpuLayers *L = c->layers;
+    const CpuWorkspace *ws = &c->ws;
     const ModelGraph *g = &core->graph;
     for (int i = 0; i < g->n_ops; i++) {
         const ModelOp *op = &g->ops[i];
@@ -90,25 +312,25 @@ static void forward(Core *core, int n, FwdMode mode)
         switch (op->kind) {
         case OP_CONV: {
             ConvShape cs = conv_shape(g, op, n);
-            conv_fwd_cpu(&cs, x, c->params + op->w_off, y, c->col);
+            L->conv_fwd(ws, &cs, x, c->params + op->w_off, y);
             break;
         }
         case OP_BN:
             if (mode == FWD_INFER)
-                bn_fwd_infer_cpu(n, s.c, hw, x, c->params + op->w_off, c->params + op->b_off,
-                                 c->stats + op->stat_off, c->stats + op->stat_off + s.c, y);
+                L->bn_fwd_infer(ws, n, s.c, hw, x, c->params + op->w_off, c->params + op->b_off,
+                                c->stats + op->stat_off, c->stats + op->stat_off + s.c, y);
             else
-                bn_fwd_train_cpu(n, s.c, hw, x, c->params + op->w_off, c->params + op->b_off, y,
-                                 c->saved + op->save_off, c->saved + op->save_off + s.c,
-                                 mode == FWD_TRAIN ? c->stats + op->stat_off : NULL,
-                                 mode == FWD_TRAIN ? c->stats + op->stat_off + s.c : NULL);
+                L->bn_fwd_train(ws, n, s.c, hw, x, c->params + op->w_off, c->params + op->b_off, y,
+                                c->saved + op->save_off, c->saved + op->save_off + s.c,
+                                mode == FWD_TRAIN ? c->stats + op->stat_off : NULL,
+                                mode == FWD_TRAIN ? c->stats + op->stat_off + s.c : NULL);
             break;
-        case OP_RELU: relu_fwd_cpu(count, x, y); break;
-        case OP_ADD: add_fwd_cpu(count, x, tensor(c, op->in2), y); break;
-        case OP_GAP: gap_fwd_cpu(n, s.c, hw, x, y); break;
+        case OP_RELU: L->relu_fwd(ws, count, x, y); break;
+        case OP_ADD: L->add_fwd(ws, count, x, tensor(c, op->in2), y); break;
+        case OP_GAP: L->gap_fwd(ws, n, s.c, hw, x, y); break;
         case OP_LINEAR:
-            linear_fwd_cpu(n, op->cin, op->cout, x, c->params + op->w_off,
-                           c->params + op->b_off, y);
+            L->linear_fwd(ws, n, op->cin, op->cout, x, c->params + op->w_off,
+                          c->params + op->b_off, y);
             break;
         }
     }
@@ -118,6 +340,8 @@ static void forward(Core *core, int n, FwdMode mode)
 static void backward(Core *core, int n, bool accum_params)
 {
     CpuCore *c = cpu(core);
+    const CpuLayers *L = c->layers;
+    const CpuWorkspace *ws = &c->ws;
     const ModelGraph *g = &core->graph;
     for (int i = g->n_ops - 1; i >= 0; i--) {
         const ModelOp *op = &g->ops[i];
@@ -129,24 +353,24 @@ static void backward(Core *core, int n, bool accum_params)
         switch (op->kind) {
         case OP_CONV: {
             ConvShape cs = conv_shape(g, op, n);
-            if (dx) conv_bwd_data_cpu(&cs, dy, c->params + op->w_off, dx, op->in_accum, c->col);
-            conv_bwd_filter_cpu(&cs, x, dy, c->grads + op->w_off, accum_params, c->col);
+            L->conv_bwd(ws, &cs, x, dy, c->params + op->w_off, dx, op->in_accum,
+                        c->grads + op->w_off, accum_params);
             break;
         }
         case OP_BN:
-            bn_bwd_cpu(n, s.c, hw, x, dy, c->params + op->w_off, c->saved + op->save_off,
-                       c->saved + op->save_off + s.c, dx, op->in_accum, c->grads + op->w_off,
-                       c->grads + op->b_off, accum_params);
+            L->bn_bwd(ws, n, s.c, hw, x, dy, c->params + op->w_off, c->saved + op->save_off,
+                      c->saved + op->save_off + s.c, dx, op->in_accum, c->grads + op->w_off,
+                      c->grads + op->b_off, accum_params);
             break;
-        case OP_RELU: if (dx) relu_bwd_cpu(count, c->act[op->out], dy, dx, op->in_accum); break;
+        case OP_RELU: if (dx) L->relu_bwd(ws, count, c->act[op->out], dy, dx, op->in_accum); break;
         case OP_ADD:
-            if (dx) copy_grad_cpu(count, dy, dx, op->in_accum);
-            copy_grad_cpu(count, dy, c->dact[op->in2], op->in2_accum);
+            if (dx) L->copy_grad(ws, count, dy, dx, op->in_accum);
+            L->copy_grad(ws, count, dy, c->dact[op->in2], op->in2_accum);
             break;
-        case OP_GAP: if (dx) gap_bwd_cpu(n, s.c, hw, dy, dx, op->in_accum); break;
+        case OP_GAP: if (dx) L->gap_bwd(ws, n, s.c, hw, dy, dx, op->in_accum); break;
         case OP_LINEAR:
-            linear_bwd_cpu(n, op->cin, op->cout, x, c->params + op->w_off, dy, dx, op->in_accum,
-                           c->grads + op->w_off, c->grads + op->b_off, accum_params);
+            L->linear_bwd(ws, n, op->cin, op->cout, x, c->params + op->w_off, dy, dx,
+                          op->in_accum, c->grads + op->w_off, c->grads + op->b_off, accum_params);
             break;
         }
     }
@@ -158,7 +382,7 @@ static int cpu_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r)
     const CoreConfig *cfg = &core->cfg;
     const ModelGraph *g = &core->graph;
     size_t np = g->n_params;
-    TRY(ensure_capacity(core, b->n));
+    TRY(prepare(core, b->n));
     c->input = b->images;
     bool fp16 = cfg->precision == CORE_PRECISION_FP16;
     bool memset_mode = cfg->zero_grad == CORE_ZERO_GRAD_MEMSET;
@@ -170,16 +394,13 @@ static int cpu_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r)
     double loss = softmax_ce_cpu(b->n, g->shapes[g->logits].c, c->act[g->logits], b->labels,
                                  scale, c->dact[g->logits], &correct) / b->n;
     backward(core, b->n, memset_mode);
-    if (c->fault_pending) { c->grads[np / 2] = c->fault_value; c->fault_pending = false; }
+    if (c->fault_pending) {  // one step only, whatever happens next
+        c->fault_pending = false;
+        c->grads[np / 2] = c->fault_value;
+    }
 
     bool found_inf = false;
-    if (fp16) {  // GradScaler.unscale_: multiply by 1/scale, note any inf/nan
-        float inv = (float)(1.0 / (double)scale);
-        for (size_t i = 0; i < np; i++) {
-            c->grads[i] *= inv;
-            if (!isfinite(c->grads[i])) found_inf = true;
-        }
-    }
+    if (fp16) found_inf = amp_unscale_check(c->grads, np, scale);
     if (cfg->optim.clip_norm > 0.0f && !found_inf) {  // clip_grad_norm_ after unscaling
         double sq = 0.0;
         for (size_t i = 0; i < np; i++) sq += (double)c->grads[i] * c->grads[i];
@@ -187,14 +408,9 @@ static int cpu_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r)
         if (coef > 1.0f) coef = 1.0f;
         for (size_t i = 0; i < np; i++) c->grads[i] *= coef;
     }
-    if (!found_inf) {  // SGD: g += wd*w; buf = m*buf + g; w -= lr*buf
-        float m = cfg->optim.momentum, wd = cfg->optim.weight_decay;
-        for (size_t i = 0; i < np; i++) {
-            float gi = c->grads[i] + wd * c->params[i];
-            c->mom[i] = m * c->mom[i] + gi;
-            c->params[i] -= lr * c->mom[i];
-        }
-    }
+    if (!found_inf)
+        c->layers->sgd(&c->ws, np, c->params, c->grads, c->mom, lr, cfg->optim.momentum,
+                       cfg->optim.weight_decay);
     if (fp16) {
         amp_scaler_update(&c->scaler, &cfg->scaler, found_inf);
         c->skipped += found_inf;
@@ -221,7 +437,7 @@ static int cpu_eval(Core *core, const CoreBatch *b, CoreEvalResult *r)
 {
     CpuCore *c = cpu(core);
     const ModelGraph *g = &core->graph;
-    TRY(ensure_capacity(core, b->n));
+    TRY(prepare(core, b->n));
     c->input = b->images;
     forward(core, b->n, FWD_INFER);
     int correct = 0;
@@ -237,7 +453,7 @@ static int cpu_loss_grad(Core *core, const CoreBatch *b, float *loss, float *gra
 {
     CpuCore *c = cpu(core);
     const ModelGraph *g = &core->graph;
-    TRY(ensure_capacity(core, b->n));
+    TRY(prepare(core, b->n));
     c->input = b->images;
     forward(core, b->n, FWD_TRAIN_NO_STATS);
     double l = softmax_ce_cpu(b->n, g->shapes[g->logits].c, c->act[g->logits], b->labels,
@@ -288,7 +504,8 @@ static void cpu_destroy(Core *core)
     CpuCore *c = cpu(core);
     if (!c) return;
     free_activations(c, &core->graph);
-    free(c->params); free(c->grads); free(c->mom); free(c->stats); free(c->saved); free(c->col);
+    cpu_workspace_free(&c->ws);
+    free(c->params); free(c->grads); free(c->mom); free(c->stats); free(c->saved);
     free(c);
     core->impl = NULL;
 }
@@ -305,12 +522,15 @@ int core_cpu_init(Core *core)
     if (!c) return check_fail(__FILE__, __LINE__, "calloc(CpuCore)", "out of memory");
     core->impl = c;
     core->ops = &cpu_ops;
+    c->fast = core->backend == CORE_BACKEND_CPU;
+    c->layers = c->fast ? &fast_layers : &ref_layers;
+    if (c->fast) cpu_fast_init();
     const ModelGraph *g = &core->graph;
     if (!(c->params = cpu_alloc(c, g->n_params)) || !(c->grads = cpu_alloc(c, g->n_params)) ||
         !(c->mom = cpu_alloc(c, g->n_params)) || !(c->stats = cpu_alloc(c, g->n_stats)) ||
-        !(c->saved = cpu_alloc(c, g->n_saved)) || !(c->col = cpu_alloc(c, g->max_col)))
+        !(c->saved = cpu_alloc(c, g->n_saved)))
         return -1;
     model_init(g, core->cfg.seed, c->params, c->stats);
     amp_scaler_init(&c->scaler, &core->cfg.scaler);
-    return ensure_capacity(core, core->cfg.batch_size);
+    return prepare(core, core->cfg.batch_size);
 }

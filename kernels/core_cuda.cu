@@ -10,6 +10,7 @@
 
 #include "kernels/check.h"
 #include "kernels/conv_cudnn.cuh"
+#include "kernels/conv_select.h"
 #include "kernels/core_internal.h"
 #include "kernels/layers_cuda.cuh"
 #include "kernels/optim_cuda.cuh"
@@ -46,8 +47,34 @@ typedef struct CudaCore {
     bool fault_pending;
     float fault_value;
     size_t bytes, peak;
+    void *blas_ws;               // cuBLAS workspace, ours so that peak counts it
+    size_t free_at_create;       // cudaMemGetInfo's free bytes before the core allocated
+    size_t device_used_peak;     // largest drop of free bytes since then
     ConvTuneStats tune;
 } CudaCore;
+
+// cuBLAS's workspace per handle, as PyTorch sizes it on Hopper and later (4 MiB x 8;
+// CUBLAS_WORKSPACE_CONFIG=:4096:8); 1 MiB x 4 before Hopper.
+static size_t blas_workspace_bytes(int device)
+{
+    int major = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        major = 0;
+    }
+    return major >= 9 ? (size_t)32 << 20 : (size_t)4 << 20;
+}
+
+// Device memory the process gained since the core was created (all allocations,
+// libraries' included), kept as a running maximum.
+static int sample_device_used(CudaCore *c)
+{
+    size_t free_now = 0, total = 0;
+    CUDA_TRY(cudaMemGetInfo(&free_now, &total));
+    if (c->free_at_create > free_now && c->free_at_create - free_now > c->device_used_peak)
+        c->device_used_peak = c->free_at_create - free_now;
+    return 0;
+}
 
 static CudaCore *cu(Core *core) { return (CudaCore *)core->impl; }
 
@@ -110,6 +137,9 @@ static int alloc_activations(Core *core, int n)
     return 0;
 }
 
+static void *weight(const Core *core, const ModelOp *op);
+static int sample_device_used(CudaCore *c);
+
 // Buffers for n samples (reallocated only when n grows) and conv plans for exactly n.
 static int prepare(Core *core, int n)
 {
@@ -139,8 +169,17 @@ static int prepare(Core *core, int n)
         key.k = op->cout; key.r = op->k; key.stride = op->stride; key.pad = op->pad;
         key.p = out.h; key.q = out.w; key.dtype = c->dt; key.nhwc = c->nhwc;
         key.precision = core->cfg.precision; key.policy = core->cfg.conv_algo;
+        key.deterministic = core->cfg.deterministic;
         key.ws_limit_mb = (int)(core->cfg.workspace_limit >> 20);
-        TRY(conv_plan_set(&c->plans[i], c->dnn, &key, &c->tune));
+        // Candidate trials run on this step's own buffers: nothing holds data yet (both
+        // streams are idle), and the filter gradient goes to scratch (staged) or to
+        // gradients that every step zeroes or overwrites before use.
+        ConvTrialBuffers trial;
+        trial.x = op->in > 0 || c->staged ? c->act[op->in] : (void *)c->in_stage[0];
+        trial.y = c->act[op->out];
+        trial.w = weight(core, op);
+        trial.dw = c->staged ? c->gc : (void *)(c->grads + op->w_off);
+        TRY(conv_plan_set(&c->plans[i], c->dnn, &key, &trial, &c->tune));
         const ConvPlan *p = &c->plans[i];
         size_t need = p->ws_fwd > p->ws_bwd_data ? p->ws_fwd : p->ws_bwd_data;
         if (p->ws_bwd_filter > need) need = p->ws_bwd_filter;
@@ -153,7 +192,7 @@ static int prepare(Core *core, int n)
         c->ws_size = ws_need;
     }
     c->cur_n = n;
-    return 0;
+    return sample_device_used(c);
 }
 
 static ChanGeom geom(const Core *core, int t, int n)
@@ -382,9 +421,9 @@ static int cuda_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r
                         &c->dsc->train_correct, c->s));
     TRY(backward(core, b->n, memset_mode));
     TRY(release_batch(core, b));
-    if (c->fault_pending) {
-        TRY(cuda_set_value(c->grads + np / 2, c->fault_value, c->s));
+    if (c->fault_pending) {  // one step only, even if the launch below fails
         c->fault_pending = false;
+        TRY(cuda_set_value(c->grads + np / 2, c->fault_value, c->s));
     }
     if (fp16) TRY(cuda_unscale_check(c->grads, np, &c->dsc->scale, &c->dsc->found_inf, c->s));
     if (clip) TRY(cuda_sumsq(c->grads, np, &c->dsc->sumsq, c->s));
@@ -464,7 +503,9 @@ static int cuda_stats(Core *core, CoreStats *st)
     CudaCore *c = cu(core);
     CUDA_TRY(cudaSetDevice(c->device));
     TRY(read_scalars(c));
+    TRY(sample_device_used(c));
     st->peak_bytes = c->peak;
+    st->device_used_bytes = c->device_used_peak;
     st->skipped_steps = c->hsc->skipped;
     st->loss_scale = core->cfg.precision == CORE_PRECISION_FP16 ? c->hsc->scale : 1.0f;
     st->growth_tracker = c->hsc->growth_tracker;
@@ -521,6 +562,9 @@ static void cuda_destroy(Core *core)
     DEV_FREE(c, c->wc, 0);
     DEV_FREE(c, c->gc, 0);
     DEV_FREE(c, c->ws, c->ws_size);
+    if (c->blas) cublasDestroy(c->blas);  // before its workspace goes
+    c->blas = NULL;
+    DEV_FREE(c, c->blas_ws, blas_workspace_bytes(c->device));
     DEV_FREE(c, c->dsc, sizeof(DevScalars));
     if (c->hsc) cudaFreeHost(c->hsc);
     for (int i = 0; i < g->n_ops; i++) conv_plan_destroy(&c->plans[i]);
@@ -536,9 +580,43 @@ static void cuda_destroy(Core *core)
     core->impl = NULL;
 }
 
+// One entry per distinct convolution shape of the current plans, in model order.
+static int cuda_conv_algos(Core *core, CoreConvAlgoInfo *out, int max)
+{
+    CudaCore *c = cu(core);
+    const ModelGraph *g = &core->graph;
+    int count = 0;
+    if (c->cur_n == 0) return 0;
+    for (int i = 0; i < g->n_ops; i++) {
+        if (g->ops[i].kind != OP_CONV) continue;
+        const ConvPlan *p = &c->plans[i];
+        const ConvKey *k = &p->key;
+        CoreConvAlgoInfo info = {k->n, k->c, k->h, k->w, k->k, k->r, k->stride, k->pad, 1,
+                                 conv_algo_name(CONV_PASS_FWD, p->algos.fwd),
+                                 conv_algo_name(CONV_PASS_BWD_DATA, p->algos.bwd_data),
+                                 conv_algo_name(CONV_PASS_BWD_FILTER, p->algos.bwd_filter),
+                                 conv_math_name(p->algos.fwd_math),
+                                 conv_math_name(p->algos.bwd_data_math),
+                                 conv_math_name(p->algos.bwd_filter_math)};
+        int same = -1;
+        for (int j = 0; j < count && same < 0; j++)
+            if (out[j].c == info.c && out[j].h == info.h && out[j].w == info.w && out[j].k == info.k &&
+                out[j].r == info.r && out[j].stride == info.stride && out[j].pad == info.pad &&
+                out[j].fwd == info.fwd && out[j].bwd_data == info.bwd_data &&
+                out[j].bwd_filter == info.bwd_filter && out[j].fwd_math == info.fwd_math &&
+                out[j].bwd_data_math == info.bwd_data_math &&
+                out[j].bwd_filter_math == info.bwd_filter_math)
+                same = j;
+        if (same >= 0) out[same].layers++;
+        else if (count < max) out[count++] = info;
+    }
+    return count;
+}
+
 static const CoreOps cuda_ops = {
-    cuda_step, cuda_eval, cuda_loss_grad, cuda_sync, cuda_stats,
-    cuda_params_get, cuda_params_set, cuda_inject, cuda_destroy,
+    .step = cuda_step, .eval = cuda_eval, .loss_grad = cuda_loss_grad, .sync = cuda_sync,
+    .stats = cuda_stats, .params_get = cuda_params_get, .params_set = cuda_params_set,
+    .inject = cuda_inject, .conv_algos = cuda_conv_algos, .destroy = cuda_destroy,
 };
 
 static int cuda_init_state(Core *core)
@@ -548,10 +626,16 @@ static int cuda_init_state(Core *core)
     const ModelGraph *g = &core->graph;
     size_t np = g->n_params;
     CUDA_TRY(cudaSetDevice(c->device));
+    CUDA_TRY(cudaFree(0));  // the context exists before the baseline of used memory
+    size_t total = 0;
+    CUDA_TRY(cudaMemGetInfo(&c->free_at_create, &total));
     CUDA_TRY(cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking));
     CUDA_TRY(cudaStreamCreateWithFlags(&c->cs, cudaStreamNonBlocking));
     CUBLAS_TRY(cublasCreate(&c->blas));
     CUBLAS_TRY(cublasSetStream(c->blas, c->s));
+    size_t blas_ws = blas_workspace_bytes(c->device);
+    TRY(dev_alloc(c, &c->blas_ws, blas_ws));
+    CUBLAS_TRY(cublasSetWorkspace(c->blas, c->blas_ws, blas_ws));
     CUDNN_TRY(cudnnCreate(&c->dnn));
     CUDNN_TRY(cudnnSetStream(c->dnn, c->s));
     for (int i = 0; i < 2; i++) {

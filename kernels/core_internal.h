@@ -19,6 +19,7 @@ typedef struct CoreOps {
     int (*params_get)(Core *core, float *dst);
     int (*params_set)(Core *core, const float *src);
     int (*inject)(Core *core, float value);
+    int (*conv_algos)(Core *core, CoreConvAlgoInfo *out, int max); // NULL: no convolutions
     void (*destroy)(Core *core);
 } CoreOps;
 
@@ -31,7 +32,8 @@ struct Core {
     int step;              // next step index
 };
 
-// Sets up the CPU backend on a Core whose cfg and graph are filled in.
+// Sets up a CPU backend (fast or reference, by core->backend) on a Core whose cfg and
+// graph are filled in.
 int core_cpu_init(Core *core);
 // Sets up the CUDA backend likewise.
 int core_cuda_init(Core *core);

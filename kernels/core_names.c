@@ -4,8 +4,8 @@
 #include "kernels/check.h"
 #include "kernels/core.h"
 
-static const char *backend_names[] = {"auto", "cpu", "cuda"};
-static const char *precision_names[] = {"fp32", "tf32", "fp16", "bf16"};
+static const char *backend_names[] = {"auto", "cpu", "cuda", "cpu-ref"};
+static const char *precision_names[] = {"fp32", "fp32_strict", "tf32", "fp16", "bf16"};
 static const char *layout_names[] = {"nchw", "nhwc"};
 static const char *zero_grad_names[] = {"memset", "set_to_none"};
 static const char *conv_algo_names[] = {"heuristic", "autotune"};

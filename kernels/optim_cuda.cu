@@ -11,14 +11,10 @@
 
 __global__ void unscale_check_kernel(float *g, size_t n, const float *scale, int *found_inf)
 {
-    // Like PyTorch: inv_scale = float(1 / double(scale)), then g *= inv_scale.
-    float inv = (float)(1.0 / (double)*scale);
+    // Like PyTorch: check the scaled value, then multiply by float(1 / double(scale)).
+    const float inv = amp_inv_scale(*scale);
     bool bad = false;
-    GRID_STRIDE(i, n) {
-        float v = g[i] * inv;
-        g[i] = v;
-        bad |= !isfinite(v);
-    }
+    GRID_STRIDE(i, n) g[i] = amp_unscale_value(g[i], inv, &bad);
     if (__syncthreads_or(bad) && threadIdx.x == 0) *found_inf = 1;
 }
 

@@ -44,6 +44,7 @@ typedef struct TrainArgs {
     float holdout;              // images: fraction of each class held out for evaluation
     float crop_scale_min;       // images: smallest random-resized-crop area fraction
     bool classes_set;           // --classes was given
+    bool verbose;               // print the convolution algorithms in use
 } TrainArgs;
 
 // The image pipeline: the scanned dataset, its split, and one loader per part.
@@ -98,9 +99,21 @@ static void usage(FILE *f)
         "                         images default: every held-out file; 0: no evaluation)\n"
         "  --target-accuracy F    exit with status 2 if final accuracy is below F\n"
         "\nPractices (config fields of the core):\n"
-        "  --backend B            auto | cpu | cuda (default auto: cuda if a GPU is usable)\n"
+        "  --backend B            auto | cpu | cpu-ref | cuda (default auto: cuda if a GPU is\n"
+        "                         usable, else cpu). cpu: OpenBLAS GEMMs, threads, SIMD loops;\n"
+        "                         cpu-ref: the plain-C single-threaded reference (the oracle)\n"
+        "  --threads N            CPU backend threads, as torch.set_num_threads (default:\n"
+        "                         the machine's cores)\n"
         "  --device N             CUDA device ordinal (default 0)\n"
-        "  --precision P          fp32 | tf32 | fp16 (dynamic loss scaling) | bf16 (default fp32)\n"
+        "  --precision P          on the GPU (the CPU computes in fp32 throughout):\n"
+        "                         fp32: PyTorch's default: cuDNN convolutions may use TF32\n"
+        "                           (cudnn.allow_tf32 = True), cuBLAS GEMMs stay strict fp32\n"
+        "                           (cuda.matmul.allow_tf32 = False) (the default)\n"
+        "                         fp32_strict: no TF32 anywhere\n"
+        "                         tf32: TF32 tensor-core math in convolutions and GEMMs\n"
+        "                         fp16: fp16 compute, fp32 master weights, dynamic loss\n"
+        "                           scaling with GradScaler's rules\n"
+        "                         bf16: bf16 compute, fp32 master weights, no scaling\n"
         "  --layout L             nchw | nhwc activation layout on the GPU (default nchw)\n"
         "  --zero-grad Z          memset (memset + accumulate) | set_to_none (first write\n"
         "                         overwrites) (default memset)\n"
@@ -122,6 +135,10 @@ static void usage(FILE *f)
         "  --init-scale F         GradScaler init_scale (default 65536)\n"
         "  --growth-interval N    GradScaler growth_interval (default 2000)\n"
         "  --workspace-mb N       max cuDNN workspace per convolution (default 256)\n"
+        "  --deterministic        only deterministic cuDNN algorithms\n"
+        "                         (torch.backends.cudnn.deterministic = True)\n"
+        "  --verbose              print the cuDNN algorithm and math type used for every\n"
+        "                         convolution shape after the first step\n"
         "  --help                 this text\n");
 }
 
@@ -131,7 +148,8 @@ enum {
     OPT_LAYOUT, OPT_ZERO, OPT_ALGO, OPT_READBACK, OPT_INTERVAL, OPT_LR, OPT_MOMENTUM, OPT_WD,
     OPT_DECAY, OPT_WARMUP, OPT_STEP_SIZE, OPT_STEP_GAMMA, OPT_LINEAR, OPT_REF_BATCH, OPT_CLIP,
     OPT_INIT_SCALE, OPT_GROWTH, OPT_WORKSPACE, OPT_MIN_LR, OPT_DATA, OPT_DATA_DIR,
-    OPT_DATASET_PRESET, OPT_NUM_WORKERS, OPT_SKIP_BAD, OPT_HOLDOUT, OPT_CROP_SCALE, OPT_HELP,
+    OPT_DATASET_PRESET, OPT_NUM_WORKERS, OPT_SKIP_BAD, OPT_HOLDOUT, OPT_CROP_SCALE,
+    OPT_DETERMINISTIC, OPT_VERBOSE, OPT_THREADS, OPT_HELP,
 };
 
 static const struct option options[] = {
@@ -152,8 +170,9 @@ static const struct option options[] = {
     {"min-lr", 1, 0, OPT_MIN_LR}, {"data", 1, 0, OPT_DATA}, {"data-dir", 1, 0, OPT_DATA_DIR},
     {"dataset-preset", 1, 0, OPT_DATASET_PRESET}, {"num-workers", 1, 0, OPT_NUM_WORKERS},
     {"skip-bad-files", 0, 0, OPT_SKIP_BAD}, {"holdout", 1, 0, OPT_HOLDOUT},
-    {"crop-scale-min", 1, 0, OPT_CROP_SCALE},
-    {"help", 0, 0, OPT_HELP}, {0, 0, 0, 0},
+    {"crop-scale-min", 1, 0, OPT_CROP_SCALE}, {"deterministic", 0, 0, OPT_DETERMINISTIC},
+    {"verbose", 0, 0, OPT_VERBOSE},
+    {"threads", 1, 0, OPT_THREADS}, {"help", 0, 0, OPT_HELP}, {0, 0, 0, 0},
 };
 
 static double now_s(void)
@@ -161,6 +180,29 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+// --verbose: the cuDNN algorithms and math types chosen for each convolution shape.
+static void print_conv_algos(Core *core, CoreBackend backend)
+{
+    CoreConvAlgoInfo info[64];
+    int n = core_conv_algos(core, info, 64);
+    if (n < 0) {
+        fprintf(stderr, "train: cannot list the convolution algorithms: %s\n", check_last_error());
+        return;
+    }
+    if (n == 0) {
+        printf("conv algorithms: none (the %s backend does not use cuDNN)\n",
+               core_backend_name(backend));
+        return;
+    }
+    printf("conv algorithms (cuDNN, per shape: input NxCxHxW -> K channels, RxR kernel, stride):\n");
+    for (int i = 0; i < n; i++)
+        printf("  %dx%dx%dx%d -> %d, %dx%d s%d, %d layer%s: fwd %s (%s), bwd_data %s (%s), "
+               "bwd_filter %s (%s)\n", info[i].n, info[i].c, info[i].h, info[i].w, info[i].k,
+               info[i].r, info[i].r, info[i].stride, info[i].layers, info[i].layers == 1 ? "" : "s",
+               info[i].fwd, info[i].fwd_math, info[i].bwd_data, info[i].bwd_data_math,
+               info[i].bwd_filter, info[i].bwd_filter_math);
 }
 
 static int parse_fail(const char *flag, const char *value)
@@ -244,6 +286,12 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
         case OPT_TARGET: if (parse_float(name, v, 0.0f, &a->target_accuracy)) return -1; break;
         case OPT_BACKEND: if (core_backend_parse(v, &cfg->backend)) return parse_fail(name, v); break;
         case OPT_DEVICE: if (parse_int(name, v, 0, &cfg->device)) return -1; break;
+        case OPT_THREADS: {
+            int threads;
+            if (parse_int(name, v, 1, &threads)) return -1;
+            core_cpu_set_threads(threads);
+            break;
+        }
         case OPT_PRECISION: if (core_precision_parse(v, &cfg->precision)) return parse_fail(name, v); break;
         case OPT_LAYOUT: if (core_layout_parse(v, &cfg->layout)) return parse_fail(name, v); break;
         case OPT_ZERO: if (core_zero_grad_parse(v, &cfg->zero_grad)) return parse_fail(name, v); break;
@@ -280,6 +328,8 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
         case OPT_SKIP_BAD: a->skip_bad_files = true; break;
         case OPT_HOLDOUT: if (parse_float(name, v, 0.0f, &a->holdout)) return -1; break;
         case OPT_CROP_SCALE: if (parse_float(name, v, 0.0f, &a->crop_scale_min)) return -1; break;
+        case OPT_DETERMINISTIC: cfg->deterministic = true; break;
+        case OPT_VERBOSE: a->verbose = true; break;
         case OPT_HELP: usage(stdout); return 1;
         default: usage(stderr); return -1;
         }
@@ -491,6 +541,10 @@ int main(int argc, char **argv)
            core_zero_grad_name(cfg.zero_grad), core_conv_algo_name(cfg.conv_algo),
            core_readback_name(cfg.readback), cfg.batch_size, m->image_size, m->image_size,
            m->num_classes, st.param_count);
+    if (st.backend == CORE_BACKEND_CPU)
+        printf("train: cpu threads %d (%s)\n", core_cpu_threads(), core_cpu_kernels());
+    else if (st.backend == CORE_BACKEND_CPU_REF)
+        printf("train: cpu-ref threads 1 (plain C reference)\n");
 
     SynthTask task = {m->in_channels, m->image_size, m->num_classes, a.noise, cfg.seed};
     CoreBatch batch = {0};
@@ -521,6 +575,7 @@ int main(int argc, char **argv)
                     check_last_was_oom() ? " (out of memory)" : "", check_last_error());
             goto out;
         }
+        if (a.verbose && s == 0) print_conv_algos(core, st.backend);
         since_log += batch.n;
         images_seen += batch.n;
         if ((s + 1) % a.log_every == 0 || s + 1 == a.steps) {
@@ -557,9 +612,12 @@ int main(int argc, char **argv)
     core_stats(core, &st);
     float acc = seen ? (float)(correct / seen) : 0.0f;
     printf("train: %d steps in %.2f s (%.1f images/s), skipped %d, loss scale %g, "
-           "autotune %.1f ms (cache hits %d, misses %d), peak %.1f MiB\n",
+           "autotune %.1f ms (cache hits %d, misses %d), peak %.1f MiB",
            a.steps, train_s, images_seen / train_s, st.skipped_steps, st.loss_scale,
            st.autotune_ms, st.algo_cache_hits, st.algo_cache_misses, st.peak_bytes / 1048576.0);
+    if (st.backend == CORE_BACKEND_CUDA)
+        printf(" (device memory used %.1f MiB, libraries included)", st.device_used_bytes / 1048576.0);
+    printf("\n");
     if (images) {
         LoaderStats ls, es;
         loader_get_stats(data.train_loader, &ls);

@@ -85,7 +85,8 @@ static int list_dir(const char *dir, int want_dirs, NameList *out)
         }
     }
     closedir(d);
-    qsort(out->items, (size_t)out->count, sizeof *out->items, cmp_str);
+    // An empty folder leaves items NULL, and qsort's array must not be NULL even for 0 items.
+    if (out->count > 1) qsort(out->items, (size_t)out->count, sizeof *out->items, cmp_str);
     return 0;
 }
 

@@ -12,6 +12,9 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
+// Largest image decoded, in pixels (about 512 MiB as RGB).
+#define JPEG_MAX_PIXELS 178956970LL
+
 struct JpegDecoder {
     tjhandle tj;
     uint8_t *file_buf;
@@ -117,6 +120,15 @@ int jpeg_decode_mem(JpegDecoder *dec, const uint8_t *data, size_t size, const ch
             loaders_fail("%s: truncated JPEG (no frame header in %zu bytes)", name, size);
         else
             loaders_fail("%s: bad JPEG dimensions %dx%d", name, w, h);
+        decoder_reset(dec);
+        return -1;
+    }
+    // The header is only a claim: without a limit, a few hundred bytes saying 65500x65500
+    // would have us allocate 12 GiB before reading any data. PIL's decompression-bomb error
+    // threshold; a refined, configurable limit may replace this one.
+    if ((int64_t)w * h > JPEG_MAX_PIXELS) {
+        loaders_fail("%s: JPEG of %dx%d pixels is over the pixel limit of %lld (a corrupt "
+                     "or malicious header?)", name, w, h, (long long)JPEG_MAX_PIXELS);
         decoder_reset(dec);
         return -1;
     }

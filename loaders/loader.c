@@ -49,8 +49,58 @@ static int loader_set_failed(Loader *l, const char *msg)
 {
     l->failed = true;
     snprintf(l->error, sizeof l->error, "%s", msg);
+    if (l->pin_thread) pin_thread_stop(l->pin_thread);  // before the semaphores go
     loader_workers_stop(l);
     return loaders_fail("%s", l->error);
+}
+
+// The pin thread's side of LOADER_PIN_COPY with workers: waits for batch b's ring slot
+// (polling for cancellation), then copies the slot (header, labels, indices, images)
+// into a pinned buffer. The caller checks the copied header as it would the slot.
+static int pin_fill_from_ring(void *ctx, int64_t b, void *dst, size_t capacity, size_t *used,
+                              const atomic_bool *cancel, char *err, size_t err_size)
+{
+    Loader *l = ctx;
+    uint8_t *base = ring_slot(&l->lay, l->ring, (int)(b % l->nslots));
+    SlotHeader *h = (SlotHeader *)base;
+    for (;;) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20 * 1000000L;
+        ts.tv_sec += ts.tv_nsec / 1000000000L;
+        ts.tv_nsec %= 1000000000L;
+        if (sem_timedwait(&h->done, &ts) == 0) break;
+        if (errno != ETIMEDOUT && errno != EINTR) {
+            snprintf(err, err_size, "loader: pin thread: waiting for batch %lld failed: %s",
+                     (long long)b, strerror(errno));
+            return -1;
+        }
+        if (atomic_load(cancel)) return 1;
+    }
+    atomic_store(&l->pin_consumed, b + 1);  // its semaphore is spent: drain() skips it
+    size_t payload = l->lay.images_off;
+    if (h->status == SLOT_OK) payload += (size_t)h->count * l->sample_bytes;
+    if (payload > capacity) {
+        snprintf(err, err_size, "loader: pin thread: batch %lld needs %zu bytes, buffer %zu",
+                 (long long)b, payload, capacity);
+        return -1;
+    }
+    double t0 = loader_now_seconds();
+    memcpy(dst, base, payload);
+    atomic_fetch_add(&l->pin_copy_ns, (int64_t)(1e9 * (loader_now_seconds() - t0)));
+    *used = payload;
+    return 0;
+}
+
+static int create_pin_thread(Loader *l)
+{
+    PinThreadConfig pc = {
+        .depth = 2, .buffer_bytes = l->lay.slot_stride, .fill = pin_fill_from_ring, .ctx = l,
+        .fresh_buffer_per_item = false, .alloc = l->cfg.pin_host_alloc,
+        .free = l->cfg.pin_host_free,
+    };
+    if (!pc.alloc && pin_check_available() != 0) return -1;
+    return pin_thread_create(&pc, &l->pin_thread);
 }
 
 int loader_create(const LoaderConfig *cfg, Loader **out)
@@ -65,6 +115,9 @@ int loader_create(const LoaderConfig *cfg, Loader **out)
     l->shm_fd = -1;
     l->parent_pid = getpid();
     l->epoch = -1;
+    l->pin_held = -1;
+    atomic_init(&l->pin_consumed, 0);
+    atomic_init(&l->pin_copy_ns, 0);
     l->sample_bytes = augment_sample_bytes(&cfg->augment);
     int n = cfg->num_workers;
     int64_t full = l->ds->num_samples / cfg->batch_size;
@@ -109,8 +162,12 @@ int loader_create(const LoaderConfig *cfg, Loader **out)
         void *base = l->ring + l->lay.slots_off;
         if (pin_register(base, l->lay.total - l->lay.slots_off) != 0) goto fail;
         l->ring_registered = true;
+    } else if (cfg->pin == LOADER_PIN_COPY && n > 0) {
+        if (create_pin_thread(l) != 0) goto fail;
     } else if (cfg->pin == LOADER_PIN_COPY) {
-        if (pin_alloc(l->lay.slot_stride, &l->pinned) != 0) goto fail;
+        int rc = cfg->pin_host_alloc ? cfg->pin_host_alloc(l->lay.slot_stride, &l->pinned)
+                                     : pin_alloc(l->lay.slot_stride, &l->pinned);
+        if (rc != 0) goto fail;
     }
     *out = l;
     return 0;
@@ -202,19 +259,60 @@ static int wait_slot(Loader *l, int64_t b)
     }
 }
 
-// Waits out the batches still in flight so their slots can be reused.
+// Waits out the batches still in flight so their slots can be reused (the pin thread,
+// stopped first, has already taken the semaphores of the batches it copied).
 static int drain(Loader *l)
 {
-    for (int64_t b = l->next; b < l->issued; b++)
+    int64_t from = l->next;
+    if (l->pin_thread && atomic_load(&l->pin_consumed) > from) from = atomic_load(&l->pin_consumed);
+    for (int64_t b = from; b < l->issued; b++)
         if (wait_slot(l, b) != 0) return -1;
     l->next = l->issued;
     return 0;
+}
+
+static void stop_pin_thread(Loader *l)
+{
+    if (!l->pin_thread) return;
+    pin_thread_stop(l->pin_thread);
+    l->pin_held = -1;
+}
+
+// Waits for batch b from the pin thread, polling for dead workers and the timeout as
+// wait_slot does; *base is the pinned copy of the slot.
+static int wait_pinned(Loader *l, int64_t b, uint8_t **base)
+{
+    double start = loader_now_seconds();
+    for (;;) {
+        void *buf;
+        size_t bytes;
+        int rc = pin_thread_next(l->pin_thread, b, &buf, &bytes, 20);
+        if (rc == 1) {
+            l->pin_held = b;
+            *base = buf;
+            return 0;
+        }
+        if (rc < 0) {
+            char msg[LOADER_ERROR_LEN];
+            snprintf(msg, sizeof msg, "%s", loaders_last_error());
+            return loader_set_failed(l, msg);
+        }
+        if (check_workers(l, b) != 0) return -1;
+        if (l->cfg.timeout_ms > 0 && (loader_now_seconds() - start) * 1000 > l->cfg.timeout_ms) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "loader: timed out after %d ms waiting for batch %lld "
+                     "(worker %d)", l->cfg.timeout_ms, (long long)b,
+                     (int)(b % l->cfg.num_workers));
+            return loader_set_failed(l, msg);
+        }
+    }
 }
 
 int loader_begin_epoch(Loader *l, int64_t epoch)
 {
     if (l->failed) return loaders_fail("%s", l->error);
     int n = l->cfg.num_workers;
+    stop_pin_thread(l);
     if (l->epoch_active && n > 0) {
         if (l->cfg.persistent_workers) {
             if (drain(l) != 0) return -1;
@@ -227,9 +325,11 @@ int loader_begin_epoch(Loader *l, int64_t epoch)
     l->next = 0;
     l->issued = 0;
     l->epoch_active = true;
+    atomic_store(&l->pin_consumed, 0);
     if (n > 0) {
         if (!loader_workers_running(l) && loader_workers_start(l) != 0) return -1;
         while (l->issued < l->nbatches && l->issued < l->nslots) issue(l, l->issued++);
+        if (l->pin_thread && pin_thread_start(l->pin_thread, 0, l->nbatches) != 0) return -1;
     }
     return 0;
 }
@@ -237,6 +337,7 @@ int loader_begin_epoch(Loader *l, int64_t epoch)
 static void end_epoch(Loader *l)
 {
     l->epoch_active = false;
+    stop_pin_thread(l);
     if (l->cfg.num_workers > 0 && !l->cfg.persistent_workers) loader_workers_stop(l);
 }
 
@@ -247,6 +348,10 @@ int loader_next_batch(Loader *l, LoaderBatch *batch)
     if (!l->epoch_active && loader_begin_epoch(l, l->epoch + 1) != 0) return -1;
     int n = l->cfg.num_workers;
     for (;;) {
+        if (l->pin_thread && l->pin_held >= 0) {  // the caller is done with the last batch
+            pin_thread_release(l->pin_thread, l->pin_held);
+            l->pin_held = -1;
+        }
         if (n > 0 && l->next > 0) {
             // The caller is done with batch next-1: its slot takes the next batch.
             if (l->issued < l->nbatches) issue(l, l->issued++);
@@ -258,14 +363,16 @@ int loader_next_batch(Loader *l, LoaderBatch *batch)
         int64_t b = l->next;
         int slot = (int)(b % l->nslots);
         double t0 = loader_now_seconds();
-        if (n > 0) {
+        uint8_t *base = ring_slot(&l->lay, l->ring, slot);
+        if (n > 0 && l->pin_thread) {
+            if (wait_pinned(l, b, &base) != 0) return -1;
+        } else if (n > 0) {
             if (wait_slot(l, b) != 0) return -1;
         } else {
             loader_fill_slot(l, l->ring, l->perm, 0, b, l->epoch, -1, l->dec, &l->img);
         }
         l->stats.wait_seconds += loader_now_seconds() - t0;
         l->next++;
-        uint8_t *base = ring_slot(&l->lay, l->ring, slot);
         SlotHeader *h = (SlotHeader *)base;
         if (h->status != SLOT_OK) return loader_set_failed(l, h->error);
         if (h->batch_index != b || h->epoch != l->epoch) {
@@ -279,7 +386,7 @@ int loader_next_batch(Loader *l, LoaderBatch *batch)
         if (h->skipped) snprintf(l->stats.last_skip, sizeof l->stats.last_skip, "%s", h->error);
         if (h->count == 0) continue; // every file of this batch was skipped
         size_t payload = l->lay.images_off + (size_t)h->count * l->sample_bytes;
-        if (l->cfg.pin == LOADER_PIN_COPY) {
+        if (l->cfg.pin == LOADER_PIN_COPY && !l->pin_thread) {  // num_workers = 0
             double p0 = loader_now_seconds();
             memcpy(l->pinned, base, payload);
             l->stats.pin_seconds += loader_now_seconds() - p0;
@@ -319,6 +426,7 @@ int loader_worker_pid(const Loader *l, int i)
 void loader_get_stats(const Loader *l, LoaderStats *s)
 {
     *s = l->stats;
+    s->pin_seconds += 1e-9 * (double)atomic_load(&l->pin_copy_ns);
     s->worker_cpu_seconds = l->reaped_cpu;
     for (int w = 0; w < l->cfg.num_workers; w++)
         if (l->pids[w] > 0) s->worker_cpu_seconds += loader_proc_cpu_seconds(l->pids[w]);
@@ -327,9 +435,12 @@ void loader_get_stats(const Loader *l, LoaderStats *s)
 void loader_destroy(Loader *l)
 {
     if (!l) return;
+    pin_thread_destroy(l->pin_thread);  // before the workers and their semaphores go
+    l->pin_thread = NULL;
     loader_workers_stop(l);
     if (l->ring_registered) pin_unregister(l->ring + l->lay.slots_off);
-    pin_free(l->pinned);
+    if (l->cfg.pin_host_free) l->cfg.pin_host_free(l->pinned);
+    else pin_free(l->pinned);
     if (l->cfg.num_workers > 0) {
         if (l->ring) {
             for (int w = 0; w < l->cfg.num_workers; w++)

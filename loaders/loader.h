@@ -24,7 +24,9 @@ extern "C" {
 
 typedef enum {
     LOADER_PIN_NONE,     // batches stay in pageable (or shared) memory
-    LOADER_PIN_COPY,     // each batch is copied into a cudaHostAlloc'd buffer
+    LOADER_PIN_COPY,     // each batch is copied into a cudaHostAlloc'd buffer: by a pin
+                         // thread with workers (as PyTorch's DataLoader), in the caller
+                         // with num_workers = 0 (as PyTorch's single-process loading)
     LOADER_PIN_REGISTER, // the ring (or the num_workers=0 buffer) is cudaHostRegister'ed once
 } LoaderPinMode;
 
@@ -41,6 +43,10 @@ typedef struct {
     LoaderPinMode pin;
     AugmentConfig augment;
     int timeout_ms;           // >0: fail if a batch takes longer; 0: no limit
+    // LOADER_PIN_COPY's buffers: NULL means cudaHostAlloc/cudaFreeHost; tests pass plain
+    // allocators to run the pinning stage (and its thread) without a GPU.
+    int (*pin_host_alloc)(size_t bytes, void **ptr);
+    void (*pin_host_free)(void *ptr);
 } LoaderConfig;
 
 // One batch; valid until the next loader_next_batch/loader_begin_epoch/loader_destroy.
@@ -63,7 +69,8 @@ typedef struct {
     int64_t images;             // delivered so far
     int64_t skipped;            // bad files skipped so far
     double wait_seconds;        // time loader_next_batch spent blocked (or loading, N=0)
-    double pin_seconds;         // time spent copying into the pinned buffer
+    double pin_seconds;         // time spent copying into pinned buffers (on the pin
+                                // thread with workers: not on the caller's)
     double worker_cpu_seconds;  // CPU time of all workers, live and exited
     int64_t worker_spawns;      // worker processes forked so far
     char last_skip[1024];       // why the last skipped file was bad (names it); "" if none

@@ -5,6 +5,7 @@
 
 #include "loaders/jpeg.h"
 #include "loaders/loader.h"
+#include "loaders/pin_thread.h"
 
 #include <semaphore.h>
 #include <stdatomic.h>
@@ -59,7 +60,11 @@ struct Loader {
     int shm_fd;
     uint8_t *ring;          // the shared mapping (or the private buffer when N = 0)
     bool ring_registered;
-    void *pinned;           // LOADER_PIN_COPY target
+    void *pinned;           // LOADER_PIN_COPY target with num_workers = 0
+    PinThread *pin_thread;  // LOADER_PIN_COPY with workers: copies ring slots, in order
+    _Atomic int64_t pin_consumed; // batches whose slot semaphore the pin thread has taken
+    int64_t pin_held;       // batch whose pinned buffer the caller holds, -1 when none
+    _Atomic int64_t pin_copy_ns; // time the pin thread spent copying (not waiting)
     int64_t *perm;          // sampler order of this epoch (inside the ring when N > 0)
     pid_t parent_pid;
     pid_t *pids;            // [num_workers], 0 when not running

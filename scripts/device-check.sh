@@ -1,39 +1,118 @@
 #!/usr/bin/env bash
-# The GPU check, run on the GPU machine in the repository root:
-#   bash scripts/device-check.sh [BUDGET_SECONDS]
-# runs every test (GPU tests included) and a quick pass of `make bench` from the
-# prebuilt build-device/ (scripts/device-stage.sh), within the budget, and packs the
-# logs and the results folder into $OUT/device-check.tar.gz. Draw the charts back
-# home with `make charts RESULTS=results/<folder>`.
+# The GPU check, run on the GPU machine in the repository root after
+# scripts/device-stage.sh here:
+#   bash scripts/device-check.sh [BUDGET_SECONDS]        (default 420)
+# Within one deadline (start + budget) for everything, it logs the CUDA libraries it
+# finds and loads, runs every test (GPU tests included) and then a quick pass of every
+# practice (`make bench` with a short minimum time), and packs the log and the results
+# folder into $OUT/device-check.tar.gz after the tests and again after each practice
+# program, so that a kill at the tool's limit still brings back what finished. It ends
+# with a summary of tests passed/failed/skipped and benchmarks ok/skipped/failed. Draw the
+# charts back home with `make charts RESULTS=results/<folder>`.
+# Environment: BUILD (default device-stage/build), OUT (default /tmp/device-out),
+# RESULTS_ROOT (where the results folder goes, default results),
+# BENCH_ARGS (default --benchmark_min_time=0.05), DEVICE_CHECK_TEST_SHARE (percent of
+# the budget the tests may use, default 55).
 set -uo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+# --archive OUT RESULTS LOG: (re)writes OUT/device-check.tar.gz atomically.
+if [[ ${1:-} == --archive ]]; then
+  out=$2 results=$3 log=$4
+  items=()
+  [[ -d $results ]] && items+=("$results")
+  [[ -f $log ]] && items+=(-C "$(dirname "$log")" "$(basename "$log")")
+  ((${#items[@]})) || exit 0
+  tar -czf "$out/.device-check.tar.gz.tmp" "${items[@]}" 2>/dev/null &&
+    mv -f "$out/.device-check.tar.gz.tmp" "$out/device-check.tar.gz"
+  exit $?
+fi
+
 budget=${1:-420}
+if [[ ! $budget =~ ^[0-9]+$ ]] || ((budget < 10)); then
+  echo "device-check: BUDGET_SECONDS='$budget' must be a whole number of seconds >= 10" >&2
+  exit 2
+fi
+test_share=${DEVICE_CHECK_TEST_SHARE:-55}
+if [[ ! $test_share =~ ^[0-9]+$ ]] || ((test_share < 1 || test_share > 95)); then
+  echo "device-check: DEVICE_CHECK_TEST_SHARE='$test_share' must be a percentage in 1..95" >&2
+  exit 2
+fi
 out=${OUT:-/tmp/device-out}
-build=${BUILD:-build-device}
-mkdir -p "$out"
-start=$SECONDS
-left() { echo $((budget - (SECONDS - start))); }
+build=${BUILD:-device-stage/build}
+mkdir -p "$out" || exit 2
 log="$out/device-check.log"
-exec > >(tee "$log") 2>&1
+: >"$log"
+now() { date +%s; }
+start=$(now)
+deadline=$((start + budget))
+pack_reserve=$((budget / 10 < 2 ? 2 : budget / 10 > 10 ? 10 : budget / 10)) # last archive, summary
+wrap=("$root/scripts/with-gpu-libs.sh")
 
-# CUDA libraries: the toolkit's, and cuDNN/NCCL from wherever the machine has them.
-libdirs=$(find / \( -name 'libcudnn.so.9' -o -name 'libnccl.so.2' -o -name 'libcublas.so.13' \) \
-          -not -path '*/proc/*' 2>/dev/null | xargs -r -n1 dirname | sort -u | tr '\n' ':')
-export LD_LIBRARY_PATH="$PWD/device-stage/lib:${libdirs}${LD_LIBRARY_PATH:-}"
-echo "device-check: budget ${budget}s; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,clocks.sm --format=csv || true
-"$build/context" || echo "device-check: $build/context failed (missing libraries? see ldd below)"
-ldd "$build/context" | grep 'not found' || true
+# Everything below goes to the terminal and to the log; the log is archived with it.
+main() {
+  echo "device-check: budget ${budget}s, deadline $(date -u -d "@$deadline" +%H:%M:%SZ), build $build"
+  if [[ ! -x $build/context ]]; then
+    echo "device-check: no $build/context: run scripts/device-stage.sh on the build machine" \
+         "and carry device-stage (or set BUILD)"
+    return 2
+  fi
+  "${wrap[@]}" --print
+  nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,clocks.sm,clocks.max.sm \
+    --format=csv 2>&1 || echo "device-check: nvidia-smi failed"
+  "${wrap[@]}" "$build/context" || echo "device-check: $build/context failed (libraries? see below)"
+  "${wrap[@]}" ldd "$build/context" | grep -E 'not found|cud|nccl|cublas' || true
+  slug=$("${wrap[@]}" "$build/context" --slug) || slug=unknown
+  results="${RESULTS_ROOT:-results}/${slug}_$(date -u +%Y%m%d-%H%M)"
+  printf -v archive_cmd '%q ' bash "$root/scripts/device-check.sh" --archive "$out" "$results" "$log"
+  echo "$results" >"$out/.results-dir"
 
-echo "== tests ($(left)s left)"
-TEST_TIMEOUT=$(( $(left) / 3 )) bash scripts/run-tests.sh "$build"
-tests_rc=$?
+  local test_limit=$((budget * test_share / 100 - ($(now) - start)))
+  local tests_rc=0 test_line="tests: not run"
+  if ((test_limit < 3)); then
+    echo "device-check: no time left for the tests"
+    tests_rc=1
+  else
+    echo "== tests (at most ${test_limit}s; $((deadline - $(now)))s left in all)"
+    local test_out="$out/.tests.out"
+    # each program gets a little less than the share, so a hung one is named as such
+    TEST_TIMEOUT=$((test_limit > 6 ? test_limit - 2 : test_limit * 2 / 3)) \
+      timeout --signal=TERM --kill-after=5 "$test_limit" \
+      "${wrap[@]}" bash scripts/run-tests.sh "$build" 2>&1 | tee "$test_out"
+    tests_rc=${PIPESTATUS[0]}
+    test_line=$(grep -E '^tests: [0-9]+ passed' "$test_out" | tail -n 1)
+    [[ -n $test_line ]] || test_line="tests: stopped after ${test_limit}s before the end (exit $tests_rc)"
+    ((tests_rc == 124 || tests_rc == 137)) && test_line="$test_line (stopped at the tests' ${test_limit}s share)"
+  fi
+  eval "$archive_cmd"
 
-echo "== quick bench ($(left)s left)"
-results="results/$("$build/context" --slug)_$(date -u +%Y%m%d-%H%M)"
-BENCH_TIMEOUT=$(( $(left) - 30 )) BENCH_NO_CHARTS=1 RESULTS_DIR="$results" \
-  BENCH_ARGS="${BENCH_ARGS:---benchmark_min_time=0.05}" bash scripts/run-suite.sh "$build"
-bench_rc=$?
+  local bench_rc=0
+  echo "== quick bench ($((deadline - $(now)))s left)"
+  BENCH_DEADLINE=$((deadline - pack_reserve)) BENCH_NO_CHARTS=1 RESULTS_DIR="$results" \
+    BENCH_ARGS="${BENCH_ARGS:---benchmark_min_time=0.05}" BENCH_AFTER_PROGRAM="$archive_cmd" \
+    BENCH_COMMAND="bash scripts/device-check.sh $budget (quick pass: BENCH_ARGS=${BENCH_ARGS:---benchmark_min_time=0.05})" \
+    "${wrap[@]}" bash scripts/run-suite.sh "$build"
+  bench_rc=$?
 
-echo "device-check: tests exit $tests_rc, bench exit $bench_rc, $((SECONDS - start))s"
-tar -czf "$out/device-check.tar.gz" "$results" "$log" 2>/dev/null
-exit $((tests_rc || bench_rc))
+  echo
+  echo "== device-check summary ($(($(now) - start))s of ${budget}s)"
+  echo "$test_line"
+  if [[ -f $results/suite-status.tsv ]]; then
+    awk -F'\t' 'NR > 1 { n++; prog[$2]++; ok += $3; sk += $4; er += $5 }
+      END { printf "benchmarks: %d ok, %d skipped, %d failed in %d programs:", ok, sk, er, n
+            sep = " "; for (s in prog) { printf "%s%d %s", sep, prog[s], s; sep = ", " }
+            print "" }' "$results/suite-status.tsv"
+  else
+    echo "benchmarks: no results (run-suite exit $bench_rc)"
+  fi
+  echo "results: $results (archived in $out/device-check.tar.gz)"
+  ((tests_rc == 0 && bench_rc == 0))
+}
+
+main 2>&1 | tee -a "$log"
+rc=${PIPESTATUS[0]}
+results=$(cat "$out/.results-dir" 2>/dev/null || echo "")
+rm -f "$out/.results-dir" "$out/.tests.out"
+bash "$root/scripts/device-check.sh" --archive "$out" "${results:-/nonexistent}" "$log"
+exit "$rc"

@@ -10,6 +10,12 @@
 #   BENCH_TIMEOUT  seconds one program may run before it is stopped (default 1800; 0: no limit)
 #   RESULTS_DIR    write here instead of results/<slug>_<date>
 #   BENCH_NO_CHARTS=1  skip the charts (a machine without gnuplot; `make charts` later)
+#   BENCH_DEADLINE     a time (seconds since the epoch) by which everything, summary and
+#                      report included, must be done: each program gets what is left
+#                      (at most BENCH_TIMEOUT); one that cannot start in time is "not run"
+#   BENCH_AFTER_PROGRAM  a shell command run after each program (e.g. to archive what
+#                      has finished so far; scripts/device-check.sh uses it)
+#   BENCH_COMMAND      the command recorded in command.txt (default: make bench ...)
 set -uo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,6 +25,12 @@ if [[ ! $timeout_s =~ ^[0-9]+$ ]]; then # 0: no limit, as for timeout(1)
   echo "run-suite: BENCH_TIMEOUT='$timeout_s' is not a whole number of seconds" >&2
   exit 1
 fi
+deadline=${BENCH_DEADLINE:-}
+if [[ -n $deadline && ! $deadline =~ ^[0-9]+$ ]]; then
+  echo "run-suite: BENCH_DEADLINE='$deadline' is not a time in seconds since the epoch" >&2
+  exit 1
+fi
+finish_reserve=5 # seconds kept for the summary and the report after the last program
 
 # The programs first: nothing to run writes no empty results folder.
 shopt -s nullglob
@@ -39,7 +51,7 @@ status="$out/suite-status.tsv"
 printf 'program\tstatus\tok\tskipped\terrors\tseconds\treason\n' >"$status"
 "$build/context" >"$out/context.txt"
 {
-  echo "command: make bench${BENCH_ARGS:+ BENCH_ARGS=\"$BENCH_ARGS\"}${BENCH_FILTER:+ BENCH_FILTER=\"$BENCH_FILTER\"}"
+  echo "command: ${BENCH_COMMAND:-make bench${BENCH_ARGS:+ BENCH_ARGS=\"$BENCH_ARGS\"}${BENCH_FILTER:+ BENCH_FILTER=\"$BENCH_FILTER\"}}"
   echo "git: $(git -C "$here/.." describe --always --dirty 2>/dev/null || echo unknown)"
 } >"$out/command.txt"
 
@@ -54,8 +66,22 @@ for prog in "${programs[@]}"; do
   name=$(basename "$prog"); name=${name#bench_}
   echo
   echo "[$i/${#programs[@]}] $name  (log: $out/logs/$name.log)"
+  limit=$timeout_s limited_by="BENCH_TIMEOUT" kill_after=30
+  if [[ -n $deadline ]]; then
+    kill_after=3 # SIGKILL soon after SIGINT: the deadline is for everything
+    remaining=$((deadline - $(date +%s) - finish_reserve - kill_after))
+    if ((remaining < 5)); then
+      echo "run-suite: $name not run: no time left before BENCH_DEADLINE"
+      printf '%s\t%s\t%d\t%d\t%d\t%d\t%s\n' "$name" "not run" 0 0 0 0 \
+        "no time left before the deadline (BENCH_DEADLINE)" >>"$status"
+      any_failed=1
+      continue
+    fi
+    if ((timeout_s == 0 || remaining < timeout_s)); then limit=$remaining limited_by="BENCH_DEADLINE"; fi
+  fi
   start=$SECONDS
-  timeout --signal=INT --kill-after=30 "$timeout_s" "$prog" \
+  # SIGINT first (the harness keeps what it measured), SIGKILL kill_after seconds later
+  timeout --signal=INT --kill-after="$kill_after" "$limit" "$prog" \
     --benchmark_out="$out/$name.json" --benchmark_out_format=json \
     --harness_csv="$out/$name.csv" "${extra_args[@]}" 2>&1 | tee "$out/logs/$name.log"
   rc=${PIPESTATUS[0]}
@@ -67,7 +93,7 @@ for prog in "${programs[@]}"; do
       { n[$col["status"]]++; if ($col["status"] != "ok" && why == "") why = $col["reason"] }
       END { printf "%d %d %d %s\n", n["ok"], n["skipped"], n["error"], why }' "$out/$name.csv")
   fi
-  if ((rc == 124 || rc == 137)); then state=failed reason="stopped after ${timeout_s}s (BENCH_TIMEOUT)"
+  if ((rc == 124 || rc == 137)); then state=failed reason="stopped after ${limit}s ($limited_by)"
   elif ((rc != 0 && errors == 0)); then state=failed reason="exit status $rc; see logs/$name.log"
   elif ((errors > 0)); then state=failed
   elif ((ok == 0 && skipped > 0)); then state=skipped
@@ -75,6 +101,9 @@ for prog in "${programs[@]}"; do
   else state=ran; ((skipped > 0)) || reason=""; fi
   [[ $state == failed ]] && any_failed=1
   printf '%s\t%s\t%d\t%d\t%d\t%d\t%s\n' "$name" "$state" "$ok" "$skipped" "$errors" "$secs" "$reason" >>"$status"
+  if [[ -n ${BENCH_AFTER_PROGRAM:-} ]]; then
+    bash -c "$BENCH_AFTER_PROGRAM" || echo "run-suite: BENCH_AFTER_PROGRAM failed (exit $?)" >&2
+  fi
 done
 
 echo

@@ -8,6 +8,7 @@ needs=(
   "/usr/include/benchmark/benchmark.h libbenchmark-dev"
   "/usr/include/cmocka.h              libcmocka-dev"
   "/usr/include/turbojpeg.h           libturbojpeg0-dev"
+  "/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h libopenblas-dev"
   "gnuplot                            gnuplot-nox"
   "mpicc                              libopenmpi-dev"
   "mpirun                             openmpi-bin"

@@ -15,7 +15,7 @@ bool test_gpu_missing(void);
 const char *test_suite_root(void);
 // The build folder: $SUITE_BUILD, or "build" when unset.
 const char *test_build_dir(void);
-// Creates a fresh temporary folder; returns its path (static storage per call slot).
+// Creates a fresh temporary folder; returns its malloc'd path (the caller frees it).
 char *test_temp_dir(void);
 // Removes a folder tree (rm -rf).
 void test_remove_tree(const char *path);

@@ -70,6 +70,30 @@ static void test_growth_keeps_scale_finite(void **state)
     assert_int_equal(s.growth_tracker, 0);
 }
 
+// torch._amp_foreach_non_finite_check_and_unscale_ checks the *scaled* gradient before it
+// multiplies by inv_scale, and leaves values untouched when inv_scale is 1:
+//   torch.tensor([3.4e38, 1., -0.]) unscaled with scale 0.5 -> [inf, 2., -0.], found_inf 0
+// (the overflow happens after the check, so PyTorch does not flag it);
+//   [inf, 1.] with scale 65536 -> found_inf 1;  [nan] with scale 1 -> found_inf 1, nan kept.
+static void test_unscale_checks_scaled_values_first(void **state)
+{
+    (void)state;
+    float a[3] = {FLT_MAX, 1.0f, -0.0f};
+    assert_false(amp_unscale_check(a, 3, 0.5f));
+    assert_true(isinf(a[0]) && a[0] > 0);
+    assert_true(a[1] == 2.0f);
+    assert_true(a[2] == 0.0f && signbit(a[2]));
+    float b[2] = {INFINITY, 1.0f};
+    assert_true(amp_unscale_check(b, 2, 65536.0f));
+    assert_true(b[1] == 1.0f / 65536.0f);
+    float c[2] = {NAN, 1e-45f};  // scale 1: no multiply, the denormal stays bit-exact
+    assert_true(amp_unscale_check(c, 2, 1.0f));
+    assert_true(isnan(c[0]));
+    assert_true(c[1] == 1e-45f);
+    // inv_scale is float(1 / double(scale)), as GradScaler computes it
+    assert_true(amp_inv_scale(3.0f) == (float)(1.0 / 3.0));
+}
+
 typedef struct Run { Core *core; float *images; int32_t *labels; CoreBatch b; SynthTask t; } Run;
 
 static void run_open(Run *r, CoreConfig cfg)
@@ -182,6 +206,7 @@ int main(void)
         cmocka_unit_test(test_defaults_match_pytorch),
         cmocka_unit_test(test_scaler_trajectory),
         cmocka_unit_test(test_growth_keeps_scale_finite),
+        cmocka_unit_test(test_unscale_checks_scaled_values_first),
         cmocka_unit_test(test_core_fp16_trajectory_with_injected_faults),
         cmocka_unit_test(test_unscale_before_clipping),
     };

@@ -1,6 +1,7 @@
-// test_core_cpu.c: the core on the CPU backend: the tiny preset learns the synthetic
-// task to a stated accuracy in a stated number of steps; both zero-grad modes give
-// bit-identical weights; LR schedule values; deferred loss read-back; config checks.
+// test_core_cpu.c: the core on the (fast) CPU backend: the tiny preset learns the
+// synthetic task to a stated accuracy in a stated number of steps; both zero-grad modes
+// give bit-identical weights (on the reference backend too); LR schedule values; deferred
+// loss read-back; config checks.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -108,8 +109,9 @@ static void test_zero_grad_modes_bit_identical(void **state)
 {
     (void)state;
     const char *presets[] = {"tiny", "mlp"};
-    for (int i = 0; i < 2; i++) {
-        CoreConfig cfg = cpu_preset(presets[i]);
+    for (int i = 0; i < 4; i++) { // both presets on the fast backend, then on the reference
+        CoreConfig cfg = cpu_preset(presets[i % 2]);
+        if (i >= 2) cfg.backend = CORE_BACKEND_CPU_REF;
         cfg.batch_size = 8;
         size_t n0, n1, n2;
         float *init = train_params(cfg, 0, &n0);
@@ -120,8 +122,8 @@ static void test_zero_grad_modes_bit_identical(void **state)
         assert_int_equal(n1, n2);
         assert_memory_equal(a, b, n1 * sizeof(float));
         assert_memory_not_equal(a, init, n1 * sizeof(float));  // training moved the weights
-        printf("%s: memset and set_to_none weights bit-identical after 6 steps (%zu params)\n",
-               presets[i], n1);
+        printf("%s on %s: memset and set_to_none weights bit-identical after 6 steps (%zu params)\n",
+               presets[i % 2], core_backend_name(cfg.backend), n1);
         free(init); free(a); free(b);
     }
 }

@@ -100,6 +100,21 @@ static void test_empty_class_folder_is_named(void **state)
     rmdir(dir);
 }
 
+// An empty folder that sorts first is scanned before any file list was allocated: the
+// scan used to hand qsort a NULL array (undefined behaviour that UBSan reports).
+static void test_empty_first_class_folder_is_named(void **state)
+{
+    DsFixture *f = *state;
+    char dir[200];
+    snprintf(dir, sizeof dir, "%s/aa_empty", f->root);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    Dataset ds;
+    assert_int_equal(dataset_scan(f->root, &ds), -1);
+    assert_non_null(strstr(loaders_last_error(), dir));
+    assert_non_null(strstr(loaders_last_error(), "has no .jpg/.jpeg files"));
+    rmdir(dir);
+}
+
 static void test_root_without_classes_is_an_error(void **state)
 {
     DsFixture *f = *state;
@@ -299,6 +314,40 @@ static void test_datasets_tool_usage(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+// `datasets check` on an empty root, and on a root whose only class folder is empty: a
+// clear error (exit status 1) naming the folder. Both once passed qsort a NULL array, which
+// the sanitized build (make test-sanitize) reports as undefined behaviour.
+static void test_datasets_check_empty_folders(void **state)
+{
+    DsFixture *f = *state;
+    const char *build = getenv("SUITE_BUILD") ? getenv("SUITE_BUILD") : "build";
+    char prog[512], root[160], cls[200], cmd[2048], out[256];
+    snprintf(prog, sizeof prog, "%s/datasets", build);
+    if (access(prog, X_OK) != 0) {
+        fprintf(stderr, "skipping: %s is not built\n", prog);
+        skip();
+    }
+    snprintf(root, sizeof root, "%s/empty_root", f->tmp);
+    snprintf(cls, sizeof cls, "%s/only_class", root);
+    snprintf(out, sizeof out, "%s/check.txt", f->tmp);
+    assert_int_equal(mkdir(root, 0755), 0);
+    const char *folder[] = {root, cls}, *want[] = {"no class folders", "has no .jpg/.jpeg files"};
+    for (int i = 0; i < 2; i++) {
+        if (i == 1) assert_int_equal(mkdir(cls, 0755), 0);
+        snprintf(cmd, sizeof cmd, "'%s' check '%s' 0 >'%s' 2>&1", prog, root, out);
+        int rc = system(cmd);
+        char *text = read_text(out);
+        assert_non_null(text);
+        if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 1)
+            fail_msg("datasets check on %s: status %d, want exit 1: %s", folder[i], rc, text);
+        if (!strstr(text, folder[i]) || !strstr(text, want[i]))
+            fail_msg("datasets check: output lacks '%s' and '%s': %s", folder[i], want[i], text);
+        free(text);
+    }
+    rmdir(cls);
+    rmdir(root);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -306,12 +355,14 @@ int main(void)
         cmocka_unit_test(test_scan_ignores_other_files_and_sorts),
         cmocka_unit_test(test_missing_root_is_named),
         cmocka_unit_test(test_empty_class_folder_is_named),
+        cmocka_unit_test(test_empty_first_class_folder_is_named),
         cmocka_unit_test(test_root_without_classes_is_an_error),
         cmocka_unit_test(test_split_is_stratified_disjoint_and_deterministic),
         cmocka_unit_test(test_generator_is_deterministic),
         cmocka_unit_test(test_generated_classes_are_learnable),
         cmocka_unit_test(test_ensure_reuses_cache),
         cmocka_unit_test(test_datasets_tool_usage),
+        cmocka_unit_test(test_datasets_check_empty_folders),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,5 +1,6 @@
 // test_layers_cpu.c: finite-difference gradient checks of every CPU reference layer
-// and of whole tiny models (ResNet-style and MLP) through core_loss_grad.
+// and of whole tiny models (ResNet-style and MLP) through core_loss_grad, on the
+// reference backend and on the fast CPU backend.
 // Objective per layer: L = sum(y * r) for a fixed random r, so dL/dy = r.
 // Central differences in fp32; tolerance: relative L2 error of the checked entries.
 #include <stdarg.h>
@@ -271,11 +272,11 @@ static double model_obj(void *p)
     return loss;
 }
 
-static void check_model(const char *preset, int image_size, int width)
+static void check_model(const char *preset, int image_size, int width, CoreBackend backend)
 {
     CoreConfig cfg;
     assert_int_equal(core_config_preset(&cfg, preset), 0);
-    cfg.backend = CORE_BACKEND_CPU;
+    cfg.backend = backend;
     cfg.model.image_size = image_size;
     cfg.model.width = width;
     cfg.model.mlp_hidden = 16;
@@ -295,15 +296,28 @@ static void check_model(const char *preset, int image_size, int width)
     float loss;
     assert_int_equal(core_loss_grad(core, &c.batch, &loss, grad), 0);
     double e = rel_error_fd_pick(model_obj, &c, c.params, c.np, grad, FD_EPS, true);
-    printf("model %s (%zu params): loss %.4f, rel err %.2e (tol %.0e)\n", preset, c.np, loss, e, MODEL_TOL);
+    printf("model %s on %s (%zu params): loss %.4f, rel err %.2e (tol %.0e)\n", preset,
+           core_backend_name(backend), c.np, loss, e, MODEL_TOL);
     assert_true(isfinite(loss));
     assert_true(e < MODEL_TOL);
     core_free(core);
     free(images); free(c.params); free(grad);
 }
 
-static void test_model_resnet_grad(void **state) { (void)state; check_model("tiny", 8, 4); }
-static void test_model_mlp_grad(void **state) { (void)state; check_model("mlp", 6, 4); }
+// Whole models on the reference and, independently of it, on the fast CPU backend.
+static void test_model_resnet_grad(void **state)
+{
+    (void)state;
+    check_model("tiny", 8, 4, CORE_BACKEND_CPU_REF);
+    check_model("tiny", 8, 4, CORE_BACKEND_CPU);
+}
+
+static void test_model_mlp_grad(void **state)
+{
+    (void)state;
+    check_model("mlp", 6, 4, CORE_BACKEND_CPU_REF);
+    check_model("mlp", 6, 4, CORE_BACKEND_CPU);
+}
 
 int main(void)
 {

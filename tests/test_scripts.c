@@ -1,7 +1,8 @@
 // test_scripts.c: the results pipeline on the committed fixture
 // (tests/fixtures/pin_memory_fixture.csv, made-up numbers for tests only):
-// speedup summary values, gnuplot charts that are real non-empty PNGs, report.md; bad
-// arguments and missing folders are clear errors.
+// speedup summary values, gnuplot charts that are real non-empty PNGs (skipped, visibly,
+// where gnuplot is missing, as on the GPU machine), report.md; bad arguments and missing
+// folders are clear errors.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -175,9 +176,19 @@ static void test_run_suite_bad_settings_are_refused(void **state)
     assert_int_equal(test_run("'%s/context' --slug >/dev/null 2>&1", test_build_dir()), 0);
 }
 
+// The GPU machine has no gnuplot: its charts are drawn back home (make charts). Tests
+// that draw say so and skip there, visibly.
+static bool gnuplot_missing(void)
+{
+    if (test_run("command -v gnuplot >/dev/null 2>&1") == 0) return false;
+    printf("skipped: gnuplot is not installed here (charts are drawn where it is: make charts)\n");
+    return true;
+}
+
 static void test_charts_are_non_empty_pngs(void **state)
 {
     (void)state;
+    if (gnuplot_missing()) skip();
     assert_int_equal(test_run("bash '%s/scripts/summarize.sh' '%s' >/dev/null && "
                               "bash '%s/scripts/charts.sh' '%s' >/dev/null",
                               test_suite_root(), dir, test_suite_root(), dir), 0);
@@ -205,8 +216,10 @@ static void test_report_embeds_charts_and_speedups(void **state)
     snprintf(path, sizeof path, "%s/report.md", dir);
     char *report = test_read_file(path, NULL);
     assert_non_null(report);
-    assert_non_null(strstr(report, "![pin_memory_bw_h2d](charts/pin_memory_bw_h2d.png)"));
     assert_non_null(strstr(report, "| pin_memory_step | pinned_async_overlap | 4 | 2.00x |"));
+    // the charts are embedded where gnuplot drew them
+    if (!gnuplot_missing())
+        assert_non_null(strstr(report, "![pin_memory_bw_h2d](charts/pin_memory_bw_h2d.png)"));
     free(report);
 }
 

@@ -52,7 +52,8 @@ static void test_help_lists_every_practice(void **state)
                            "--readback", "deferred", "--readback-interval", "--batch-size",
                            "--lr", "--lr-decay", "cosine", "--warmup", "--step-size",
                            "--linear-scaling", "--clip-norm", "--momentum", "--weight-decay",
-                           "--backend", "--preset", "--init-scale", "--growth-interval"};
+                           "--backend", "--preset", "--init-scale", "--growth-interval",
+                           "cpu-ref", "--threads"};
     assert_help_mentions(flags, sizeof flags / sizeof flags[0]);
 }
 
@@ -100,6 +101,7 @@ static void test_bad_number_is_refused(void **state)
         {"--clip-norm -1", "'-1' for --clip-norm"}, {"--num-workers abc", "'abc' for --num-workers"},
         {"--eval-batches abc", "'abc' for --eval-batches"},
         {"--target-accuracy nan", "'nan' for --target-accuracy"},
+        {"--threads 0", "'0' for --threads"}, {"--threads two", "'two' for --threads"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char flags[256];
@@ -108,6 +110,7 @@ static void test_bad_number_is_refused(void **state)
         assert_true(output_has(dir, bad[i][1]));
     }
     test_remove_tree(dir);
+    free(dir);
 }
 
 // A model whose per-sample tensors do not fit an int is refused before any allocation
@@ -127,6 +130,24 @@ static void test_too_large_is_a_clear_error(void **state)
     assert_int_equal(run_train(dir, "--data tensor --steps 2 --batch-size 100000000"), 1);
     assert_true(output_has(dir, "out of memory"));
     test_remove_tree(dir);
+    free(dir);
+}
+
+// --threads N sets the fast CPU backend's threads and --backend cpu-ref runs the plain-C
+// reference on one thread; the header names both.
+static void test_cpu_backends_and_threads(void **state)
+{
+    (void)state;
+    char *dir = test_temp_dir();
+    assert_non_null(dir);
+    assert_int_equal(run_train(dir, "--data tensor --steps 2 --eval-batches 1 --threads 2"), 0);
+    assert_true(output_has(dir, "backend cpu precision"));
+    assert_true(output_has(dir, "train: cpu threads 2 (OpenBLAS"));
+    assert_int_equal(run_train(dir, "--data tensor --steps 2 --eval-batches 1 --backend cpu-ref"), 0);
+    assert_true(output_has(dir, "backend cpu-ref precision"));
+    assert_true(output_has(dir, "train: cpu-ref threads 1"));
+    test_remove_tree(dir);
+    free(dir);
 }
 
 static void test_tiny_reaches_accuracy_on_cpu(void **state)
@@ -173,6 +194,7 @@ static void test_tiny_reaches_accuracy_on_images(void **state)
     snprintf(path, sizeof path, "%s/cache/datasets", dir);
     assert_true(test_run("test -e '%s'", path) != 0);
     test_remove_tree(dir);
+    free(dir);
 }
 
 // Writes the loaders' "tiny" preset (4 classes x 6 JPEGs) to <dir>/data.
@@ -199,6 +221,7 @@ static void test_missing_dataset_is_named(void **state)
     assert_int_equal(run_train(dir, flags), 1);
     assert_int_equal(run_train(dir, "--data pictures"), 1);
     test_remove_tree(dir);
+    free(dir);
 }
 
 // A corrupt JPEG stops training with an error naming it (through the workers), or is
@@ -225,6 +248,7 @@ static void test_corrupt_file_is_named_or_skipped(void **state)
     assert_true(output_has(dir, "img_00003.jpg"));
     assert_true(output_has(dir, "eval: loss"));
     test_remove_tree(dir);
+    free(dir);
 }
 
 // The model's class count follows the dataset; a contradicting --classes is an error.
@@ -247,6 +271,7 @@ static void test_class_count_follows_dataset(void **state)
     assert_int_equal(run_train(dir, flags), 1);
     assert_true(output_has(dir, "fewer than one batch"));
     test_remove_tree(dir);
+    free(dir);
 }
 
 int main(void)
@@ -256,6 +281,7 @@ int main(void)
         cmocka_unit_test(test_bad_value_is_refused),
         cmocka_unit_test(test_bad_number_is_refused),
         cmocka_unit_test(test_too_large_is_a_clear_error),
+        cmocka_unit_test(test_cpu_backends_and_threads),
         cmocka_unit_test(test_tiny_reaches_accuracy_on_cpu),
         cmocka_unit_test(test_help_lists_data_flags),
         cmocka_unit_test(test_tiny_reaches_accuracy_on_images),

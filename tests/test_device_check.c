@@ -1,0 +1,198 @@
+// test_device_check.c: the parts of the GPU check that a CPU can check.
+// - scripts/with-gpu-libs.sh finds cuDNN and NCCL in a (fake) Python site-packages tree
+//   as the GPU machine has them, accepts only regular files (a *directory* named
+//   libcublas.so.13, as perf leaves under ~/.debug, is passed over), and runs the command;
+// - the chart tests skip, visibly, under a PATH without gnuplot (the GPU machine has none);
+// - scripts/device-check.sh keeps one deadline for everything: a test program that hangs
+//   is stopped at the tests' share, a practice program that overruns is stopped at the
+//   deadline, one with no time left is "not run", the summary is printed, and the archive
+//   holds what finished - all within the budget. Fake programs stand in for the real
+//   ones so that the test takes seconds.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tests/support.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Writes an executable script at dir/name.
+static void script(const char *dir, const char *name, const char *body)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/usr/bin/env bash\n%s\n", body);
+    fclose(f);
+    assert_int_equal(test_run("chmod +x '%s'", path), 0);
+}
+
+static void test_wrapper_finds_libraries_in_site_packages(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    // site-packages/nvidia/{cudnn,nccl}/lib as pip installs them; a directory where
+    // libcublas.so.13 should be; no toolkit at CUDA_HOME.
+    assert_int_equal(test_run("cd '%s' && mkdir -p bin sp/nvidia/cudnn/lib sp/nvidia/nccl/lib "
+                              "sp/nvidia/cublas/lib/libcublas.so.13 nocuda && "
+                              "echo x > sp/nvidia/cudnn/lib/libcudnn.so.9.1.0 && "
+                              "ln -s libcudnn.so.9.1.0 sp/nvidia/cudnn/lib/libcudnn.so.9 && "
+                              "echo x > sp/nvidia/nccl/lib/libnccl.so.2", tmp), 0);
+    char body[1024];
+    snprintf(body, sizeof body, "echo '%s/sp'", tmp);  // a python3 that reports its site-packages
+    script(tmp, "bin/python3", body);
+    char out[1200];
+    snprintf(out, sizeof out, "%s/print.txt", tmp);
+    assert_int_equal(test_run("PATH='%s/bin':\"$PATH\" CUDA_HOME='%s/nocuda' GPU_LIBS_NO_SEARCH=1 "
+                              "bash '%s/scripts/with-gpu-libs.sh' --print >'%s'", tmp, tmp,
+                              test_suite_root(), out), 0);
+    char *text = test_read_file(out, NULL);
+    assert_non_null(text);
+    printf("%s", text);
+    char want[1200];
+    snprintf(want, sizeof want, "libcudnn.so.9      %s/sp/nvidia/cudnn/lib/libcudnn.so.9", tmp);
+    assert_non_null(strstr(text, want));
+    snprintf(want, sizeof want, "libnccl.so.2       %s/sp/nvidia/nccl/lib/libnccl.so.2", tmp);
+    assert_non_null(strstr(text, want));
+    assert_non_null(strstr(text, "libcublas.so.13    NOT FOUND"));  // the directory is no library
+    snprintf(want, sizeof want, "%s/sp/nvidia/cublas", tmp);
+    assert_null(strstr(text, want));
+    free(text);
+    // It runs the command with that LD_LIBRARY_PATH (the caller's kept at the end); a
+    // cuDNN in GPU_LIBS_DIRS wins over the one in site-packages.
+    assert_int_equal(test_run("mkdir -p '%s/forced' && echo x > '%s/forced/libcudnn.so.9'", tmp, tmp), 0);
+    assert_int_equal(test_run("PATH='%s/bin':\"$PATH\" CUDA_HOME='%s/nocuda' GPU_LIBS_NO_SEARCH=1 "
+                              "GPU_LIBS_DIRS='%s/forced' LD_LIBRARY_PATH=/keep "
+                              "bash '%s/scripts/with-gpu-libs.sh' sh -c 'echo \"$LD_LIBRARY_PATH\"' >'%s'",
+                              tmp, tmp, tmp, test_suite_root(), out), 0);
+    text = test_read_file(out, NULL);
+    assert_non_null(text);
+    snprintf(want, sizeof want, "%s/forced:%s/sp/nvidia/nccl/lib:/keep\n", tmp, tmp);
+    if (!strstr(text, want)) fail_msg("LD_LIBRARY_PATH %s, want it to end with %s", text, want);
+    free(text);
+    // No command is a usage error, not a silent success.
+    assert_int_not_equal(test_run("bash '%s/scripts/with-gpu-libs.sh' >/dev/null 2>&1", test_suite_root()), 0);
+    // The real programs say which library files they loaded.
+    assert_int_equal(test_run("bash '%s/scripts/with-gpu-libs.sh' '%s/context' >'%s'",
+                              test_suite_root(), test_build_dir(), out), 0);
+    text = test_read_file(out, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "cudnn_library=/"));
+    assert_non_null(strstr(text, "cublas_library=/"));
+    free(text);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+static void test_chart_tests_skip_without_gnuplot(void **state)
+{
+    (void)state;
+    if (test_run("command -v gnuplot >/dev/null 2>&1") != 0) {
+        printf("gnuplot is missing here already: test_scripts itself shows the skip\n");
+        return;
+    }
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    // A PATH with every program of this machine's PATH except gnuplot.
+    assert_int_equal(test_run("mkdir -p '%s/bin' && IFS=: && for d in $PATH; do "
+                              "for f in \"$d\"/*; do n=${f##*/}; [ \"$n\" = gnuplot ] && continue; "
+                              "[ -x \"$f\" ] && [ ! -e '%s/bin/'\"$n\" ] && ln -s \"$f\" '%s/bin/'\"$n\"; "
+                              "done; done; true", tmp, tmp, tmp), 0);
+    char out[600];
+    snprintf(out, sizeof out, "%s/out.txt", tmp);
+    int rc = test_run("PATH='%s/bin' '%s/tests/test_scripts' >'%s' 2>&1", tmp, test_build_dir(), out);
+    char *text = test_read_file(out, NULL);
+    assert_non_null(text);
+    if (rc != 0) fail_msg("test_scripts without gnuplot: exit %d:\n%s", rc, text);
+    assert_non_null(strstr(text, "skipped: gnuplot is not installed"));
+    assert_non_null(strstr(text, "[  SKIPPED ] test_charts_are_non_empty_pngs"));
+    assert_non_null(strstr(text, "[       OK ] test_report_embeds_charts_and_speedups"));
+    free(text);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+static void test_device_check_keeps_one_deadline(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    char build[600], fixture[600];
+    snprintf(build, sizeof build, "%s/build", tmp);
+    snprintf(fixture, sizeof fixture, "%s/tests/fixtures/pin_memory_fixture.csv", test_suite_root());
+    assert_int_equal(test_run("mkdir -p '%s/tests' '%s/out' '%s/results'", build, tmp, tmp), 0);
+    script(build, "context", "if [ \"$1\" = --slug ]; then echo fake-gpu_0.0; else echo gpu_name=Fake; fi");
+    script(build, "tests/test_quick", "echo '[==========] 1 test(s) run.'; echo '[  PASSED  ] 1 test(s).'");
+    script(build, "tests/test_stuck", "exec sleep 300");  // a hung GPU test
+    // A practice program writes its tidy CSV (here the fixture) and its JSON, then either
+    // ends or overruns.
+    char body[2048];
+    snprintf(body, sizeof body,
+             "for a in \"$@\"; do case $a in --harness_csv=*) cp '%s' \"${a#*=}\";; "
+             "--benchmark_out=*) echo '{}' > \"${a#*=}\";; esac; done\n"
+             "[ \"${0##*/}\" = bench_b ] && exec sleep 300\ntrue", fixture);
+    script(build, "bench_a", body);
+    script(build, "bench_b", body);
+    script(build, "bench_c", body);
+    const int budget = 30;
+    char log[600];
+    snprintf(log, sizeof log, "%s/check.txt", tmp);
+    double t0 = now_s();
+    int rc = test_run("cd '%s' && OUT='%s/out' BUILD='%s' RESULTS_ROOT='%s/results' "
+                      "DEVICE_CHECK_TEST_SHARE=20 bash scripts/device-check.sh %d >'%s' 2>&1",
+                      test_suite_root(), tmp, build, tmp, budget, log);
+    double took = now_s() - t0;
+    char *text = test_read_file(log, NULL);
+    assert_non_null(text);
+    printf("device-check with a %d s budget: exit %d after %.1f s\n", budget, rc, took);
+    if (took > budget + 1.5) fail_msg("overran its budget: %.1f s\n%s", took, text);
+    assert_int_not_equal(rc, 0);  // a test was stopped and a program did not finish
+    const char *want[] = {"== tests (at most ", "test_stuck (timed out after ",
+                          "== device-check summary", "benchmarks: ", "stopped after",
+                          "c not run: no time left before BENCH_DEADLINE",
+                          "results: "};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(text, want[i])) fail_msg("device-check output lacks '%s':\n%s", want[i], text);
+    free(text);
+    // The archive has the log and the results of what finished, summary included.
+    char list[600];
+    snprintf(list, sizeof list, "%s/list.txt", tmp);
+    assert_int_equal(test_run("tar -tzf '%s/out/device-check.tar.gz' >'%s'", tmp, list), 0);
+    text = test_read_file(list, NULL);
+    assert_non_null(text);
+    const char *files[] = {"device-check.log", "/a.csv", "/suite-status.tsv", "/summary.csv",
+                           "/report.md"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        if (!strstr(text, files[i])) fail_msg("archive lacks %s:\n%s", files[i], text);
+    free(text);
+    assert_int_equal(test_run("test ! -e '%s/out/.device-check.tar.gz.tmp'", tmp), 0);
+    // A budget that is not a number of seconds is refused before anything runs.
+    assert_int_equal(test_run("cd '%s' && OUT='%s/out2' bash scripts/device-check.sh 5m >/dev/null 2>&1",
+                              test_suite_root(), tmp), 2);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wrapper_finds_libraries_in_site_packages),
+        cmocka_unit_test(test_chart_tests_skip_without_gnuplot),
+        cmocka_unit_test(test_device_check_keeps_one_deadline),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
