@@ -3,7 +3,7 @@
 # file needs no Makefile edit:
 #   <module>/*.c|*.cu|*.cc   -> build/lib<module>.a   (module = bench kernels loaders dist tests)
 #   bench/bench_*.c          -> build/bench_*         (one program per practice)
-#   <module>/*_main.c        -> build/<name>          (other programs, e.g. kernels/train_main.c)
+#   <module>/*_main.c        -> build/<name>          (other programs, e.g. bench/train_main.c)
 #   tests/test_*.c           -> build/tests/test_*    (cmocka tests, run by `make test`;
 #                               tests/*.c other than test_*.c -> build/libtests.a)
 

@@ -19,9 +19,6 @@
 #include "kernels/check.h"
 #include "kernels/gpu_device.h"
 
-#define KiB ((int64_t)1 << 10)
-#define MiB ((int64_t)1 << 20)
-
 static bool require_gpu(HarnessState *st)
 {
     char why[160];
@@ -34,8 +31,8 @@ static bool require_gpu(HarnessState *st)
 static void report_cuda_problem(HarnessState *st, const char *what)
 {
     char msg[700];
-    snprintf(msg, sizeof msg, "%s: %s", what, check_last_error());
-    if (check_last_was_oom()) harness_skip(st, msg);
+    snprintf(msg, sizeof msg, "%s: %s", what, error_message());
+    if (error_kind() == ERROR_OUT_OF_MEMORY) harness_skip(st, msg);
     else harness_fail(st, msg);
 }
 
@@ -43,8 +40,8 @@ static void bench_copy(HarnessState *st, void *user)
 {
     const CopyVariant *variant = user;
     if (!require_gpu(st)) return;
-    const bool h2d = harness_param(st, 0) != 0;
-    const size_t bytes = (size_t)harness_param(st, 1);
+    const bool h2d = harness_axis_int(st, "h2d") != 0;
+    const size_t bytes = (size_t)harness_axis_int(st, "bytes");
     CopySetup s;
     int64_t wrong = 0;
     if (copy_prepare(&s, *variant, bytes) != 0 || copy_verify(&s, h2d, &wrong) != 0) {
@@ -74,8 +71,8 @@ static void bench_steps(HarnessState *st, void *user)
 {
     const StepsVariant variant = *(const StepsVariant *)user;
     if (!require_gpu(st)) return;
-    const size_t bytes = (size_t)harness_param(st, 0);
-    const int fma = (int)harness_param(st, 1);
+    const size_t bytes = (size_t)harness_axis_int(st, "bytes");
+    const int fma = (int)harness_axis_int(st, "fma");
     StepsSetup s;
     // the first pass is the warm-up (first-touch, module load), not timed
     if (steps_prepare(&s, variant, bytes) != 0 || steps_run(&s, fma) != 0) {
@@ -115,25 +112,20 @@ static void register_copies(void)
         {"registered_async", &copy_registered_async, HARNESS_TUNED},
     };
     for (size_t i = 0; i < sizeof variants / sizeof variants[0]; i++) {
-        HarnessBench *b = harness_register(&(HarnessSpec){
+        harness_register(&(HarnessSpec){
             .practice = "pin_memory", .variant = variants[i].name, .role = variants[i].role,
             .timing = HARNESS_TIMING_CUDA_EVENTS, .fn = bench_copy, .user = (void *)variants[i].v,
-            .param_names = {"h2d", "bytes", NULL}, .unit = HARNESS_US});
-        for (int h2d = 1; h2d >= 0; h2d--)
-            for (int64_t bytes = 4 * KiB; bytes <= 256 * MiB; bytes *= 4)
-                harness_add_instance(b, (int64_t[]){h2d, bytes});
+            .axes = {{"h2d", "1,0"}, {"bytes", "4096:268435456:*4"}}, .unit = HARNESS_US});
     }
 }
 
 static void register_steps(const char *practice, const char *variant, HarnessRole role,
                            const StepsVariant *steps)
 {
-    HarnessBench *b = harness_register(&(HarnessSpec){
+    harness_register(&(HarnessSpec){
         .practice = practice, .variant = variant, .role = role, .timing = HARNESS_TIMING_WALL,
-        .fn = bench_steps, .user = (void *)steps, .param_names = {"bytes", "fma", NULL},
-        .unit = HARNESS_MS});
-    for (int64_t bytes = 4 * MiB; bytes <= 64 * MiB; bytes *= 4)
-        for (int64_t fma = 64; fma <= 4096; fma *= 8) harness_add_instance(b, (int64_t[]){bytes, fma});
+        .fn = bench_steps, .user = (void *)steps,
+        .axes = {{"bytes", "4194304:67108864:*4"}, {"fma", "64:4096:*8"}}, .unit = HARNESS_MS});
 }
 
 int main(int argc, char **argv)

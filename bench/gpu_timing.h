@@ -14,7 +14,7 @@ typedef struct {
     cudaEvent_t start, stop;
 } GpuTimer;
 
-// Creates the two events; returns 0 or -1 (check_last_error says why).
+// Creates the two events; returns 0 or -1 (kernels/error.h says why).
 int gpu_timer_create(GpuTimer *t);
 // Records the start event on stream.
 int gpu_timer_start(GpuTimer *t, cudaStream_t stream);

@@ -1,7 +1,9 @@
 // harness.cc: adapts the C API of harness.h to Google Benchmark 1.7.1. The only C++
-// file in the suite. It registers benchmarks, labels every run with its role and
-// timing, adds the device/library context to the JSON, and tees the runs into a
-// tidy CSV (--harness_csv=FILE) next to whatever output the library writes itself.
+// file in the suite. It parses the suite's flags and the programs' options, expands each
+// benchmark's sweep axes into instances (each registered as its own benchmark, named
+// practice/variant/axis:value...), labels every run with its role and timing, adds the
+// device/library context to the JSON, and tees the runs into a tidy CSV
+// (--harness_csv=FILE) and curve points into FILE.curves.csv.
 #include "bench/harness.h"
 
 #include <benchmark/benchmark.h>
@@ -23,19 +25,52 @@
 #include "bench/context.h"
 #include "kernels/core.h"
 
+namespace {
+
+struct Axis {
+    std::string name, values; // values as declared (or as overridden), unexpanded
+    bool is_string;
+};
+
+struct Instance;
+
+} // namespace
+
 struct HarnessBench {
     std::string practice, variant;
     HarnessRole role;
     HarnessTiming timing;
     HarnessFn fn;
     void *user;
-    std::vector<std::string> params;
-    benchmark::internal::Benchmark *gb;
+    std::vector<Axis> axes;
+    HarnessUnit unit;
+    double min_time;
+    int64_t iterations;
 };
+
+namespace {
+
+// One point of the product of a benchmark's axes: a registered Google Benchmark.
+struct Instance {
+    HarnessBench *bench;
+    std::vector<std::pair<std::string, std::string>> params; // axis name -> value, in order
+    std::string name;                                        // practice/variant/axis:value...
+    int calls = 0;                                           // runs so far (curve rows)
+};
+
+struct CurvePoint {
+    const Instance *instance;
+    int run;
+    std::string metric;
+    int64_t step, images;
+    double seconds, value;
+};
+
+} // namespace
 
 struct HarnessState {
     benchmark::State *gb;
-    const HarnessBench *bench;
+    Instance *instance;
     std::string label;
     bool loop_done;
 };
@@ -45,19 +80,42 @@ namespace {
 const char kSkipPrefix[] = "skipped: ";
 const char kErrorPrefix[] = "error: ";
 
-std::vector<std::unique_ptr<HarnessBench>> &registry()
+struct Option {
+    std::string name, env, help, def, value;
+    bool is_int;
+    int64_t min, max, int_value;
+    bool given;
+};
+
+struct Globals {
+    std::vector<std::unique_ptr<HarnessBench>> benches;
+    std::vector<std::unique_ptr<Instance>> instances;
+    std::vector<std::pair<std::string, std::string>> extra_context;
+    std::vector<Option> options;
+    std::map<std::string, std::string> axis_overrides; // --harness_axis, --preset
+    std::vector<CurvePoint> curves;
+    std::vector<std::string> gb_args;                  // argv for Google Benchmark
+    std::string prog = "bench", csv_path;
+    HarnessCommon common = {"auto", nullptr, nullptr, 0};
+    std::string backend, data, data_dir;
+    bool initialised = false, help = false, user_min_time = false;
+};
+
+Globals &g()
 {
-    static std::vector<std::unique_ptr<HarnessBench>> benches;
-    return benches;
+    static Globals globals;
+    return globals;
 }
 
-std::vector<std::pair<std::string, std::string>> &extra_context()
+const char *role_name(HarnessRole r)
 {
-    static std::vector<std::pair<std::string, std::string>> kv;
-    return kv;
+    switch (r) {
+    case HARNESS_BASELINE: return "baseline";
+    case HARNESS_TUNED: return "tuned";
+    case HARNESS_REFERENCE: return "reference";
+    }
+    return "unknown";
 }
-
-const char *role_name(HarnessRole r) { return r == HARNESS_BASELINE ? "baseline" : "tuned"; }
 
 const char *timing_name(HarnessTiming t)
 {
@@ -91,13 +149,78 @@ const char *unit_name(benchmark::TimeUnit u)
     return "ns";
 }
 
-void run_one(benchmark::State &gb, HarnessBench *b)
+// ---- values ------------------------------------------------------------------------
+
+bool parse_int64(const std::string &s, int64_t *out)
 {
-    HarnessState st{&gb, b, std::string(), false};
-    b->fn(&st, b->user);
+    if (s.empty()) return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s.c_str(), &end, 10);
+    if (*end || errno) return false;
+    *out = v;
+    return true;
+}
+
+std::vector<std::string> split(const std::string &s, char sep)
+{
+    std::vector<std::string> parts;
+    size_t pos = 0;
+    for (;;) {
+        size_t end = s.find(sep, pos);
+        parts.push_back(s.substr(pos, end == std::string::npos ? std::string::npos : end - pos));
+        if (end == std::string::npos) return parts;
+        pos = end + 1;
+    }
+}
+
+// Expands an axis's values ("8,64", "4096:268435456:*4", "0:30:+10", "tiny,mlp");
+// "" on success, else why not.
+std::string expand_axis(const Axis &a, std::vector<std::string> *out)
+{
+    out->clear();
+    if (a.values.empty()) return "axis '" + a.name + "' has no values";
+    for (const std::string &item : split(a.values, ',')) {
+        if (item.empty()) return "axis '" + a.name + "': empty value in '" + a.values + "'";
+        if (a.is_string) {
+            if (item.find_first_of("/:;= ") != std::string::npos)
+                return "axis '" + a.name + "': value '" + item + "' may not contain / : ; = or spaces";
+            out->push_back(item);
+            continue;
+        }
+        std::vector<std::string> r = split(item, ':');
+        int64_t lo, hi, step;
+        if (r.size() == 1) {
+            if (!parse_int64(r[0], &lo)) return "axis '" + a.name + "': '" + item + "' is not an integer";
+            out->push_back(std::to_string(lo));
+            continue;
+        }
+        bool geometric = r.size() == 3 && !r[2].empty() && r[2][0] == '*';
+        bool arithmetic = r.size() == 3 && !r[2].empty() && r[2][0] == '+';
+        if (!(geometric || arithmetic) || !parse_int64(r[0], &lo) || !parse_int64(r[1], &hi) ||
+            !parse_int64(r[2].substr(1), &step) || hi < lo || (geometric && (step < 2 || lo < 1)) ||
+            (arithmetic && step < 1))
+            return "axis '" + a.name + "': '" + item + "' is not a range lo:hi:*k (k >= 2, lo >= 1) or lo:hi:+k";
+        for (int64_t v = lo; v <= hi; v = geometric ? v * step : v + step) {
+            out->push_back(std::to_string(v));
+            if (out->size() > 10000) return "axis '" + a.name + "': more than 10000 values";
+            if ((geometric && v > hi / step) || (arithmetic && v > hi - step)) break;
+        }
+    }
+    return "";
+}
+
+// ---- the run of one instance -----------------------------------------------------------
+
+void run_one(benchmark::State &gb, Instance *in)
+{
+    HarnessState st{&gb, in, std::string(), false};
+    in->calls++;
+    in->bench->fn(&st, in->bench->user);
     if (!st.loop_done && !gb.error_occurred())
         gb.SkipWithError("error: benchmark returned before finishing its loop");
-    std::string label = std::string("role=") + role_name(b->role) + " timing=" + timing_name(b->timing);
+    std::string label = std::string("role=") + role_name(in->bench->role) +
+                        " timing=" + timing_name(in->bench->timing);
     if (!st.label.empty()) label += " " + st.label;
     gb.SetLabel(label);
 }
@@ -124,8 +247,16 @@ std::string num(double v)
     return buf;
 }
 
-struct Instance {
-    std::string function_name, args;
+std::string params_field(const Instance &in)
+{
+    std::string s;
+    for (const auto &p : in.params) s += (s.empty() ? "" : ";") + p.first + ":" + p.second;
+    return s;
+}
+
+struct Results {
+    const Instance *instance = nullptr;
+    std::string function_name;
     std::vector<benchmark::BenchmarkReporter::Run> runs;
     std::map<std::string, benchmark::BenchmarkReporter::Run> aggregates;
 };
@@ -135,6 +266,28 @@ double mean_of(const std::vector<double> &v)
     double s = 0;
     for (double x : v) s += x;
     return v.empty() ? NAN : s / (double)v.size();
+}
+
+// Writes path through path.tmp and a rename, so that a kill never leaves half a file.
+bool write_atomically(const std::string &path, const std::string &text)
+{
+    std::string tmp = path + ".tmp";
+    std::ofstream out(tmp);
+    if (out) out << text;
+    out.close();
+    if (!out || rename(tmp.c_str(), path.c_str()) != 0) {
+        fprintf(stderr, "harness: error writing %s\n", path.c_str());
+        remove(tmp.c_str());
+        return false;
+    }
+    return true;
+}
+
+std::string curves_path(const std::string &csv)
+{
+    std::string stem = csv;
+    if (stem.size() > 4 && stem.compare(stem.size() - 4, 4, ".csv") == 0) stem.resize(stem.size() - 4);
+    return stem + ".curves.csv";
 }
 
 class TidyCsvTee : public benchmark::BenchmarkReporter {
@@ -150,94 +303,94 @@ public:
         for (const Run &r : runs) {
             std::string key = r.run_name.str();
             if (!index_.count(key)) {
-                index_[key] = instances_.size();
-                instances_.push_back(Instance{r.run_name.function_name, r.run_name.args, {}, {}});
+                index_[key] = results_.size();
+                Results res;
+                res.function_name = r.run_name.function_name;
+                for (const auto &in : g().instances)
+                    if (in->name == res.function_name) res.instance = in.get();
+                results_.push_back(res);
             }
-            Instance &in = instances_[index_[key]];
-            if (r.run_type == Run::RT_Aggregate) in.aggregates[r.aggregate_name] = r;
-            else in.runs.push_back(r);
+            Results &res = results_[index_[key]];
+            if (r.run_type == Run::RT_Aggregate) res.aggregates[r.aggregate_name] = r;
+            else res.runs.push_back(r);
             if (r.error_occurred && r.error_message.rfind(kSkipPrefix, 0) != 0) any_error_ = true;
         }
         // Rewritten after every instance, so a run stopped by a timeout or Ctrl-C keeps
         // the rows it measured.
-        if (!path_.empty()) write_ok_ = write_csv();
+        if (!path_.empty()) write_ok_ = write_csv() && write_curves();
     }
 
     void Finalize() override
     {
         display_->Finalize();
-        if (!path_.empty()) write_ok_ = write_csv();
+        if (!path_.empty()) write_ok_ = write_csv() && write_curves();
     }
 
     bool any_error() const { return any_error_; }
     bool write_ok() const { return write_ok_; }
 
 private:
-    const HarnessBench *find_bench(const std::string &function_name) const
+    std::set<std::string> param_names() const
     {
-        for (const auto &b : registry())
-            if (b->practice + "/" + b->variant == function_name) return b.get();
-        return nullptr;
+        std::set<std::string> names;
+        for (const auto &b : g().benches)
+            for (const Axis &a : b->axes) names.insert(a.name);
+        return names;
     }
 
     bool write_csv()
     {
         const SuiteContext &ctx = *ctx_;
-        std::set<std::string> param_names, counter_names;
-        for (const auto &b : registry())
-            for (const auto &p : b->params) param_names.insert(p);
-        for (const Instance &in : instances_) {
-            for (const Run &r : in.runs)
+        std::set<std::string> params = param_names(), counter_names;
+        for (const Results &res : results_) {
+            for (const Run &r : res.runs)
                 for (const auto &c : r.counters) counter_names.insert(c.first);
-            for (const auto &a : in.aggregates)
+            for (const auto &a : res.aggregates)
                 for (const auto &c : a.second.counters) counter_names.insert(c.first);
         }
-        // Written beside and renamed over, so that a kill never leaves half a CSV.
-        std::string tmp = path_ + ".tmp";
-        std::ofstream out(tmp);
-        if (!out) {
-            fprintf(stderr, "harness: cannot write tidy CSV %s\n", tmp.c_str());
-            return false;
-        }
-        out << "practice,variant,role,timing,params,status,reason,repetitions,iterations,"
-               "time,cpu_time,time_unit,time_median,time_stddev,time_min,time_max";
-        for (const auto &p : param_names) out << ",param_" << field(p);
-        for (const auto &c : counter_names) out << "," << field(c);
-        for (int i = 0; i < ctx.count; i++) out << ",ctx_" << ctx.keys[i];
-        for (const auto &kv : extra_context()) out << ",ctx_" << field(kv.first);
-        out << "\n";
-        for (const Instance &in : instances_) write_row(out, in, ctx, param_names, counter_names);
-        out.close();
-        if (!out || rename(tmp.c_str(), path_.c_str()) != 0) {
-            fprintf(stderr, "harness: error writing tidy CSV %s\n", path_.c_str());
-            remove(tmp.c_str());
-            return false;
-        }
-        return true;
+        std::string out = "practice,variant,role,timing,params,status,reason,repetitions,iterations,"
+                          "time,cpu_time,time_unit,time_median,time_stddev,time_min,time_max";
+        for (const auto &p : params) out += ",param_" + field(p);
+        for (const auto &c : counter_names) out += "," + field(c);
+        for (int i = 0; i < ctx.count; i++) out += std::string(",ctx_") + ctx.keys[i];
+        for (const auto &kv : g().extra_context) out += ",ctx_" + field(kv.first);
+        out += "\n";
+        for (const Results &res : results_) out += row(res, ctx, params, counter_names);
+        return write_atomically(path_, out);
     }
 
-    void write_row(std::ofstream &out, const Instance &in, const SuiteContext &ctx,
-                   const std::set<std::string> &param_names,
-                   const std::set<std::string> &counter_names)
+    bool write_curves()
     {
-        const HarnessBench *b = find_bench(in.function_name);
-        // args look like "bytes:1024/streams:2"
-        std::map<std::string, std::string> params;
-        std::string params_field;
-        size_t pos = 0;
-        while (pos < in.args.size()) {
-            size_t end = in.args.find('/', pos);
-            if (end == std::string::npos) end = in.args.size();
-            std::string kv = in.args.substr(pos, end - pos);
-            size_t colon = kv.find(':');
-            if (colon != std::string::npos) params[kv.substr(0, colon)] = kv.substr(colon + 1);
-            params_field += (params_field.empty() ? "" : ";") + kv;
-            pos = end + 1;
+        if (g().curves.empty()) return true;
+        std::set<std::string> params = param_names();
+        std::string out = "practice,variant,role,params";
+        for (const auto &p : params) out += ",param_" + field(p);
+        out += ",run,metric,step,images,seconds,value\n";
+        for (const CurvePoint &c : g().curves) {
+            const Instance &in = *c.instance;
+            out += field(in.bench->practice) + "," + field(in.bench->variant) + "," +
+                   role_name(in.bench->role) + "," + field(params_field(in));
+            for (const auto &p : params) {
+                std::string v;
+                for (const auto &kv : in.params)
+                    if (kv.first == p) v = kv.second;
+                out += "," + field(v);
+            }
+            out += "," + std::to_string(c.run) + "," + field(c.metric) + "," + std::to_string(c.step) +
+                   "," + std::to_string(c.images) + "," + num(c.seconds) + "," + num(c.value) + "\n";
         }
-        const Run *first = !in.runs.empty() ? &in.runs[0]
-                           : !in.aggregates.empty() ? &in.aggregates.begin()->second : nullptr;
+        return write_atomically(curves_path(path_), out);
+    }
+
+    std::string row(const Results &res, const SuiteContext &ctx, const std::set<std::string> &params,
+                    const std::set<std::string> &counter_names)
+    {
+        const Instance *in = res.instance;
+        const HarnessBench *b = in ? in->bench : nullptr;
+        const Run *first = !res.runs.empty() ? &res.runs[0]
+                           : !res.aggregates.empty() ? &res.aggregates.begin()->second : nullptr;
         std::string status = "ok", reason;
-        for (const Run &r : in.runs)
+        for (const Run &r : res.runs)
             if (r.error_occurred) {
                 bool skip = r.error_message.rfind(kSkipPrefix, 0) == 0;
                 status = skip ? "skipped" : "error";
@@ -246,15 +399,15 @@ private:
                                                     ? strlen(kErrorPrefix) : 0);
             }
         std::vector<double> times, cpu, iters;
-        for (const Run &r : in.runs)
+        for (const Run &r : res.runs)
             if (!r.error_occurred) {
                 times.push_back(r.GetAdjustedRealTime());
                 cpu.push_back(r.GetAdjustedCPUTime());
                 iters.push_back((double)r.iterations);
             }
         auto agg = [&](const char *name, bool real) -> double {
-            auto it = in.aggregates.find(name);
-            if (it == in.aggregates.end()) return NAN;
+            auto it = res.aggregates.find(name);
+            if (it == res.aggregates.end()) return NAN;
             return real ? it->second.GetAdjustedRealTime() : it->second.GetAdjustedCPUTime();
         };
         double time = agg("mean", true), cpu_time = agg("mean", false);
@@ -272,67 +425,74 @@ private:
             for (double x : sorted) s += (x - m) * (x - m);
             stddev = sorted.size() > 1 ? std::sqrt(s / (double)(sorted.size() - 1)) : 0.0;
         }
-        size_t reps = in.runs.size();
-        if (in.aggregates.count("mean")) reps = (size_t)in.aggregates.at("mean").repetitions;
+        size_t reps = res.runs.size();
+        if (res.aggregates.count("mean")) reps = (size_t)res.aggregates.at("mean").repetitions;
         if (status != "ok") time = cpu_time = median = stddev = NAN;
-        std::string practice = b ? b->practice : in.function_name, variant = b ? b->variant : "";
-        out << field(practice) << "," << field(variant) << ","
-            << (b ? role_name(b->role) : "") << "," << (b ? timing_name(b->timing) : "") << ","
-            << field(params_field) << "," << status << "," << field(reason) << "," << reps << ","
-            << num(mean_of(iters)) << "," << num(time) << "," << num(cpu_time) << ","
-            << (first ? unit_name(first->time_unit) : "") << "," << num(median) << ","
-            << num(stddev) << "," << (status == "ok" && !sorted.empty() ? num(sorted.front()) : "")
-            << "," << (status == "ok" && !sorted.empty() ? num(sorted.back()) : "");
-        for (const auto &p : param_names) out << "," << (params.count(p) ? field(params[p]) : "");
+        std::string out = field(b ? b->practice : res.function_name) + "," + field(b ? b->variant : "") +
+                          "," + (b ? role_name(b->role) : "") + "," + (b ? timing_name(b->timing) : "") +
+                          "," + field(in ? params_field(*in) : "") + "," + status + "," + field(reason) +
+                          "," + std::to_string(reps) + "," + num(mean_of(iters)) + "," + num(time) + "," +
+                          num(cpu_time) + "," + (first ? unit_name(first->time_unit) : "") + "," +
+                          num(median) + "," + num(stddev) + "," +
+                          (status == "ok" && !sorted.empty() ? num(sorted.front()) : "") + "," +
+                          (status == "ok" && !sorted.empty() ? num(sorted.back()) : "");
+        for (const auto &p : params) {
+            std::string v;
+            if (in)
+                for (const auto &kv : in->params)
+                    if (kv.first == p) v = kv.second;
+            out += "," + field(v);
+        }
         for (const auto &c : counter_names) {
             double v = NAN;
-            auto mean_it = in.aggregates.find("mean");
-            if (mean_it != in.aggregates.end() && mean_it->second.counters.count(c)) {
+            auto mean_it = res.aggregates.find("mean");
+            if (mean_it != res.aggregates.end() && mean_it->second.counters.count(c)) {
                 v = mean_it->second.counters.at(c).value;
             } else {
                 std::vector<double> vals;
-                for (const Run &r : in.runs)
+                for (const Run &r : res.runs)
                     if (!r.error_occurred && r.counters.count(c)) vals.push_back(r.counters.at(c).value);
                 v = mean_of(vals);
             }
-            out << "," << (status == "ok" ? num(v) : "");
+            out += "," + (status == "ok" ? num(v) : std::string());
         }
-        for (int i = 0; i < ctx.count; i++) out << "," << field(ctx.values[i]);
-        for (const auto &kv : extra_context()) out << "," << field(kv.second);
-        out << "\n";
+        for (int i = 0; i < ctx.count; i++) out += "," + field(ctx.values[i]);
+        for (const auto &kv : g().extra_context) out += "," + field(kv.second);
+        return out + "\n";
     }
 
     benchmark::BenchmarkReporter *display_;
     std::string path_;
     const SuiteContext *ctx_;
-    std::vector<Instance> instances_;
+    std::vector<Results> results_;
     std::map<std::string, size_t> index_;
     bool any_error_ = false;
     bool write_ok_ = true;
 };
 
-// The flags Google Benchmark uses to choose its display reporter, read from argv
-// because the library keeps them private.
-std::string flag_value(int argc, char **argv, const char *name, const char *fallback)
+// ---- flags -------------------------------------------------------------------------
+
+// The value of --name=VALUE in the Google Benchmark arguments (last one wins).
+std::string gb_flag(const char *name, const char *fallback)
 {
     std::string prefix = std::string("--") + name + "=";
     std::string value = fallback;
-    for (int i = 1; i < argc; i++)
-        if (strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) value = argv[i] + prefix.size();
+    for (const std::string &a : g().gb_args)
+        if (a.compare(0, prefix.size(), prefix) == 0) value = a.substr(prefix.size());
     return value;
 }
 
-std::unique_ptr<benchmark::BenchmarkReporter> make_display(int argc, char **argv)
+std::unique_ptr<benchmark::BenchmarkReporter> make_display()
 {
-    std::string format = flag_value(argc, argv, "benchmark_format", "console");
+    std::string format = gb_flag("benchmark_format", "console");
     if (format == "json") return std::make_unique<benchmark::JSONReporter>();
     // Deprecated upstream but still a documented --benchmark_format; keep it working.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
     if (format == "csv") return std::make_unique<benchmark::CSVReporter>();
 #pragma GCC diagnostic pop
-    std::string color = flag_value(argc, argv, "benchmark_color", "auto");
-    std::string tabular = flag_value(argc, argv, "benchmark_counters_tabular", "false");
+    std::string color = gb_flag("benchmark_color", "auto");
+    std::string tabular = gb_flag("benchmark_counters_tabular", "false");
     int opts = benchmark::ConsoleReporter::OO_None;
     bool tty = isatty(STDOUT_FILENO) && getenv("TERM") && strcmp(getenv("TERM"), "dumb") != 0;
     if (color == "true" || color == "yes" || (color == "auto" && tty))
@@ -346,48 +506,270 @@ std::unique_ptr<benchmark::BenchmarkReporter> make_display(int argc, char **argv
 // Flag values Google Benchmark would abort on (a negative repetition count), silently run
 // nothing for (0 repetitions) or answer with its usage and exit status 0 (an unknown
 // format or time unit); "" when every value is usable.
-std::string bad_flag_value(int argc, char **argv)
+std::string bad_gb_flag_value()
 {
-    std::string reps = flag_value(argc, argv, "benchmark_repetitions", "1");
+    std::string reps = gb_flag("benchmark_repetitions", "1");
     char *end;
     long n = strtol(reps.c_str(), &end, 10);
     if (reps.empty() || *end || n < 1)
         return "--benchmark_repetitions=" + reps + ": need an integer >= 1";
     for (const char *name : {"benchmark_format", "benchmark_out_format"}) {
-        std::string v = flag_value(argc, argv, name, "console");
+        std::string v = gb_flag(name, "console");
         if (v != "console" && v != "json" && v != "csv")
             return std::string("--") + name + "=" + v + ": need console, json or csv";
     }
-    std::string unit = flag_value(argc, argv, "benchmark_time_unit", "ms");
+    std::string unit = gb_flag("benchmark_time_unit", "ms");
     if (unit != "ns" && unit != "us" && unit != "ms" && unit != "s")
         return "--benchmark_time_unit=" + unit + ": need ns, us, ms or s";
     return "";
 }
 
-void print_help(const char *prog)
+Option *find_option(const std::string &name)
 {
+    for (Option &o : g().options)
+        if (o.name == name) return &o;
+    return nullptr;
+}
+
+// Checks and stores an option's value; "" or why not.
+std::string set_option(Option &o, const std::string &value, const std::string &source)
+{
+    if (o.is_int) {
+        int64_t v;
+        if (!parse_int64(value, &v) || v < o.min || v > o.max)
+            return source + "='" + value + "' is not an integer in " + std::to_string(o.min) + ".." +
+                   std::to_string(o.max);
+        o.int_value = v;
+    }
+    o.value = value;
+    o.given = true;
+    return "";
+}
+
+// The common flags and harness flags; "" or why not. Returns true in *used when arg was ours.
+std::string parse_suite_flag(const std::string &arg, bool *used)
+{
+    Globals &G = g();
+    *used = true;
+    auto value_of = [&](const char *prefix) -> const char * {
+        size_t n = strlen(prefix);
+        return arg.compare(0, n, prefix) == 0 ? arg.c_str() + n : nullptr;
+    };
+    const char *v;
+    if ((v = value_of("--harness_csv="))) {
+        if (!*v) return "--harness_csv= needs a file name";
+        G.csv_path = v;
+    } else if ((v = value_of("--harness_axis="))) {
+        std::string s = v;
+        size_t eq = s.find('=');
+        if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+            return "--harness_axis=" + s + ": need NAME=V1,V2,... (e.g. --harness_axis=batch=32,64)";
+        G.axis_overrides[s.substr(0, eq)] = s.substr(eq + 1);
+    } else if ((v = value_of("--preset="))) {
+        if (!*v) return "--preset= needs one or more preset names";
+        G.axis_overrides["preset"] = v;
+    } else if ((v = value_of("--backend="))) {
+        CoreBackend b;
+        if (core_backend_parse(v, &b) != 0) return std::string("--backend=") + v + ": need auto, cpu, cpu-ref or cuda";
+        G.backend = v;
+        G.common.backend = G.backend.c_str();
+    } else if ((v = value_of("--data="))) {
+        if (strcmp(v, "synthetic") != 0 && strcmp(v, "images") != 0)
+            return std::string("--data=") + v + ": need synthetic or images";
+        G.data = v;
+        G.common.data = G.data.c_str();
+    } else if ((v = value_of("--data_dir="))) {
+        if (!*v) return "--data_dir= needs a folder";
+        G.data_dir = v;
+        G.common.data_dir = G.data_dir.c_str();
+    } else if ((v = value_of("--threads="))) {
+        int64_t t;
+        if (!parse_int64(v, &t) || t < 1 || t > 4096) return std::string("--threads=") + v + ": need an integer >= 1";
+        G.common.threads = (int)t;
+        core_cpu_set_threads((int)t);
+    } else {
+        *used = false;
+        if (arg.compare(0, 2, "--") == 0) {
+            std::string s = arg.substr(2);
+            size_t eq = s.find('=');
+            Option *o = find_option(s.substr(0, eq));
+            if (o) {
+                *used = true;
+                if (eq == std::string::npos) return "--" + o->name + " needs a value: --" + o->name + "=VALUE";
+                return set_option(*o, s.substr(eq + 1), "--" + o->name);
+            }
+        }
+    }
+    return "";
+}
+
+void print_help()
+{
+    Globals &G = g();
     printf("%s: a practice benchmark of the tuning-practice suite.\n\n"
-           "Suite flag:\n"
-           "  --harness_csv=FILE   also write a tidy CSV (one row per benchmark instance,\n"
-           "                       role, parameters, time, counters and device/library\n"
-           "                       context on every row)\n"
-           "  --threads=N          threads of the core's CPU backend, as torch.set_num_threads\n"
-           "                       (default: the machine's cores; context key cpu_threads)\n\n"
-           "Google Benchmark flags (all accepted), most useful:\n"
+           "Suite flags:\n"
+           "  --harness_csv=FILE       also write a tidy CSV (one row per benchmark instance:\n"
+           "                           role, axes, time, counters and the device/library\n"
+           "                           context) and, for curves, FILE.curves.csv\n"
+           "  --harness_axis=NAME=V,...  replace the values of a sweep axis (below), e.g.\n"
+           "                           --harness_axis=batch=32,64,128; integer ranges lo:hi:*k\n"
+           "                           (geometric) or lo:hi:+k; repeat for several axes\n"
+           "  --preset=NAME[,NAME]     the core presets to run (the 'preset' axis): tiny, mlp,\n"
+           "                           small, medium, resnet18\n"
+           "  --backend=B              auto | cpu | cpu-ref | cuda (default auto: CUDA when a\n"
+           "                           GPU is usable, else the fast CPU backend)\n"
+           "  --data=synthetic|images  the training data where a practice can use either\n"
+           "  --data_dir=DIR           your ImageFolder (DIR/<class>/*.jpg) for --data=images\n"
+           "  --threads=N              threads of the core's CPU backend, as torch.set_num_threads\n"
+           "                           (default: the machine's cores; context key cpu_threads)\n",
+           G.prog.c_str());
+    if (!G.options.empty()) {
+        printf("\nOptions of this program (environment variable read when the flag is absent):\n");
+        for (const Option &o : G.options) {
+            std::string head = "  --" + o.name + "=" + (o.is_int ? "N" : "VALUE");
+            printf("%-27s %s [%s]%s%s\n", head.c_str(), o.help.c_str(),
+                   o.def.empty() ? "unset" : o.def.c_str(), o.env.empty() ? "" : "; env ",
+                   o.env.c_str());
+        }
+    }
+    std::map<std::string, std::set<std::string>> axes; // practice -> "name=values"
+    for (const auto &b : G.benches)
+        for (const Axis &a : b->axes) axes[b->practice].insert(a.name + "=" + a.values);
+    if (!axes.empty()) {
+        printf("\nSweep axes and their values (override with --harness_axis=NAME=...):\n");
+        for (const auto &p : axes) {
+            printf("  %s:", p.first.c_str());
+            for (const std::string &a : p.second) printf(" %s", a.c_str());
+            printf("\n");
+        }
+    }
+    printf("\nGoogle Benchmark flags (all accepted), most useful:\n"
            "  --benchmark_list_tests             list the benchmarks and exit\n"
            "  --benchmark_filter=REGEX           run only matching benchmarks\n"
            "  --benchmark_repetitions=N          repeat each; adds mean/median/stddev/cv\n"
-           "  --benchmark_min_time=SECONDS       minimum time per benchmark\n"
+           "  --benchmark_min_time=SECONDS       minimum time per benchmark (else each\n"
+           "                                     benchmark's own default)\n"
            "  --benchmark_format=console|json|csv  standard output format\n"
            "  --benchmark_out=FILE --benchmark_out_format=json|console|csv\n"
            "  --benchmark_enable_random_interleaving=true\n"
            "  --benchmark_counters_tabular=true  counters as columns\n\n"
-           "Library help follows.\n\n", prog);
+           "Library help follows.\n\n");
+}
+
+// Registers the instances of every benchmark with Google Benchmark; "" or why not.
+std::string register_instances()
+{
+    Globals &G = g();
+    std::set<std::string> known;
+    for (auto &b : G.benches)
+        for (Axis &a : b->axes) {
+            known.insert(a.name);
+            auto o = G.axis_overrides.find(a.name);
+            if (o != G.axis_overrides.end()) a.values = o->second;
+        }
+    for (const auto &o : G.axis_overrides)
+        if (!known.count(o.first))
+            return "no benchmark of this program has an axis '" + o.first + "'" +
+                   (o.first == "preset" ? " (--preset does not apply here)" : "");
+    for (auto &b : G.benches) {
+        std::vector<std::vector<std::string>> values(b->axes.size());
+        for (size_t i = 0; i < b->axes.size(); i++) {
+            std::string why = expand_axis(b->axes[i], &values[i]);
+            if (!why.empty()) return why;
+        }
+        std::vector<size_t> at(b->axes.size(), 0);
+        for (;;) {
+            auto in = std::make_unique<Instance>();
+            in->bench = b.get();
+            in->name = b->practice + "/" + b->variant;
+            for (size_t i = 0; i < b->axes.size(); i++) {
+                in->params.emplace_back(b->axes[i].name, values[i][at[i]]);
+                in->name += "/" + b->axes[i].name + ":" + values[i][at[i]];
+            }
+            Instance *raw = in.get();
+            G.instances.push_back(std::move(in));
+            auto *gb = benchmark::RegisterBenchmark(raw->name.c_str(),
+                                                    [raw](benchmark::State &st) { run_one(st, raw); });
+            gb->Unit(gb_unit(b->unit));
+            if (b->timing == HARNESS_TIMING_WALL) gb->UseRealTime();
+            else gb->UseManualTime();
+            // a fixed count always; a program's own minimum time only when the user gave none
+            if (b->iterations > 0) gb->Iterations(b->iterations);
+            else if (!G.user_min_time && b->min_time > 0) gb->MinTime(b->min_time);
+            size_t i = 0;  // next point of the product, the last axis fastest
+            for (i = b->axes.size(); i > 0; i--) {
+                if (++at[i - 1] < values[i - 1].size()) break;
+                at[i - 1] = 0;
+            }
+            if (i == 0) break;
+        }
+    }
+    return "";
 }
 
 } // namespace
 
 extern "C" {
+
+void harness_option_int(const char *name, int64_t def, int64_t min, int64_t max, const char *env,
+                        const char *help)
+{
+    Option o{name, env ? env : "", help ? help : "", std::to_string(def), std::to_string(def),
+             true, min, max, def, false};
+    g().options.push_back(o);
+}
+
+void harness_option_str(const char *name, const char *def, const char *env, const char *help)
+{
+    Option o{name, env ? env : "", help ? help : "", def ? def : "", def ? def : "", false, 0, 0, 0, false};
+    g().options.push_back(o);
+}
+
+int64_t harness_option_int_value(const char *name)
+{
+    Option *o = find_option(name);
+    return o ? o->int_value : 0;
+}
+
+const char *harness_option_str_value(const char *name)
+{
+    Option *o = find_option(name);
+    return o && !o->value.empty() ? o->value.c_str() : nullptr;
+}
+
+bool harness_user_min_time(void) { return g().user_min_time; }
+
+const HarnessCommon *harness_common(void) { return &g().common; }
+
+int harness_init(int argc, char **argv)
+{
+    Globals &G = g();
+    G.prog = argc > 0 && argv[0] ? argv[0] : "bench";
+    G.gb_args.clear();
+    std::string bad;
+    for (int i = 1; i < argc && bad.empty(); i++) {
+        std::string arg = argv[i];
+        bool used = false;
+        bad = parse_suite_flag(arg, &used);
+        if (used) continue;
+        if (arg == "--help") G.help = true;
+        if (arg.compare(0, 21, "--benchmark_min_time=") == 0) G.user_min_time = true;
+        G.gb_args.push_back(arg);
+    }
+    // Options not given as flags: their environment variables, then their defaults.
+    for (Option &o : G.options) {
+        if (!bad.empty() || o.given || o.env.empty()) continue;
+        const char *e = getenv(o.env.c_str());
+        if (e && *e) bad = set_option(o, e, o.env);
+    }
+    if (bad.empty()) bad = bad_gb_flag_value();
+    if (!bad.empty()) {
+        fprintf(stderr, "%s: error: %s (see --help)\n", G.prog.c_str(), bad.c_str());
+        return 2;
+    }
+    G.initialised = true;
+    return -1;
+}
 
 HarnessBench *harness_register(const HarnessSpec *spec)
 {
@@ -402,39 +784,74 @@ HarnessBench *harness_register(const HarnessSpec *spec)
     b->timing = spec->timing;
     b->fn = spec->fn;
     b->user = spec->user;
-    for (int i = 0; i < HARNESS_MAX_PARAMS && spec->param_names[i]; i++)
-        b->params.push_back(spec->param_names[i]);
-    std::string name = b->practice + "/" + b->variant;
+    b->unit = spec->unit;
+    b->min_time = spec->min_time;
+    b->iterations = spec->iterations;
+    for (int i = 0; i < HARNESS_MAX_AXES && spec->axes[i].name; i++) {
+        if (!spec->axes[i].values) {
+            fprintf(stderr, "harness: axis %s of %s/%s has no values\n", spec->axes[i].name,
+                    spec->practice, spec->variant);
+            return nullptr;
+        }
+        b->axes.push_back(Axis{spec->axes[i].name, spec->axes[i].values, spec->axes[i].is_string});
+    }
     HarnessBench *raw = b.get();
-    b->gb = benchmark::RegisterBenchmark(name.c_str(), [raw](benchmark::State &st) { run_one(st, raw); });
-    b->gb->Unit(gb_unit(spec->unit));
-    if (!b->params.empty()) b->gb->ArgNames(b->params);
-    if (spec->timing == HARNESS_TIMING_WALL) b->gb->UseRealTime();
-    else b->gb->UseManualTime();
-    registry().push_back(std::move(b));
+    g().benches.push_back(std::move(b));
     return raw;
 }
 
-void harness_add_instance(HarnessBench *b, const int64_t *values)
+int harness_run(void)
 {
-    if (!b) return;
-    b->gb->Args(std::vector<int64_t>(values, values + b->params.size()));
+    Globals &G = g();
+    if (!G.initialised) {
+        fprintf(stderr, "harness: harness_run before harness_init\n");
+        return 2;
+    }
+    if (G.help) print_help();
+    std::string bad = register_instances();
+    if (!bad.empty()) {
+        fprintf(stderr, "%s: error: %s (see --help)\n", G.prog.c_str(), bad.c_str());
+        return 2;
+    }
+    std::vector<char *> args;
+    args.push_back(const_cast<char *>(G.prog.c_str()));
+    for (std::string &a : G.gb_args) args.push_back(&a[0]);
+    int n = (int)args.size();
+    args.push_back(nullptr);
+    auto display = make_display();
+    benchmark::Initialize(&n, args.data());  // --help: prints the library's and exits
+    if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 2;
+    // An unwritable CSV is found now, not after a run of many minutes whose rows it loses.
+    // It is written to FILE.tmp and renamed over FILE, so both must be writable.
+    if (!G.csv_path.empty()) {
+        for (const std::string &path : {G.csv_path, G.csv_path + ".tmp"}) {
+            FILE *f = fopen(path.c_str(), "a");
+            if (!f) {
+                fprintf(stderr, "harness: cannot write tidy CSV %s: %s\n", path.c_str(), strerror(errno));
+                return 1;
+            }
+            fclose(f);
+        }
+        remove((G.csv_path + ".tmp").c_str());
+    }
+
+    SuiteContext ctx;
+    context_collect(&ctx);
+    for (int i = 0; i < ctx.count; i++) benchmark::AddCustomContext(ctx.keys[i], ctx.values[i]);
+    for (const auto &kv : G.extra_context) benchmark::AddCustomContext(kv.first, kv.second);
+    if (!ctx.has_gpu) fprintf(stderr, "harness: %s; GPU benchmarks will be skipped\n", ctx.no_gpu_reason);
+
+    TidyCsvTee tee(display.get(), G.csv_path, &ctx);
+    benchmark::RunSpecifiedBenchmarks(&tee);
+    benchmark::Shutdown();
+    if (!tee.write_ok()) return 1;
+    return tee.any_error() ? 1 : 0;
 }
 
-void harness_add_values(HarnessBench *b, const int64_t *values, int count)
+int harness_main(int argc, char **argv)
 {
-    if (!b) return;
-    for (int i = 0; i < count; i++) b->gb->Arg(values[i]);
-}
-
-void harness_set_iterations(HarnessBench *b, int64_t iterations)
-{
-    if (b) b->gb->Iterations(iterations);
-}
-
-void harness_set_min_time(HarnessBench *b, double seconds)
-{
-    if (b) b->gb->MinTime(seconds);
+    int rc = harness_init(argc, argv);
+    return rc >= 0 ? rc : harness_run();
 }
 
 bool harness_keep_running(HarnessState *st)
@@ -444,14 +861,29 @@ bool harness_keep_running(HarnessState *st)
     return more;
 }
 
-int64_t harness_param(const HarnessState *st, int i)
+static const std::string *axis_value(HarnessState *st, const char *name, bool want_string)
 {
-    // Google Benchmark aborts on an index past the instance's arguments; fail the run instead
-    if (i < 0 || (size_t)i >= st->bench->params.size()) {
-        if (!st->gb->error_occurred()) st->gb->SkipWithError("error: harness_param index out of range");
-        return 0;
-    }
-    return st->gb->range((size_t)i);
+    const Instance *in = st->instance;
+    for (size_t i = 0; i < in->params.size(); i++)
+        if (in->params[i].first == name && in->bench->axes[i].is_string == want_string)
+            return &in->params[i].second;
+    if (!st->gb->error_occurred())
+        st->gb->SkipWithError((std::string(kErrorPrefix) + "no " + (want_string ? "string" : "integer") +
+                               " axis '" + name + "' in this benchmark").c_str());
+    return nullptr;
+}
+
+int64_t harness_axis_int(HarnessState *st, const char *name)
+{
+    const std::string *v = axis_value(st, name, false);
+    int64_t x = 0;
+    return v && parse_int64(*v, &x) ? x : 0;
+}
+
+const char *harness_axis_str(HarnessState *st, const char *name)
+{
+    const std::string *v = axis_value(st, name, true);
+    return v ? v->c_str() : "";
 }
 
 void harness_set_iteration_time(HarnessState *st, double seconds) { st->gb->SetIterationTime(seconds); }
@@ -486,71 +918,16 @@ void harness_resume_timing(HarnessState *st) { st->gb->ResumeTiming(); }
 
 int64_t harness_max_iterations(const HarnessState *st) { return (int64_t)st->gb->max_iterations; }
 
-void harness_add_context(const char *key, const char *value)
+void harness_curve_point(HarnessState *st, const char *metric, int64_t step, int64_t images,
+                         double seconds, double value)
 {
-    extra_context().emplace_back(key, value ? value : "");
+    g().curves.push_back(CurvePoint{st->instance, st->instance->calls, metric ? metric : "", step,
+                                    images, seconds, value});
 }
 
-int harness_main(int argc, char **argv)
+void harness_add_context(const char *key, const char *value)
 {
-    std::string csv_path;
-    bool csv_given = false;
-    std::vector<char *> args;
-    for (int i = 0; i < argc; i++) {
-        if (strncmp(argv[i], "--harness_csv=", 14) == 0) {
-            csv_path = argv[i] + 14;
-            csv_given = true;
-        } else if (strncmp(argv[i], "--threads=", 10) == 0) {
-            char *end;
-            errno = 0;
-            long t = strtol(argv[i] + 10, &end, 10);
-            if (end == argv[i] + 10 || *end || errno || t < 1 || t > 4096) {
-                fprintf(stderr, "%s: error: %s: need an integer >= 1 (see --help)\n", argv[0], argv[i]);
-                return 2;
-            }
-            core_cpu_set_threads((int)t);
-        } else {
-            args.push_back(argv[i]);
-        }
-        if (strcmp(argv[i], "--help") == 0) print_help(argv[0]);
-    }
-    std::string bad = bad_flag_value(argc, argv);
-    if (bad.empty() && csv_given && csv_path.empty()) bad = "--harness_csv= needs a file name";
-    if (!bad.empty()) {
-        fprintf(stderr, "%s: error: %s (see --help)\n", argv[0], bad.c_str());
-        return 2;
-    }
-    int n = (int)args.size();
-    args.push_back(nullptr);
-    // read before Initialize, which removes the flags it recognises from argv
-    auto display = make_display(n, args.data());
-    benchmark::Initialize(&n, args.data());
-    if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 2;
-    // An unwritable CSV is found now, not after a run of many minutes whose rows it loses.
-    // It is written to FILE.tmp and renamed over FILE, so both must be writable.
-    if (!csv_path.empty()) {
-        for (const std::string &path : {csv_path, csv_path + ".tmp"}) {
-            FILE *f = fopen(path.c_str(), "a");
-            if (!f) {
-                fprintf(stderr, "harness: cannot write tidy CSV %s: %s\n", path.c_str(), strerror(errno));
-                return 1;
-            }
-            fclose(f);
-        }
-        remove((csv_path + ".tmp").c_str());
-    }
-
-    SuiteContext ctx;
-    context_collect(&ctx);
-    for (int i = 0; i < ctx.count; i++) benchmark::AddCustomContext(ctx.keys[i], ctx.values[i]);
-    for (const auto &kv : extra_context()) benchmark::AddCustomContext(kv.first, kv.second);
-    if (!ctx.has_gpu) fprintf(stderr, "harness: %s; GPU benchmarks will be skipped\n", ctx.no_gpu_reason);
-
-    TidyCsvTee tee(display.get(), csv_path, &ctx);
-    benchmark::RunSpecifiedBenchmarks(&tee);
-    benchmark::Shutdown();
-    if (!tee.write_ok()) return 1;
-    return tee.any_error() ? 1 : 0;
+    g().extra_context.emplace_back(key, value ? value : "");
 }
 
 } // extern "C"

@@ -1,8 +1,15 @@
 // harness.h: the suite's C API over Google Benchmark 1.7.1.
-// A benchmark is `practice/variant[/param:value...]` with a role (baseline or tuned)
-// and a timing mode. The harness owns the loop, statistics and output formats
-// (Google Benchmark's console/JSON/CSV plus our tidy CSV via --harness_csv=FILE),
-// and puts the device and library context on every run.
+// A benchmark is `practice/variant[/axis:value...]` with a role (baseline, tuned or
+// reference) and a timing mode. Its instances are the product of its sweep axes, whose
+// values the user can widen or narrow from the command line (--harness_axis), as
+// nvbench's -a does. The harness owns the loop, statistics and output formats (Google
+// Benchmark's console/JSON/CSV plus our tidy CSV via --harness_csv=FILE), the flags
+// every practice takes (--preset, --backend, --data, --data_dir, --threads) and the
+// options a program declares, and puts the device and library context on every run.
+//
+// A program: declare its options (harness_option_*), harness_init(argc, argv), register
+// its benchmarks (they may depend on option values), return harness_run(). Programs
+// without options can call harness_main(argc, argv) after registering.
 #ifndef HARNESS_H
 #define HARNESS_H
 
@@ -13,9 +20,13 @@
 extern "C" {
 #endif
 
-#define HARNESS_MAX_PARAMS 4
+#define HARNESS_MAX_AXES 6
 
-typedef enum { HARNESS_BASELINE, HARNESS_TUNED } HarnessRole;
+typedef enum {
+    HARNESS_BASELINE,  // what a user gets without the practice
+    HARNESS_TUNED,     // with the practice; speedup = baseline time / tuned time
+    HARNESS_REFERENCE, // a yardstick that is neither (e.g. raw decode); no speedup
+} HarnessRole;
 
 // How a benchmark's time is measured; it goes into the label of every run.
 typedef enum {
@@ -32,6 +43,15 @@ typedef enum {
     HARNESS_COUNTER_AVG_ITERATIONS = 2, // value divided by the iteration count
 } HarnessCounterKind;
 
+// A sweep axis. values: comma-separated; an integer item may be a range "lo:hi:*k"
+// (geometric) or "lo:hi:+k" (arithmetic), e.g. "4096:268435456:*4" or "8,64,512".
+// --harness_axis=NAME=VALUES replaces the values of every benchmark with that axis.
+typedef struct HarnessAxis {
+    const char *name;  // NULL ends the list
+    const char *values;
+    bool is_string;    // names (presets...) rather than integers
+} HarnessAxis;
+
 typedef struct HarnessState HarnessState; // one run of one benchmark instance
 typedef struct HarnessBench HarnessBench; // a registered benchmark
 
@@ -43,26 +63,55 @@ typedef struct {
     HarnessRole role;
     HarnessTiming timing;
     HarnessFn fn;
-    void *user;            // passed to fn; must outlive harness_main
-    const char *param_names[HARNESS_MAX_PARAMS]; // NULL-terminated, e.g. {"bytes"}
+    void *user;            // passed to fn; must outlive harness_run
+    HarnessAxis axes[HARNESS_MAX_AXES]; // the sweep; instance names list them in order
     HarnessUnit unit;      // display unit of time (default HARNESS_NS)
+    double min_time;       // seconds per repetition when the user gives no
+                           // --benchmark_min_time (0: the library's default)
+    int64_t iterations;    // fixed iterations, whatever --benchmark_min_time says (e.g. 1
+                           // for a run to a target); 0: the library chooses
 } HarnessSpec;
 
+// The flags every practice program takes, parsed once by harness_init.
+typedef struct HarnessCommon {
+    const char *backend;   // --backend=auto|cpu|cpu-ref|cuda ("auto" when not given)
+    const char *data;      // --data=synthetic|images (NULL: each practice's own choice)
+    const char *data_dir;  // --data_dir=DIR: an ImageFolder root for --data=images
+    int threads;           // --threads=N (0 when not given: the machine's cores)
+} HarnessCommon;
+
+// Declares an option --NAME=VALUE of this program (before harness_init), with its
+// default, range and help; env (may be NULL) names an environment variable read when
+// the flag is absent (the program's old names keep working). A bad value is an error
+// at start-up, naming the flag or variable.
+void harness_option_int(const char *name, int64_t def, int64_t min, int64_t max,
+                        const char *env, const char *help);
+void harness_option_str(const char *name, const char *def, const char *env, const char *help);
+// Values of declared options (after harness_init).
+int64_t harness_option_int_value(const char *name);
+const char *harness_option_str_value(const char *name); // NULL when unset and no default
+// True when the user gave --benchmark_min_time (the library's own flag).
+bool harness_user_min_time(void);
+
+// Parses the command line: the harness's flags, declared options and Google Benchmark's
+// flags. Returns -1 to go on, or the exit status to return at once (a bad flag: 2).
+int harness_init(int argc, char **argv);
+// The common flags (after harness_init).
+const HarnessCommon *harness_common(void);
 // Registers a benchmark; returns NULL (and prints why) on a bad spec.
 HarnessBench *harness_register(const HarnessSpec *spec);
-// Adds one instance with one value per declared parameter.
-void harness_add_instance(HarnessBench *b, const int64_t *values);
-// Adds one instance per value of a single-parameter benchmark.
-void harness_add_values(HarnessBench *b, const int64_t *values, int count);
-// Fixes the iteration count instead of letting the library choose it.
-void harness_set_iterations(HarnessBench *b, int64_t iterations);
-// Minimum measured time per repetition (the library's MinTime).
-void harness_set_min_time(HarnessBench *b, double seconds);
+// Runs every registered benchmark (after harness_init); prints --help when asked.
+// Returns the process exit code (1 when a run failed, never for skips).
+int harness_run(void);
+// harness_init + harness_run, for programs that declare no options.
+int harness_main(int argc, char **argv);
 
 // The state loop: `while (harness_keep_running(st)) { ... }`.
 bool harness_keep_running(HarnessState *st);
-// Value of parameter i of this instance; out of range: 0, and the run is marked failed.
-int64_t harness_param(const HarnessState *st, int i);
+// Value of an axis of this instance; an unknown name (or the wrong type) returns 0 /
+// "" and marks the run failed.
+int64_t harness_axis_int(HarnessState *st, const char *name);
+const char *harness_axis_str(HarnessState *st, const char *name);
 // Manual time of the iteration just run (CUDA-event or other manual timing).
 void harness_set_iteration_time(HarnessState *st, double seconds);
 // Sets a user counter; HARNESS_COUNTER_RATE makes it per second of measured time.
@@ -81,13 +130,14 @@ void harness_pause_timing(HarnessState *st);
 void harness_resume_timing(HarnessState *st);
 // Number of iterations the library asked for in this run.
 int64_t harness_max_iterations(const HarnessState *st);
+// One point of a curve of this run (an accuracy against steps, a loss scale...), written
+// to the tidy CSV's sibling FILE.curves.csv with the run's practice, variant, role and
+// axes: metric, step, images seen, wall seconds, value.
+void harness_curve_point(HarnessState *st, const char *metric, int64_t step, int64_t images,
+                         double seconds, double value);
 
 // Adds a key/value to the run context (JSON "context" and tidy-CSV ctx_ columns).
 void harness_add_context(const char *key, const char *value);
-
-// Parses --benchmark_* flags (and --harness_csv=FILE), adds the device context, runs
-// every registered benchmark. Returns the process exit code.
-int harness_main(int argc, char **argv);
 
 #ifdef __cplusplus
 }

@@ -10,7 +10,7 @@
 extern "C" {
 #endif
 
-// Launches the compute over n floats on stream; returns 0 or -1 (check_last_error).
+// Launches the compute over n floats on stream; returns 0 or -1 (kernels/error.h).
 int step_compute_launch(const float *in, float *out, size_t n, int fma_per_element,
                         cudaStream_t stream);
 // The same math for one element on the CPU, bit for bit (fused multiply-adds).

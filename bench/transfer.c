@@ -7,7 +7,8 @@
 
 #include "bench/step_compute.h"
 #include "kernels/check.h"
-#include "loaders/errors.h"
+#include "kernels/pinned.h"
+#include "kernels/error.h"
 #include "loaders/pin_thread.h"
 
 static uint8_t pattern_byte(size_t i, uint32_t seed)
@@ -32,20 +33,14 @@ int host_buffer_alloc(HostBuffer *b, HostMemory memory, size_t bytes)
 {
     b->memory = memory;
     b->ptr = NULL;
-    if (memory == HOST_PINNED) {
-        CUDA_TRY(cudaHostAlloc(&b->ptr, bytes, cudaHostAllocDefault));
-    } else {
-        b->ptr = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
-        if (!b->ptr) return check_fail(__FILE__, __LINE__, "aligned_alloc", "out of memory");
-        memset(b->ptr, 0, bytes); // fault the pages in before anything is timed
-        if (memory == HOST_REGISTERED) {
-            cudaError_t e = cudaHostRegister(b->ptr, bytes, cudaHostRegisterDefault);
-            if (e != cudaSuccess) {
-                free(b->ptr);
-                b->ptr = NULL;
-                CUDA_TRY(e);
-            }
-        }
+    if (memory == HOST_PINNED) return pinned_alloc(bytes, &b->ptr);
+    b->ptr = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+    if (!b->ptr) return error_set(ERROR_OUT_OF_MEMORY, "aligned_alloc(%zu bytes): out of memory", bytes);
+    memset(b->ptr, 0, bytes); // fault the pages in before anything is timed
+    if (memory == HOST_REGISTERED && pinned_register(b->ptr, bytes) != 0) {
+        free(b->ptr);
+        b->ptr = NULL;
+        return -1;
     }
     return 0;
 }
@@ -54,9 +49,9 @@ void host_buffer_free(HostBuffer *b)
 {
     if (!b->ptr) return;
     if (b->memory == HOST_PINNED) {
-        cudaFreeHost(b->ptr);
+        pinned_free(b->ptr);
     } else {
-        if (b->memory == HOST_REGISTERED) cudaHostUnregister(b->ptr);
+        if (b->memory == HOST_REGISTERED) pinned_unregister(b->ptr);
         free(b->ptr);
     }
     b->ptr = NULL;
@@ -147,15 +142,14 @@ static const float *source_batch(const StepsSetup *s, int64_t step)
 
 // The pin thread's work: batch `step` from its pageable source into a pinned buffer.
 static int pin_fill_batch(void *ctx, int64_t step, void *dst, size_t capacity, size_t *used,
-                          const atomic_bool *cancel, char *err, size_t err_size)
+                          const atomic_bool *cancel)
 {
     const StepsSetup *s = ctx;
     size_t bytes = s->floats * sizeof(float);
     (void)cancel;
-    if (bytes > capacity) {
-        snprintf(err, err_size, "steps: batch of %zu bytes, pinned buffer of %zu", bytes, capacity);
-        return -1;
-    }
+    if (bytes > capacity)
+        return error_set(ERROR_LIBRARY, "steps: batch of %zu bytes, pinned buffer of %zu", bytes,
+                         capacity);
     memcpy(dst, source_batch(s, step), bytes);
     *used = bytes;
     return 0;
@@ -165,9 +159,9 @@ int steps_prepare(StepsSetup *s, StepsVariant variant, size_t bytes)
 {
     memset(s, 0, sizeof *s);
     s->floats = bytes / sizeof(float);
-    if (s->floats == 0) return check_fail(__FILE__, __LINE__, "steps_prepare", "batch smaller than one float");
+    if (s->floats == 0) return error_set(ERROR_BAD_USAGE, "steps_prepare: batch smaller than one float");
     s->source = malloc(s->floats * sizeof(float) * TRANSFER_STEPS_PER_ITERATION);
-    if (!s->source) return check_fail(__FILE__, __LINE__, "malloc", "out of memory (host)");
+    if (!s->source) return error_set(ERROR_OUT_OF_MEMORY, "malloc: out of memory (host)");
     for (size_t i = 0; i < s->floats * TRANSFER_STEPS_PER_ITERATION; i++)
         s->source[i] = (float)((i * 2654435761u) % 1000) * 1e-3f;
     for (int i = 0; i < 2; i++) {
@@ -183,7 +177,7 @@ int steps_prepare(StepsSetup *s, StepsVariant variant, size_t bytes)
         PinThreadConfig pc = {.depth = 3, .buffer_bytes = bytes, .fill = pin_fill_batch, .ctx = s,
                               .fresh_buffer_per_item = variant == STEPS_PINNED_PER_BATCH};
         if (pin_thread_create(&pc, &s->pin) != 0)
-            return check_fail(__FILE__, __LINE__, "pin thread", loaders_last_error());
+            return error_wrap("pin thread");
     }
     return 0;
 }
@@ -199,9 +193,9 @@ static int take_pinned(StepsSetup *s, int step, const void **src)
             *src = buf;
             return 0;
         }
-        if (rc < 0) return check_fail(__FILE__, __LINE__, "pin thread", loaders_last_error());
+        if (rc < 0) return error_wrap("pin thread");
     }
-    return check_fail(__FILE__, __LINE__, "pin thread", "no batch after 30 s");
+    return error_set(ERROR_LIBRARY, "pin thread: no batch after 30 s");
 }
 
 // Gives back the pinned buffers the thread still lends out after a run (or a failure).
@@ -216,7 +210,7 @@ int steps_run(StepsSetup *s, int fma)
     const int n = TRANSFER_STEPS_PER_ITERATION;
     int held_from = 0;  // pinned: steps [held_from, step) are lent to this thread
     if (s->pin && pin_thread_start(s->pin, 0, n) != 0)
-        return check_fail(__FILE__, __LINE__, "pin thread", loaders_last_error());
+        return error_wrap("pin thread");
     int rc = 0;
     for (int step = 0; step <= n && rc == 0; step++) {
         if (step < n) {
@@ -227,9 +221,9 @@ int steps_run(StepsSetup *s, int fma)
                 // buffer goes back to the pin thread (PyTorch's caching host allocator waits
                 // for the copy's event likewise).
                 if (step >= 2) {
-                    if (cudaEventSynchronize(s->copied[slot]) != cudaSuccess) {
-                        rc = check_fail(__FILE__, __LINE__, "cudaEventSynchronize",
-                                        cudaGetErrorString(cudaGetLastError()));
+                    cudaError_t e = cudaEventSynchronize(s->copied[slot]);
+                    if (e != cudaSuccess) {
+                        rc = check_cuda_failed(e, __FILE__, __LINE__, "cudaEventSynchronize");
                         break;
                     }
                     pin_thread_release(s->pin, held_from++);
@@ -243,7 +237,7 @@ int steps_run(StepsSetup *s, int fma)
             if (e == cudaSuccess) e = cudaEventRecord(s->copied[slot], s->copy_stream);
             if (e != cudaSuccess) {
                 (void)cudaGetLastError();
-                rc = check_fail(__FILE__, __LINE__, "queueing the batch copy", cudaGetErrorString(e));
+                rc = check_cuda_failed(e, __FILE__, __LINE__, "queueing the batch copy");
                 break;
             }
         }
@@ -254,7 +248,7 @@ int steps_run(StepsSetup *s, int fma)
                 step_compute_launch(s->device_in[slot], s->device_out, s->floats, fma,
                                     s->compute_stream) != 0 ||
                 (e = cudaEventRecord(s->consumed[slot], s->compute_stream)) != cudaSuccess) {
-                if (e != cudaSuccess) rc = check_fail(__FILE__, __LINE__, "compute", cudaGetErrorString(e));
+                if (e != cudaSuccess) rc = check_cuda_failed(e, __FILE__, __LINE__, "compute");
                 else rc = -1;
                 break;
             }
@@ -262,7 +256,7 @@ int steps_run(StepsSetup *s, int fma)
     }
     cudaError_t e = cudaDeviceSynchronize();
     if (s->pin) release_pinned(s, held_from, n);
-    if (rc == 0 && e != cudaSuccess) rc = check_fail(__FILE__, __LINE__, "cudaDeviceSynchronize", cudaGetErrorString(e));
+    if (rc == 0 && e != cudaSuccess) rc = check_cuda_failed(e, __FILE__, __LINE__, "cudaDeviceSynchronize");
     return rc;
 }
 

@@ -1,7 +1,7 @@
 // transfer.h: the host<->device transfer machinery the pin_memory practice measures:
 // host buffers of each kind (pageable, pinned, registered), one checked copy, and
 // the "copy batch i in, compute on batch i-1" step pipelines. All functions return
-// 0 or -1 (check_last_error says why; check_last_was_oom tells out-of-memory).
+// 0 or -1 with the error set (kernels/error.h; out of memory is its own kind).
 #ifndef TRANSFER_H
 #define TRANSFER_H
 

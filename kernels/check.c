@@ -1,25 +1,35 @@
-// check.c: the per-thread last-error record behind the *_TRY macros.
+// check.c: what the *_TRY macros of check.h record.
 #include "kernels/check.h"
 
-#include <stdio.h>
-#include <string.h>
-
-static _Thread_local char last_error[1536];
-
-int check_fail(const char *file, int line, const char *what, const char *detail)
+ErrorKind check_cuda_kind(cudaError_t e)
 {
-    snprintf(last_error, sizeof last_error, "%s:%d: %s: %s", file, line, what, detail);
-    return -1;
+    switch (e) {
+    case cudaErrorMemoryAllocation: return ERROR_OUT_OF_MEMORY;
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorInvalidDevice: return ERROR_NO_DEVICE;
+    default: return ERROR_LIBRARY;
+    }
 }
 
-const char *check_last_error(void) { return last_error; }
-
-void check_clear(void) { last_error[0] = '\0'; }
-
-bool check_last_was_oom(void)
+int check_cuda_failed(cudaError_t e, const char *file, int line, const char *call)
 {
-    return strstr(last_error, "out of memory") != NULL ||
-           strstr(last_error, "ALLOC_FAILED") != NULL;
+    (void)cudaGetLastError();  // clear a non-sticky error so later calls can go on
+    return error_set_at(check_cuda_kind(e), file, line, "%s: %s", call, cudaGetErrorString(e));
+}
+
+int check_cublas_failed(cublasStatus_t s, const char *file, int line, const char *call)
+{
+    return error_set_at(s == CUBLAS_STATUS_ALLOC_FAILED ? ERROR_OUT_OF_MEMORY : ERROR_LIBRARY,
+                        file, line, "%s: %s", call, check_cublas_string(s));
+}
+
+int check_cudnn_failed(cudnnStatus_t s, const char *file, int line, const char *call)
+{
+    bool oom = s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||
+               s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED;
+    return error_set_at(oom ? ERROR_OUT_OF_MEMORY : ERROR_LIBRARY, file, line, "%s: %s", call,
+                        cudnnGetErrorString(s));
 }
 
 const char *check_cublas_string(cublasStatus_t s)

@@ -1,28 +1,29 @@
-// check.h: checks for CUDA, cuBLAS, cuDNN and NCCL calls that name file and line.
-// Errors are returned up the stack, not exit()ed: a failing check records a message
-// (read it with check_last_error) and makes the enclosing function `return -1`.
+// check.h: checks for CUDA, cuBLAS and cuDNN calls that name file and line.
+// Errors are returned up the stack, not exit()ed: a failing check records the call and
+// the library's status in the error store (kernels/error.h) with its kind - out of memory
+// (cudaErrorMemoryAllocation, CUBLAS_STATUS_ALLOC_FAILED, cuDNN's allocation statuses), no
+// device, or library - and makes the enclosing function `return -1`.
 // For kernel launches: `kernel<<<...>>>(...); CUDA_TRY(cudaGetLastError());`
+// (NCCL's check lives with the code that uses NCCL.)
 #ifndef CHECK_H
 #define CHECK_H
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
-#include <nccl.h>
-#include <stdbool.h>
+
+#include "kernels/error.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-// Records "file:line: what: detail" as this thread's last error; returns -1.
-int check_fail(const char *file, int line, const char *what, const char *detail);
-// The last error recorded on this thread ("" when none).
-const char *check_last_error(void);
-// Clears this thread's last error.
-void check_clear(void);
-// True when the last recorded error was an out-of-memory condition.
-bool check_last_was_oom(void);
+// The kind of a CUDA runtime error (out of memory, no device, or library).
+ErrorKind check_cuda_kind(cudaError_t e);
+// Record "call: status" with its kind for file:line; return -1 (the *_TRY macros).
+int check_cuda_failed(cudaError_t e, const char *file, int line, const char *call);
+int check_cublas_failed(cublasStatus_t s, const char *file, int line, const char *call);
+int check_cudnn_failed(cudnnStatus_t s, const char *file, int line, const char *call);
 const char *check_cublas_string(cublasStatus_t s);
 
 #ifdef __cplusplus
@@ -30,18 +31,10 @@ const char *check_cublas_string(cublasStatus_t s);
 #endif
 
 #define CUDA_TRY(call) do { cudaError_t e_ = (call); \
-    if (e_ != cudaSuccess) { (void)cudaGetLastError(); \
-        return check_fail(__FILE__, __LINE__, #call, cudaGetErrorString(e_)); } } while (0)
+    if (e_ != cudaSuccess) return check_cuda_failed(e_, __FILE__, __LINE__, #call); } while (0)
 #define CUBLAS_TRY(call) do { cublasStatus_t s_ = (call); \
-    if (s_ != CUBLAS_STATUS_SUCCESS) \
-        return check_fail(__FILE__, __LINE__, #call, check_cublas_string(s_)); } while (0)
+    if (s_ != CUBLAS_STATUS_SUCCESS) return check_cublas_failed(s_, __FILE__, __LINE__, #call); } while (0)
 #define CUDNN_TRY(call) do { cudnnStatus_t s_ = (call); \
-    if (s_ != CUDNN_STATUS_SUCCESS) \
-        return check_fail(__FILE__, __LINE__, #call, cudnnGetErrorString(s_)); } while (0)
-#define NCCL_TRY(call) do { ncclResult_t r_ = (call); \
-    if (r_ != ncclSuccess) \
-        return check_fail(__FILE__, __LINE__, #call, ncclGetErrorString(r_)); } while (0)
-// Propagates a -1 from one of our own functions.
-#define TRY(call) do { if ((call) != 0) return -1; } while (0)
+    if (s_ != CUDNN_STATUS_SUCCESS) return check_cudnn_failed(s_, __FILE__, __LINE__, #call); } while (0)
 
 #endif

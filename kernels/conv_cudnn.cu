@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "kernels/check.h"
+#include "kernels/clock.h"
 #include "kernels/conv_select.h"
 
 #define CACHE_CAP 1024
@@ -252,13 +253,6 @@ void conv_plan_destroy(ConvPlan *p)
     p->created = false;
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
-}
-
 int conv_plan_set(ConvPlan *p, cudnnHandle_t h, const ConvKey *k, const ConvTrialBuffers *trial,
                   ConvTuneStats *stats)
 {
@@ -279,14 +273,14 @@ int conv_plan_set(ConvPlan *p, cudnnHandle_t h, const ConvKey *k, const ConvTria
     int on, oc, oh, ow;
     CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(p->fwd, p->x, p->w, &on, &oc, &oh, &ow));
     if (on != k->n || oc != k->k || oh != k->p || ow != k->q)
-        return check_fail(__FILE__, __LINE__, "conv_plan_set", "cuDNN output shape differs from the model's");
+        return error_set(ERROR_LIBRARY, "conv_plan_set: cuDNN output shape differs from the model's");
 
     if (cache_get(k, &p->algos)) {
         stats->hits++;
     } else {
-        double t0 = now_ms();
+        double t0 = 1e3 * clock_seconds();
         TRY(select_algos(p, h, k, trial, &p->algos));
-        if (k->policy == CORE_CONV_ALGO_AUTOTUNE) stats->tune_ms += now_ms() - t0;
+        if (k->policy == CORE_CONV_ALGO_AUTOTUNE) stats->tune_ms += 1e3 * clock_seconds() - t0;
         stats->misses++;
         cache_put(k, &p->algos);
     }

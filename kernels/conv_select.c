@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kernels/check.h"
+#include "kernels/error.h"
 
 static const char *fwd_names[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
                                   "FFT", "FFT_TILING", "WINOGRAD", "WINOGRAD_NONFUSED"};
@@ -82,19 +82,21 @@ int conv_select(ConvPass pass, const ConvCandidate *cands, int count, const Conv
 {
     char tried[768] = "";
     size_t used = 0;
+    bool out_of_memory = false;  // a workspace that did not fit is a fact about the machine
     for (int i = 0; i < count; i++) {
         char why_buf[96];
         const char *why = excluded(rules, &cands[i], why_buf, sizeof why_buf);
         if (!why) {
             cudnnStatus_t s = trial(ctx, &cands[i]);
             if (s == CUDNN_STATUS_SUCCESS) {
-                check_clear();
+                error_clear();
                 return i;
             }
-            if (s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
+            if (s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED) {
+                out_of_memory = true;
                 snprintf(why_buf, sizeof why_buf, "its %zu MiB workspace: out of memory",
                          cands[i].memory >> 20);
-            else
+            } else
                 snprintf(why_buf, sizeof why_buf, "%s on a real call", cudnnGetErrorString(s));
             why = why_buf;
         }
@@ -104,8 +106,7 @@ int conv_select(ConvPass pass, const ConvCandidate *cands, int count, const Conv
             if (w > 0) used += (size_t)w < sizeof tried - used ? (size_t)w : sizeof tried - used - 1;
         }
     }
-    char detail[1024];
-    snprintf(detail, sizeof detail, "no %s algorithm works of the %d cuDNN offered: %s",
-             conv_pass_name(pass), count, count ? tried : "none offered");
-    return check_fail(__FILE__, __LINE__, what, detail);
+    return error_set(out_of_memory ? ERROR_OUT_OF_MEMORY : ERROR_LIBRARY,
+                     "%s: no %s algorithm works of the %d cuDNN offered: %s", what,
+                     conv_pass_name(pass), count, count ? tried : "none offered");
 }

@@ -38,9 +38,9 @@ typedef cudnnStatus_t (*ConvTrialFn)(void *ctx, const ConvCandidate *c);
 // The math type a chosen candidate runs with under the rules (FMA when strict_fp32).
 cudnnMathType_t conv_select_run_math(const ConvSelectRules *rules, cudnnMathType_t reported);
 // Index of the first candidate, in order, that cuDNN reported usable, that the rules
-// allow and whose trial succeeds. -1 when none does: the error (check_last_error) names
-// `what` and every candidate with the reason it was passed over (cuDNN's real status
-// for a failed trial).
+// allow and whose trial succeeds. -1 when none does: the error names `what` and every
+// candidate with the reason it was passed over (cuDNN's real status for a failed trial);
+// its kind is out of memory when a candidate failed only for its workspace.
 int conv_select(ConvPass pass, const ConvCandidate *cands, int count, const ConvSelectRules *rules,
                 ConvTrialFn trial, void *ctx, const char *what);
 

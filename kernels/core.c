@@ -11,7 +11,10 @@
 #include "kernels/core_internal.h"
 #include "kernels/gpu_device.h"
 
-static int bad(int line, const char *why) { return check_fail(__FILE__, line, "core_config", why); }
+static int bad(int line, const char *why)
+{
+    return error_set_at(ERROR_BAD_USAGE, __FILE__, line, "core_config: %s", why);
+}
 #define BAD(why) bad(__LINE__, why)
 
 int core_config_preset(CoreConfig *cfg, const char *name)
@@ -57,7 +60,7 @@ int core_config_preset(CoreConfig *cfg, const char *name)
         c.optim.base_lr = 0.1f; c.optim.total_steps = 5000; c.optim.warmup_steps = 500;
         c.optim.weight_decay = 1e-4f;
     } else {
-        return check_fail(__FILE__, __LINE__, "core_config_preset", "unknown preset name");
+        return error_set(ERROR_BAD_USAGE, "core_config_preset: unknown preset '%s' (tiny, mlp, small, medium, resnet18)", name);
     }
     *cfg = c;
     return 0;
@@ -114,7 +117,7 @@ int core_create(const CoreConfig *cfg, Core **out)
     *out = NULL;
     TRY(core_config_validate(cfg));
     Core *core = calloc(1, sizeof *core);
-    if (!core) return check_fail(__FILE__, __LINE__, "calloc(Core)", "out of memory");
+    if (!core) return error_set(ERROR_OUT_OF_MEMORY, "calloc(Core): out of memory");
     core->cfg = *cfg;
     if (core->cfg.workspace_limit == 0) core->cfg.workspace_limit = (size_t)256 << 20;
     if (model_build(&cfg->model, &core->graph) != 0) { free(core); return -1; }
@@ -132,9 +135,9 @@ int core_create(const CoreConfig *cfg, Core **out)
 static int check_batch(const Core *core, const CoreBatch *b)
 {
     if (!b || b->n <= 0 || !b->images || !b->labels)
-        return check_fail(__FILE__, __LINE__, "core batch", "empty batch or NULL pointers");
+        return error_set(ERROR_BAD_USAGE, "core batch: empty batch or NULL pointers");
     if (b->memory == CORE_MEMORY_DEVICE && core->backend != CORE_BACKEND_CUDA)
-        return check_fail(__FILE__, __LINE__, "core batch", "device memory batch on the CPU backend");
+        return error_set(ERROR_BAD_USAGE, "core batch: device memory batch on the CPU backend");
     return 0;
 }
 
@@ -177,20 +180,20 @@ size_t core_param_count(const Core *core) { return core->graph.n_params; }
 int core_params_get(Core *core, float *dst, size_t count)
 {
     if (count != core->graph.n_params)
-        return check_fail(__FILE__, __LINE__, "core_params_get", "count != core_param_count");
+        return error_set(ERROR_BAD_USAGE, "core_params_get: count != core_param_count");
     return core->ops->params_get(core, dst);
 }
 
 int core_params_set(Core *core, const float *src, size_t count)
 {
     if (count != core->graph.n_params)
-        return check_fail(__FILE__, __LINE__, "core_params_set", "count != core_param_count");
+        return error_set(ERROR_BAD_USAGE, "core_params_set: count != core_param_count");
     return core->ops->params_set(core, src);
 }
 
 int core_conv_algos(Core *core, CoreConvAlgoInfo *out, int max)
 {
-    if (max < 0) return check_fail(__FILE__, __LINE__, "core_conv_algos", "max < 0");
+    if (max < 0) return error_set(ERROR_BAD_USAGE, "core_conv_algos: max < 0");
     return core->ops->conv_algos ? core->ops->conv_algos(core, out, max) : 0;
 }
 
@@ -198,7 +201,7 @@ int core_conv_algo_summary(Core *core, char *buf, size_t size)
 {
     enum { MAX_SHAPES = 64 };
     CoreConvAlgoInfo info[MAX_SHAPES];
-    if (!buf || size == 0) return check_fail(__FILE__, __LINE__, "core_conv_algo_summary", "no buffer");
+    if (!buf || size == 0) return error_set(ERROR_BAD_USAGE, "core_conv_algo_summary: no buffer");
     buf[0] = '\0';
     if (core->backend != CORE_BACKEND_CUDA) {
         snprintf(buf, size, "%s: no cuDNN", core_backend_name(core->backend));

@@ -1,12 +1,11 @@
 // core.h: the shared training core's public API.
 // One model API, three backends (CUDA; the fast CPU backend; the plain-C CPU reference,
-// the tests' oracle). A Core is created
-// from a CoreConfig; every tuning practice is a field of that config. A training step
-// takes a batch of NCHW float32 images and int32 labels, in host or device memory,
-// and runs forward, softmax cross-entropy, backward and the SGD update.
-// All functions return 0 on success and -1 on error; the reason (with file and line)
-// is then in check_last_error() from kernels/check.h, and check_last_was_oom() says
-// whether it was an out-of-memory error (e.g. a batch too large for the device).
+// the tests' oracle). A Core is created from a CoreConfig; every tuning practice is a
+// field of that config. A training step takes a batch of NCHW float32 images and int32
+// labels, in host or device memory, and runs forward, softmax cross-entropy, backward
+// and the SGD update. All functions return 0 on success and -1 on error, with the reason
+// (file and line) and its kind in the error store of kernels/error.h: ERROR_OUT_OF_MEMORY
+// for a batch too large for the device, ERROR_NO_DEVICE, ERROR_BAD_USAGE for a bad config.
 #ifndef CORE_H
 #define CORE_H
 
@@ -177,7 +176,7 @@ typedef struct Core Core;
 // Fills cfg with a preset: "tiny" (trains in seconds on a CPU), "mlp", "small",
 // "medium", "resnet18" (ResNet-18-like at 224x224). Returns -1 for an unknown name.
 int core_config_preset(CoreConfig *cfg, const char *name);
-// Checks a config for consistency; -1 with a reason in check_last_error().
+// Checks a config for consistency; -1 with a reason in error_message().
 int core_config_validate(const CoreConfig *cfg);
 // Creates a model and its optimizer state from cfg.
 int core_create(const CoreConfig *cfg, Core **out);

@@ -229,7 +229,7 @@ static CpuCore *cpu(Core *core) { return (CpuCore *)core->impl; }
 static float *cpu_alloc(CpuCore *c, size_t count)
 {
     float *p = calloc(count ? count : 1, sizeof(float));
-    if (!p) { check_fail(__FILE__, __LINE__, "calloc", "out of memory"); return NULL; }
+    if (!p) { error_set(ERROR_OUT_OF_MEMORY, "calloc: out of memory"); return NULL; }
     c->bytes += count * sizeof(float);
     if (c->bytes > c->peak) c->peak = c->bytes;
     return p;
@@ -519,7 +519,7 @@ static const CoreOps cpu_ops = {
 int core_cpu_init(Core *core)
 {
     CpuCore *c = calloc(1, sizeof *c);
-    if (!c) return check_fail(__FILE__, __LINE__, "calloc(CpuCore)", "out of memory");
+    if (!c) return error_set(ERROR_OUT_OF_MEMORY, "calloc(CpuCore): out of memory");
     core->impl = c;
     core->ops = &cpu_ops;
     c->fast = core->backend == CORE_BACKEND_CPU;

@@ -152,10 +152,12 @@ static int prepare(Core *core, int n)
     if (n > c->cap_n) {
         free_activations(core);
         if (alloc_activations(core, n) != 0) {
-            char why[512];
-            snprintf(why, sizeof why, "%s", check_last_error());
+            char why[1024];
+            ErrorKind kind = error_kind();
+            snprintf(why, sizeof why, "%s", error_message());
             free_activations(core);
-            return check_fail(__FILE__, __LINE__, "batch buffers", why);
+            error_restore(kind, why);
+            return error_wrap("buffers for a batch of %d", n);
         }
     }
     size_t ws_need = 0;
@@ -672,7 +674,7 @@ static int cuda_init_state(Core *core)
     float *hs = (float *)malloc((g->n_stats ? g->n_stats : 1) * sizeof(float));
     if (!hp || !hs) {
         free(hp); free(hs);
-        return check_fail(__FILE__, __LINE__, "malloc", "out of host memory");
+        return error_set(ERROR_OUT_OF_MEMORY, "malloc: out of memory (host)");
     }
     model_init(g, cfg->seed, hp, hs);
     cudaError_t e1 = cudaMemcpy(c->params, hp, np * sizeof(float), cudaMemcpyHostToDevice);
@@ -694,7 +696,7 @@ static int cuda_init_state(Core *core)
 extern "C" int core_cuda_init(Core *core)
 {
     CudaCore *c = (CudaCore *)calloc(1, sizeof *c);
-    if (!c) return check_fail(__FILE__, __LINE__, "calloc(CudaCore)", "out of memory");
+    if (!c) return error_set(ERROR_OUT_OF_MEMORY, "calloc(CudaCore): out of memory");
     core->impl = c;
     core->ops = &cuda_ops;
     c->device = core->cfg.device;

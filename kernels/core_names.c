@@ -19,7 +19,7 @@ static int lookup(const char *const *table, int n, const char *s)
 {
     for (int i = 0; s && i < n; i++)
         if (strcmp(table[i], s) == 0) return i;
-    check_fail(__FILE__, __LINE__, "core parse", s ? s : "(null)");
+    error_set(ERROR_BAD_USAGE, "unknown value '%s'", s ? s : "(null)");
     return -1;
 }
 

@@ -2,7 +2,12 @@
 // A job is published by bumping a generation number held in the high half of one 64-bit
 // word whose low half counts claimed tasks, so a worker that wakes late can never claim
 // a task of a newer job with the parameters of an older one: its compare-and-swap fails.
+// The parameters of generation g live in slot g % 2, written while the state still holds
+// g - 1: a worker that read the state of generation g - 1 reads slot (g - 1) % 2, which
+// the next job does not touch, so it cannot claim a task of g - 1 with g's parameters.
 #include "kernels/cpu_pool.h"
+
+#include "kernels/clock.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -26,9 +31,11 @@ typedef struct Pool {
     _Atomic int done;          // tasks of the current job finished
     _Atomic int sleepers;
     _Atomic int active;        // workers 0..active-1 take part in the current job
-    _Atomic(CpuTaskFn) fn;     // the current job (stored before its generation)
-    _Atomic(void *) ctx;
-    _Atomic int count;
+    struct {                   // job of generation g in slot g % 2 (stored before it)
+        _Atomic(CpuTaskFn) fn;
+        _Atomic(void *) ctx;
+        _Atomic int count;
+    } job[2];
 } Pool;
 
 static Pool pool = {.run_lock = PTHREAD_MUTEX_INITIALIZER, .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -42,12 +49,7 @@ static inline void cpu_relax(void)
 #endif
 }
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
+static int64_t now_ns(void) { return (int64_t)(1e9 * clock_seconds()); }
 
 // Claims and runs tasks of generation gen until none is left or the job changed.
 static void run_tasks(uint32_t gen)
@@ -55,10 +57,11 @@ static void run_tasks(uint32_t gen)
     for (;;) {
         uint64_t s = atomic_load_explicit(&pool.state, memory_order_acquire);
         if ((uint32_t)(s >> 32) != gen) return;
-        // Possibly already the next job's: then the compare-and-swap below fails.
-        CpuTaskFn fn = atomic_load_explicit(&pool.fn, memory_order_relaxed);
-        void *ctx = atomic_load_explicit(&pool.ctx, memory_order_relaxed);
-        int count = atomic_load_explicit(&pool.count, memory_order_relaxed);
+        // Generation gen's own slot: the next job writes the other one, and the one after
+        // only once the state has left gen, when the compare-and-swap below fails.
+        CpuTaskFn fn = atomic_load_explicit(&pool.job[gen & 1].fn, memory_order_acquire);
+        void *ctx = atomic_load_explicit(&pool.job[gen & 1].ctx, memory_order_acquire);
+        int count = atomic_load_explicit(&pool.job[gen & 1].count, memory_order_acquire);
         uint32_t task = (uint32_t)s;
         if ((int)task >= count) return;
         if (!atomic_compare_exchange_weak_explicit(&pool.state, &s, s + 1, memory_order_acq_rel,
@@ -139,12 +142,12 @@ void cpu_pool_run(int threads, int count, CpuTaskFn fn, void *ctx)
         for (int i = 0; i < count; i++) fn(ctx, i);
         return;
     }
-    atomic_store_explicit(&pool.fn, fn, memory_order_relaxed);
-    atomic_store_explicit(&pool.ctx, ctx, memory_order_relaxed);
-    atomic_store_explicit(&pool.count, count, memory_order_relaxed);
+    uint32_t gen = (uint32_t)(atomic_load(&pool.state) >> 32) + 1;
+    atomic_store_explicit(&pool.job[gen & 1].fn, fn, memory_order_relaxed);
+    atomic_store_explicit(&pool.job[gen & 1].ctx, ctx, memory_order_relaxed);
+    atomic_store_explicit(&pool.job[gen & 1].count, count, memory_order_relaxed);
     atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
     atomic_store_explicit(&pool.active, helpers, memory_order_relaxed);
-    uint32_t gen = (uint32_t)(atomic_load(&pool.state) >> 32) + 1;
     atomic_store(&pool.state, (uint64_t)gen << 32); // seq_cst: ordered before the sleepers read
     if (atomic_load(&pool.sleepers) > 0) {
         pthread_mutex_lock(&pool.lock);

@@ -27,7 +27,7 @@ static DType probe_dtype(CorePrecision p)
 static int probe_alloc(Probe *p, void **out, size_t bytes)
 {
     if (p->count == PROBE_MAX_BUFFERS)
-        return check_fail(__FILE__, __LINE__, "probe_alloc", "too many buffers");
+        return error_set(ERROR_LIBRARY, "probe_alloc: too many buffers");
     CUDA_TRY(cudaMalloc(out, bytes ? bytes : 1));
     p->ptrs[p->count++] = *out;
     return 0;

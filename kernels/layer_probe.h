@@ -1,7 +1,7 @@
 // layer_probe.h: runs single layers of the CUDA backend on host arrays, for tests that
 // compare each layer with the CPU reference (layers_cpu.h). Inputs and outputs are
 // fp32 NCHW (filters KCRS) on the host; inside, data is cast to the precision's storage
-// type and layout exactly as the core does. Returns 0, or -1 with check_last_error().
+// type and layout exactly as the core does. Returns 0, or -1 with error_message().
 #ifndef LAYER_PROBE_H
 #define LAYER_PROBE_H
 

@@ -60,7 +60,7 @@ int cpu_workspace_init(CpuWorkspace *ws, const ConvShape *convs, int count, int 
     float *p = aligned_alloc(64, (shared + per * (size_t)threads + 16) * sizeof(float));
     if (!p) {
         *ws = (CpuWorkspace){0};
-        return check_fail(__FILE__, __LINE__, "cpu_workspace_init", "out of memory");
+        return error_set(ERROR_OUT_OF_MEMORY, "cpu_workspace_init: out of memory");
     }
     *ws = (CpuWorkspace){threads, per, shared, p};
     return 0;

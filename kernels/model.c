@@ -1,5 +1,6 @@
 // model.c: builds the ResNet-style and MLP op lists and initialises their parameters.
 #include "kernels/model.h"
+#include "kernels/rng.h"
 
 #include <limits.h>
 #include <math.h>
@@ -7,29 +8,12 @@
 
 #include "kernels/check.h"
 
-uint64_t model_rng_next(ModelRng *r)
-{
-    uint64_t z = (r->s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-float model_rng_uniform(ModelRng *r) { return (float)(model_rng_next(r) >> 40) / 16777216.0f; }
-
-float model_rng_normal(ModelRng *r)
-{
-    float u1 = model_rng_uniform(r), u2 = model_rng_uniform(r);
-    if (u1 < 1e-7f) u1 = 1e-7f;
-    return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2);
-}
-
 size_t model_tensor_size(const ModelGraph *g, int t)
 {
     return (size_t)g->shapes[t].c * g->shapes[t].h * g->shapes[t].w;
 }
 
-static int fail(const char *why) { return check_fail(__FILE__, __LINE__, "model_build", why); }
+#define fail(why) error_set(ERROR_BAD_USAGE, "model_build: %s", (why))
 
 static int new_tensor(ModelGraph *g, int c, int h, int w)
 {
@@ -194,13 +178,13 @@ int model_build(const CoreModelConfig *m, ModelGraph *g)
 
 void model_init(const ModelGraph *g, uint64_t seed, float *params, float *stats)
 {
-    ModelRng r = {seed * 0x2545F4914F6CDD1Dull + 1};
+    Rng r = {seed * 0x2545F4914F6CDD1Dull + 1};
     for (int i = 0; i < g->n_ops; i++) {
         const ModelOp *op = &g->ops[i];
         if (op->kind == OP_CONV) {
             size_t fan_in = (size_t)op->cin * op->k * op->k, n = fan_in * op->cout;
             float std = sqrtf(2.0f / (float)fan_in);
-            for (size_t j = 0; j < n; j++) params[op->w_off + j] = std * model_rng_normal(&r);
+            for (size_t j = 0; j < n; j++) params[op->w_off + j] = std * rng_normal_float(&r);
         } else if (op->kind == OP_BN) {
             for (int c = 0; c < op->cin; c++) {
                 params[op->w_off + c] = 1.0f;
@@ -212,9 +196,9 @@ void model_init(const ModelGraph *g, uint64_t seed, float *params, float *stats)
             float bound = 1.0f / sqrtf((float)op->cin);
             size_t n = (size_t)op->cin * op->cout;
             for (size_t j = 0; j < n; j++)
-                params[op->w_off + j] = bound * (2.0f * model_rng_uniform(&r) - 1.0f);
+                params[op->w_off + j] = bound * (2.0f * rng_uniform_float(&r) - 1.0f);
             for (int j = 0; j < op->cout; j++)
-                params[op->b_off + j] = bound * (2.0f * model_rng_uniform(&r) - 1.0f);
+                params[op->b_off + j] = bound * (2.0f * rng_uniform_float(&r) - 1.0f);
         }
     }
 }

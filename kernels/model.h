@@ -55,15 +55,6 @@ size_t model_tensor_size(const ModelGraph *g, int t);
 // running statistics (mean 0, var 1), deterministic in seed.
 void model_init(const ModelGraph *g, uint64_t seed, float *params, float *stats);
 
-// A small deterministic generator (splitmix64) for weights and synthetic data.
-typedef struct ModelRng { uint64_t s; } ModelRng;
-// Next 64 random bits.
-uint64_t model_rng_next(ModelRng *r);
-// Uniform in [0, 1).
-float model_rng_uniform(ModelRng *r);
-// Standard normal (Box-Muller).
-float model_rng_normal(ModelRng *r);
-
 #ifdef __cplusplus
 }
 #endif

@@ -1,8 +1,8 @@
 // augment.c: random-resized crop + flip + normalise + HWC->CHW in one pass per sample.
 #include "loaders/augment.h"
 
-#include "loaders/errors.h"
-#include "loaders/rng.h"
+#include "kernels/error.h"
+#include "kernels/rng.h"
 
 #include <math.h>
 #include <string.h>
@@ -24,17 +24,17 @@ int augment_check_config(const AugmentConfig *c)
 {
     if (c->out_height < 1 || c->out_width < 1 || c->out_height > AUGMENT_MAX_SIDE ||
         c->out_width > AUGMENT_MAX_SIDE)
-        return loaders_fail("augment: output size %dx%d out of range 1..%d", c->out_width,
+        return error_set(ERROR_BAD_USAGE, "augment: output size %dx%d out of range 1..%d", c->out_width,
                             c->out_height, AUGMENT_MAX_SIDE);
     if (c->random_crop && !(c->scale_min > 0 && c->scale_min <= c->scale_max &&
                             c->scale_max <= 1 && c->ratio_min > 0 &&
                             c->ratio_min <= c->ratio_max))
-        return loaders_fail("augment: bad crop ranges scale [%g, %g] ratio [%g, %g]",
+        return error_set(ERROR_BAD_USAGE, "augment: bad crop ranges scale [%g, %g] ratio [%g, %g]",
                             c->scale_min, c->scale_max, c->ratio_min, c->ratio_max);
     for (int i = 0; i < 3; i++)
-        if (!(c->std[i] > 0)) return loaders_fail("augment: std[%d] must be > 0", i);
+        if (!(c->std[i] > 0)) return error_set(ERROR_BAD_USAGE, "augment: std[%d] must be > 0", i);
     if (c->dtype != AUGMENT_FLOAT32 && c->dtype != AUGMENT_FLOAT16)
-        return loaders_fail("augment: unknown dtype %d", (int)c->dtype);
+        return error_set(ERROR_BAD_USAGE, "augment: unknown dtype %d", (int)c->dtype);
     return 0;
 }
 

@@ -2,8 +2,8 @@
 // splitting such a list into train and held-out parts.
 #include "loaders/dataset.h"
 
-#include "loaders/errors.h"
-#include "loaders/rng.h"
+#include "kernels/error.h"
+#include "kernels/rng.h"
 
 #include <dirent.h>
 #include <stdbool.h>
@@ -24,12 +24,12 @@ static int list_push(NameList *l, const char *s)
     if (l->count == l->cap) {
         int64_t cap = l->cap ? 2 * l->cap : 64;
         char **p = realloc(l->items, (size_t)cap * sizeof *p);
-        if (!p) return loaders_fail("dataset: out of memory");
+        if (!p) return error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
         l->items = p;
         l->cap = cap;
     }
     l->items[l->count] = strdup(s);
-    if (!l->items[l->count]) return loaders_fail("dataset: out of memory");
+    if (!l->items[l->count]) return error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
     l->count++;
     return 0;
 }
@@ -65,14 +65,14 @@ static char *join_path(const char *a, const char *b)
 static int list_dir(const char *dir, int want_dirs, NameList *out)
 {
     DIR *d = opendir(dir);
-    if (!d) return loaders_fail("dataset: cannot open folder '%s': %s", dir, strerror(errno));
+    if (!d) return error_set(ERROR_IO, "dataset: cannot open folder '%s': %s", dir, strerror(errno));
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.') continue;
         char *full = join_path(dir, e->d_name);
         if (!full) {
             closedir(d);
-            return loaders_fail("dataset: out of memory");
+            return error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
         }
         struct stat sb;
         int ok = stat(full, &sb) == 0;
@@ -106,21 +106,21 @@ int dataset_scan(const char *root, Dataset *ds)
     memset(ds, 0, sizeof *ds);
     struct stat sb;
     if (stat(root, &sb) != 0)
-        return loaders_fail("dataset: root '%s' does not exist: %s", root, strerror(errno));
-    if (!S_ISDIR(sb.st_mode)) return loaders_fail("dataset: root '%s' is not a folder", root);
+        return error_set(ERROR_IO, "dataset: root '%s' does not exist: %s", root, strerror(errno));
+    if (!S_ISDIR(sb.st_mode)) return error_set(ERROR_IO, "dataset: root '%s' is not a folder", root);
 
     NameList classes = {0}, files = {0};
     int64_t total = 0, cap = 0;
     if (list_dir(root, 1, &classes) != 0) goto fail;
     if (classes.count == 0) {
-        loaders_fail("dataset: root '%s' has no class folders (expected root/<class>/*.jpg)",
+        error_set(ERROR_BAD_DATA, "dataset: root '%s' has no class folders (expected root/<class>/*.jpg)",
                      root);
         goto fail;
     }
     ds->root = strdup(root);
     ds->class_names = calloc((size_t)classes.count, sizeof *ds->class_names);
     if (!ds->root || !ds->class_names) {
-        loaders_fail("dataset: out of memory");
+        error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
         goto fail;
     }
     for (int64_t c = 0; c < classes.count; c++) {
@@ -129,7 +129,7 @@ int dataset_scan(const char *root, Dataset *ds)
         char *dir = join_path(root, classes.items[c]);
         if (!ds->class_names[c] || !dir) {
             free(dir);
-            loaders_fail("dataset: out of memory");
+            error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
             goto fail;
         }
         files.count = 0;
@@ -138,7 +138,7 @@ int dataset_scan(const char *root, Dataset *ds)
             goto fail;
         }
         if (files.count == 0) {
-            loaders_fail("dataset: class folder '%s' has no .jpg/.jpeg files", dir);
+            error_set(ERROR_BAD_DATA, "dataset: class folder '%s' has no .jpg/.jpeg files", dir);
             free(dir);
             goto fail;
         }
@@ -150,7 +150,7 @@ int dataset_scan(const char *root, Dataset *ds)
             if (l) ds->labels = l;
             if (!p || !l) {
                 free(dir);
-                loaders_fail("dataset: out of memory");
+                error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
                 goto fail;
             }
             cap = ncap;
@@ -159,7 +159,7 @@ int dataset_scan(const char *root, Dataset *ds)
             ds->paths[total] = join_path(dir, files.items[i]);
             if (!ds->paths[total]) {
                 free(dir);
-                loaders_fail("dataset: out of memory");
+                error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
                 goto fail;
             }
             ds->labels[total] = (int32_t)c;
@@ -198,7 +198,7 @@ static int copy_header(const Dataset *ds, int64_t capacity, Dataset *out)
     return 0;
 fail:
     dataset_free(out);
-    return loaders_fail("dataset: out of memory");
+    return error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
 }
 
 int dataset_split(const Dataset *ds, double heldout_fraction, uint64_t seed, Dataset *train,
@@ -207,14 +207,14 @@ int dataset_split(const Dataset *ds, double heldout_fraction, uint64_t seed, Dat
     memset(train, 0, sizeof *train);
     memset(heldout, 0, sizeof *heldout);
     if (!(heldout_fraction > 0.0 && heldout_fraction < 1.0))
-        return loaders_fail("dataset: held-out fraction %g is not in (0, 1)", heldout_fraction);
+        return error_set(ERROR_BAD_USAGE, "dataset: held-out fraction %g is not in (0, 1)", heldout_fraction);
     size_t n_all = ds->num_samples > 0 ? (size_t)ds->num_samples : 1;
     bool *held = calloc(n_all, sizeof *held);
     int64_t *idx = malloc(n_all * sizeof *idx);
     if (!held || !idx) {
         free(held);
         free(idx);
-        return loaders_fail("dataset: out of memory");
+        return error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
     }
     int64_t nheld = 0;
     for (int c = 0; c < ds->num_classes; c++) {
@@ -237,7 +237,7 @@ int dataset_split(const Dataset *ds, double heldout_fraction, uint64_t seed, Dat
     free(idx);
     int rc = -1;
     if (nheld == 0) {
-        loaders_fail("dataset: '%s' has no class with 2 or more files, so none can be held out",
+        error_set(ERROR_BAD_DATA, "dataset: '%s' has no class with 2 or more files, so none can be held out",
                      ds->root ? ds->root : "?");
         goto out;
     }
@@ -248,7 +248,7 @@ int dataset_split(const Dataset *ds, double heldout_fraction, uint64_t seed, Dat
         Dataset *d = held[i] ? heldout : train;
         d->paths[d->num_samples] = strdup(ds->paths[i]);
         if (!d->paths[d->num_samples]) {
-            loaders_fail("dataset: out of memory");
+            error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
             goto out;
         }
         d->labels[d->num_samples++] = ds->labels[i];

@@ -1,9 +1,9 @@
 // dataset_gen.c: rendering and writing the synthetic ImageFolder dataset.
 #include "loaders/dataset_gen.h"
 
-#include "loaders/errors.h"
+#include "kernels/error.h"
 #include "loaders/jpeg.h"
-#include "loaders/rng.h"
+#include "kernels/rng.h"
 
 #include <errno.h>
 #include <math.h>
@@ -37,7 +37,7 @@ int dataset_gen_preset(const char *name, DatasetGenConfig *cfg)
             *cfg = presets[i].cfg;
             return 0;
         }
-    return loaders_fail("dataset_gen: unknown preset '%s' (tiny, small, bench, large)", name);
+    return error_set(ERROR_BAD_USAGE, "dataset_gen: unknown preset '%s' (tiny, small, bench, large)", name);
 }
 
 static int inside(int shape, double dx, double dy, double r)
@@ -86,11 +86,11 @@ void dataset_gen_render(const DatasetGenConfig *cfg, int label, int index, uint8
 static int check_config(const DatasetGenConfig *cfg)
 {
     if (cfg->num_classes < 1 || cfg->num_classes > MAX_CLASSES)
-        return loaders_fail("dataset_gen: num_classes %d out of range 1..%d", cfg->num_classes,
+        return error_set(ERROR_BAD_USAGE, "dataset_gen: num_classes %d out of range 1..%d", cfg->num_classes,
                             MAX_CLASSES);
     if (cfg->images_per_class < 1 || cfg->width < 8 || cfg->height < 8 || cfg->width > 4096 ||
         cfg->height > 4096 || cfg->quality < 1 || cfg->quality > 100)
-        return loaders_fail("dataset_gen: bad config (%d images/class, %dx%d, quality %d)",
+        return error_set(ERROR_BAD_USAGE, "dataset_gen: bad config (%d images/class, %dx%d, quality %d)",
                             cfg->images_per_class, cfg->width, cfg->height, cfg->quality);
     return 0;
 }
@@ -114,20 +114,20 @@ int dataset_generate(const DatasetGenConfig *cfg, const char *root)
 {
     if (check_config(cfg) != 0) return -1;
     struct stat sb;
-    if (stat(root, &sb) == 0) return loaders_fail("dataset_gen: '%s' already exists", root);
+    if (stat(root, &sb) == 0) return error_set(ERROR_IO, "dataset_gen: '%s' already exists", root);
     char tmp[4096], path[4200];
     snprintf(tmp, sizeof tmp, "%s.tmp-%d", root, (int)getpid());
     if (mkdir(tmp, 0755) != 0)
-        return loaders_fail("dataset_gen: cannot create '%s': %s", tmp, strerror(errno));
+        return error_set(ERROR_IO, "dataset_gen: cannot create '%s': %s", tmp, strerror(errno));
     uint8_t *rgb = malloc((size_t)cfg->width * cfg->height * 3);
     if (!rgb) {
         rmdir(tmp);
-        return loaders_fail("dataset_gen: out of memory");
+        return error_set(ERROR_OUT_OF_MEMORY, "dataset_gen: out of memory");
     }
     for (int c = 0; c < cfg->num_classes; c++) {
         snprintf(path, sizeof path, "%s/class_%03d", tmp, c);
         if (mkdir(path, 0755) != 0) {
-            loaders_fail("dataset_gen: cannot create '%s': %s", path, strerror(errno));
+            error_set(ERROR_IO, "dataset_gen: cannot create '%s': %s", path, strerror(errno));
             goto fail;
         }
         for (int i = 0; i < cfg->images_per_class; i++) {
@@ -143,7 +143,7 @@ int dataset_generate(const DatasetGenConfig *cfg, const char *root)
         remove_tree(tmp, cfg->num_classes);
         // Someone else finished the same dataset first: theirs is identical.
         if ((e == ENOTEMPTY || e == EEXIST) && stat(root, &sb) == 0) return 0;
-        return loaders_fail("dataset_gen: cannot rename '%s' to '%s': %s", tmp, root,
+        return error_set(ERROR_IO, "dataset_gen: cannot rename '%s' to '%s': %s", tmp, root,
                             strerror(e));
     }
     return 0;
@@ -161,11 +161,11 @@ static int mkdir_p(const char *dir)
         if (*p == '/') {
             *p = '\0';
             if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return loaders_fail("dataset_gen: cannot create '%s': %s", buf, strerror(errno));
+                return error_set(ERROR_IO, "dataset_gen: cannot create '%s': %s", buf, strerror(errno));
             *p = '/';
         }
     if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return loaders_fail("dataset_gen: cannot create '%s': %s", buf, strerror(errno));
+        return error_set(ERROR_IO, "dataset_gen: cannot create '%s': %s", buf, strerror(errno));
     return 0;
 }
 
@@ -176,7 +176,7 @@ int dataset_gen_ensure(const DatasetGenConfig *cfg, const char *cache_dir, char 
     int n = snprintf(root_out, root_size, "%s/synth-c%d-n%d-%dx%d-q%d-s%llu", cache_dir,
                      cfg->num_classes, cfg->images_per_class, cfg->width, cfg->height,
                      cfg->quality, (unsigned long long)cfg->seed);
-    if (n < 0 || (size_t)n >= root_size) return loaders_fail("dataset_gen: path too long");
+    if (n < 0 || (size_t)n >= root_size) return error_set(ERROR_IO, "dataset_gen: path too long");
     struct stat sb;
     if (stat(root_out, &sb) == 0 && S_ISDIR(sb.st_mode)) return 0;
     if (mkdir_p(cache_dir) != 0) return -1;

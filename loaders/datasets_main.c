@@ -5,7 +5,7 @@
 // Exit status: 0 when everything is fine, 1 on bad files or errors, 2 on bad usage.
 #include "loaders/dataset.h"
 #include "loaders/dataset_gen.h"
-#include "loaders/errors.h"
+#include "kernels/error.h"
 #include "loaders/jpeg.h"
 #include "loaders/loader.h"
 
@@ -29,7 +29,7 @@ static int generate(const char *preset, const char *dir)
 {
     DatasetGenConfig cfg;
     if (dataset_gen_preset(preset, &cfg) != 0 || dataset_generate(&cfg, dir) != 0) {
-        fprintf(stderr, "datasets: %s\n", loaders_last_error());
+        fprintf(stderr, "datasets: %s\n", error_message());
         return 1;
     }
     printf("datasets: wrote %d classes x %d images of %dx%d to %s\n", cfg.num_classes,
@@ -43,7 +43,7 @@ static int check(const char *dir, int workers)
 {
     Dataset ds;
     if (dataset_scan(dir, &ds) != 0) {
-        fprintf(stderr, "datasets: %s\n", loaders_last_error());
+        fprintf(stderr, "datasets: %s\n", error_message());
         return 1;
     }
     printf("datasets: %s: %d classes, %lld files\n", dir, ds.num_classes,
@@ -53,7 +53,7 @@ static int check(const char *dir, int workers)
     int64_t bad = 0;
     for (int64_t i = 0; dec && i < ds.num_samples; i++)
         if (jpeg_decode_file(dec, ds.paths[i], &img) != 0) {
-            printf("bad: %s\n", loaders_last_error());
+            printf("bad: %s\n", error_message());
             bad++;
         }
     image_free(&img);
@@ -67,7 +67,7 @@ static int check(const char *dir, int workers)
     int64_t images = 0;
     if (rc == 0)
         while ((rc = loader_next_batch(l, &b)) == 1) images += b.count;
-    if (rc < 0) fprintf(stderr, "datasets: loader: %s\n", loaders_last_error());
+    if (rc < 0) fprintf(stderr, "datasets: loader: %s\n", error_message());
     else {
         LoaderStats st;
         loader_get_stats(l, &st);

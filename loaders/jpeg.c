@@ -1,7 +1,7 @@
 // jpeg.c: TurboJPEG-based decode (strict about warnings) and encode for the generator.
 #include "loaders/jpeg.h"
 
-#include "loaders/errors.h"
+#include "kernels/error.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,12 +25,12 @@ JpegDecoder *jpeg_decoder_create(void)
 {
     JpegDecoder *dec = calloc(1, sizeof *dec);
     if (!dec) {
-        loaders_fail("jpeg: out of memory");
+        error_set(ERROR_OUT_OF_MEMORY, "jpeg: out of memory");
         return NULL;
     }
     dec->tj = tjInitDecompress();
     if (!dec->tj) {
-        loaders_fail("jpeg: tjInitDecompress failed: %s", tjGetErrorStr2(NULL));
+        error_set(ERROR_LIBRARY, "jpeg: tjInitDecompress failed: %s", tjGetErrorStr2(NULL));
         free(dec);
         return NULL;
     }
@@ -54,19 +54,19 @@ void image_free(Image *img)
 int jpeg_read_file(JpegDecoder *dec, const char *path, const uint8_t **data, size_t *size)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return loaders_fail("%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return error_set(ERROR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return loaders_fail("%s: cannot stat: %s", path, strerror(e));
+        return error_set(ERROR_IO, "%s: cannot stat: %s", path, strerror(e));
     }
     size_t want = (size_t)sb.st_size;
     if (want > dec->file_cap) {
         uint8_t *p = realloc(dec->file_buf, want);
         if (!p) {
             close(fd);
-            return loaders_fail("%s: out of memory reading %zu bytes", path, want);
+            return error_set(ERROR_OUT_OF_MEMORY, "%s: out of memory reading %zu bytes", path, want);
         }
         dec->file_buf = p;
         dec->file_cap = want;
@@ -78,7 +78,7 @@ int jpeg_read_file(JpegDecoder *dec, const char *path, const uint8_t **data, siz
         if (n <= 0) {
             int e = n < 0 ? errno : EIO;
             close(fd);
-            return loaders_fail("%s: read failed: %s", path, strerror(e));
+            return error_set(ERROR_IO, "%s: read failed: %s", path, strerror(e));
         }
         got += (size_t)n;
     }
@@ -101,25 +101,25 @@ int jpeg_decode_mem(JpegDecoder *dec, const uint8_t *data, size_t size, const ch
                     Image *img)
 {
     if (!dec->tj && decoder_reset(dec) != 0)
-        return loaders_fail("%s: cannot create a TurboJPEG decoder: %s", name,
+        return error_set(ERROR_IO, "%s: cannot create a TurboJPEG decoder: %s", name,
                             tjGetErrorStr2(NULL));
     if (size < 4 || data[0] != 0xFF || data[1] != 0xD8)
-        return loaders_fail("%s: not a JPEG file (%zu bytes, no JPEG start-of-image marker)",
+        return error_set(ERROR_BAD_DATA, "%s: not a JPEG file (%zu bytes, no JPEG start-of-image marker)",
                             name, size);
     // TurboJPEG 2.1 returns 0 without setting the size for a stream that ends before
     // its frame header (it reads as "tables only"), hence the zeros and the check below.
     int w = 0, h = 0, subsamp = 0, colorspace = 0;
     if (tjDecompressHeader3(dec->tj, data, (unsigned long)size, &w, &h, &subsamp,
                             &colorspace) != 0) {
-        loaders_fail("%s: corrupt JPEG header: %s", name, tjGetErrorStr2(dec->tj));
+        error_set(ERROR_BAD_DATA, "%s: corrupt JPEG header: %s", name, tjGetErrorStr2(dec->tj));
         decoder_reset(dec);
         return -1;
     }
     if (w <= 0 || h <= 0 || w > 65535 || h > 65535) {
         if (w == 0 && h == 0)
-            loaders_fail("%s: truncated JPEG (no frame header in %zu bytes)", name, size);
+            error_set(ERROR_BAD_DATA, "%s: truncated JPEG (no frame header in %zu bytes)", name, size);
         else
-            loaders_fail("%s: bad JPEG dimensions %dx%d", name, w, h);
+            error_set(ERROR_BAD_DATA, "%s: bad JPEG dimensions %dx%d", name, w, h);
         decoder_reset(dec);
         return -1;
     }
@@ -127,7 +127,7 @@ int jpeg_decode_mem(JpegDecoder *dec, const uint8_t *data, size_t size, const ch
     // would have us allocate 12 GiB before reading any data. PIL's decompression-bomb error
     // threshold; a refined, configurable limit may replace this one.
     if ((int64_t)w * h > JPEG_MAX_PIXELS) {
-        loaders_fail("%s: JPEG of %dx%d pixels is over the pixel limit of %lld (a corrupt "
+        error_set(ERROR_BAD_DATA, "%s: JPEG of %dx%d pixels is over the pixel limit of %lld (a corrupt "
                      "or malicious header?)", name, w, h, (long long)JPEG_MAX_PIXELS);
         decoder_reset(dec);
         return -1;
@@ -135,7 +135,7 @@ int jpeg_decode_mem(JpegDecoder *dec, const uint8_t *data, size_t size, const ch
     size_t need = (size_t)w * (size_t)h * 3;
     if (need > img->capacity) {
         uint8_t *p = realloc(img->pixels, need);
-        if (!p) return loaders_fail("%s: out of memory for a %dx%d image", name, w, h);
+        if (!p) return error_set(ERROR_OUT_OF_MEMORY, "%s: out of memory for a %dx%d image", name, w, h);
         img->pixels = p;
         img->capacity = need;
     }
@@ -145,7 +145,7 @@ int jpeg_decode_mem(JpegDecoder *dec, const uint8_t *data, size_t size, const ch
                       TJFLAG_FASTDCT) != 0) {
         const char *kind = tjGetErrorCode(dec->tj) == TJERR_WARNING ? "truncated or corrupt"
                                                                      : "corrupt";
-        loaders_fail("%s: %s JPEG data: %s", name, kind, tjGetErrorStr2(dec->tj));
+        error_set(ERROR_BAD_DATA, "%s: %s JPEG data: %s", name, kind, tjGetErrorStr2(dec->tj));
         decoder_reset(dec);
         return -1;
     }
@@ -165,13 +165,13 @@ int jpeg_decode_file(JpegDecoder *dec, const char *path, Image *img)
 int jpeg_write_file(const char *path, const uint8_t *rgb, int width, int height, int quality)
 {
     tjhandle tj = tjInitCompress();
-    if (!tj) return loaders_fail("jpeg: tjInitCompress failed: %s", tjGetErrorStr2(NULL));
+    if (!tj) return error_set(ERROR_LIBRARY, "jpeg: tjInitCompress failed: %s", tjGetErrorStr2(NULL));
     unsigned char *out = NULL;
     unsigned long out_size = 0;
     int rc = tjCompress2(tj, rgb, width, 0, height, TJPF_RGB, &out, &out_size, TJSAMP_420,
                          quality, 0);
     if (rc != 0) {
-        loaders_fail("%s: JPEG encode failed: %s", path, tjGetErrorStr2(tj));
+        error_set(ERROR_LIBRARY, "%s: JPEG encode failed: %s", path, tjGetErrorStr2(tj));
         tjDestroy(tj);
         return -1;
     }
@@ -180,11 +180,11 @@ int jpeg_write_file(const char *path, const uint8_t *rgb, int width, int height,
     if (!f) {
         int e = errno;
         tjFree(out);
-        return loaders_fail("%s: cannot create: %s", path, strerror(e));
+        return error_set(ERROR_IO, "%s: cannot create: %s", path, strerror(e));
     }
     size_t n = fwrite(out, 1, out_size, f);
     int close_rc = fclose(f);
     tjFree(out);
-    if (n != out_size || close_rc != 0) return loaders_fail("%s: write failed", path);
+    if (n != out_size || close_rc != 0) return error_set(ERROR_IO, "%s: write failed", path);
     return 0;
 }

@@ -22,7 +22,7 @@ typedef struct {
 // A reusable decoder: one TurboJPEG handle plus a file buffer (one per thread/process).
 typedef struct JpegDecoder JpegDecoder;
 
-// Creates a decoder; NULL (with loaders_last_error) on failure.
+// Creates a decoder; NULL (with the error set) on failure.
 JpegDecoder *jpeg_decoder_create(void);
 // Frees a decoder (NULL is fine).
 void jpeg_decoder_destroy(JpegDecoder *dec);

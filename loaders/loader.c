@@ -2,10 +2,9 @@
 // out tasks, in-order delivery, dead-worker and timeout detection, pinning, shutdown.
 #include "loaders/loader.h"
 
-#include "loaders/errors.h"
 #include "loaders/loader_internal.h"
-#include "loaders/pin.h"
-#include "loaders/rng.h"
+#include "kernels/pinned.h"
+#include "kernels/rng.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -32,62 +31,69 @@ LoaderConfig loader_default_config(const Dataset *ds, int batch_size)
 static int check_config(const LoaderConfig *c)
 {
     if (!c->dataset || c->dataset->num_samples < 1)
-        return loaders_fail("loader: no dataset or an empty one");
-    if (c->batch_size < 1) return loaders_fail("loader: batch_size must be >= 1");
+        return error_set(ERROR_BAD_USAGE, "loader: no dataset or an empty one");
+    if (c->batch_size < 1) return error_set(ERROR_BAD_USAGE, "loader: batch_size must be >= 1");
     if (c->num_workers < 0 || c->num_workers > 256)
-        return loaders_fail("loader: num_workers %d out of range 0..256", c->num_workers);
+        return error_set(ERROR_BAD_USAGE, "loader: num_workers %d out of range 0..256", c->num_workers);
     if (c->prefetch_factor < 0 || c->prefetch_factor > 64)
-        return loaders_fail("loader: prefetch_factor %d out of range 0..64 (0: the default, 2)",
+        return error_set(ERROR_BAD_USAGE, "loader: prefetch_factor %d out of range 0..64 (0: the default, 2)",
                             c->prefetch_factor);
     if (c->pin != LOADER_PIN_NONE && c->pin != LOADER_PIN_COPY && c->pin != LOADER_PIN_REGISTER)
-        return loaders_fail("loader: unknown pin mode %d", (int)c->pin);
-    if (c->timeout_ms < 0) return loaders_fail("loader: timeout_ms must be >= 0");
+        return error_set(ERROR_BAD_USAGE, "loader: unknown pin mode %d", (int)c->pin);
+    if (c->timeout_ms < 0) return error_set(ERROR_BAD_USAGE, "loader: timeout_ms must be >= 0");
     return augment_check_config(&c->augment);
 }
 
-static int loader_set_failed(Loader *l, const char *msg)
+// Marks the loader failed with this thread's error, which every later call repeats, and
+// stops the pin thread and the workers; returns -1.
+static int loader_failed(Loader *l)
 {
     l->failed = true;
-    snprintf(l->error, sizeof l->error, "%s", msg);
+    l->error_kind = error_kind();
+    snprintf(l->error, sizeof l->error, "%s", error_message());
     if (l->pin_thread) pin_thread_stop(l->pin_thread);  // before the semaphores go
     loader_workers_stop(l);
-    return loaders_fail("%s", l->error);
+    return error_restore(l->error_kind, l->error);
+}
+
+// Waits up to 20 ms for a slot's batch: 1 when it is there, 0 not yet, -1 (errno) failed.
+static int slot_wait_20ms(SlotHeader *h)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 20 * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    if (sem_timedwait(&h->done, &ts) == 0) return 1;
+    return errno == ETIMEDOUT || errno == EINTR ? 0 : -1;
 }
 
 // The pin thread's side of LOADER_PIN_COPY with workers: waits for batch b's ring slot
 // (polling for cancellation), then copies the slot (header, labels, indices, images)
 // into a pinned buffer. The caller checks the copied header as it would the slot.
 static int pin_fill_from_ring(void *ctx, int64_t b, void *dst, size_t capacity, size_t *used,
-                              const atomic_bool *cancel, char *err, size_t err_size)
+                              const atomic_bool *cancel)
 {
     Loader *l = ctx;
     uint8_t *base = ring_slot(&l->lay, l->ring, (int)(b % l->nslots));
     SlotHeader *h = (SlotHeader *)base;
     for (;;) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20 * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        if (sem_timedwait(&h->done, &ts) == 0) break;
-        if (errno != ETIMEDOUT && errno != EINTR) {
-            snprintf(err, err_size, "loader: pin thread: waiting for batch %lld failed: %s",
-                     (long long)b, strerror(errno));
-            return -1;
-        }
+        int rc = slot_wait_20ms(h);
+        if (rc == 1) break;
+        if (rc < 0)
+            return error_set(ERROR_LIBRARY, "loader: pin thread: waiting for batch %lld failed: %s",
+                             (long long)b, strerror(errno));
         if (atomic_load(cancel)) return 1;
     }
     atomic_store(&l->pin_consumed, b + 1);  // its semaphore is spent: drain() skips it
     size_t payload = l->lay.images_off;
     if (h->status == SLOT_OK) payload += (size_t)h->count * l->sample_bytes;
-    if (payload > capacity) {
-        snprintf(err, err_size, "loader: pin thread: batch %lld needs %zu bytes, buffer %zu",
-                 (long long)b, payload, capacity);
-        return -1;
-    }
-    double t0 = loader_now_seconds();
+    if (payload > capacity)
+        return error_set(ERROR_LIBRARY, "loader: pin thread: batch %lld needs %zu bytes, buffer %zu",
+                         (long long)b, payload, capacity);
+    double t0 = clock_seconds();
     memcpy(dst, base, payload);
-    atomic_fetch_add(&l->pin_copy_ns, (int64_t)(1e9 * (loader_now_seconds() - t0)));
+    atomic_fetch_add(&l->pin_copy_ns, (int64_t)(1e9 * (clock_seconds() - t0)));
     *used = payload;
     return 0;
 }
@@ -99,7 +105,7 @@ static int create_pin_thread(Loader *l)
         .fresh_buffer_per_item = false, .alloc = l->cfg.pin_host_alloc,
         .free = l->cfg.pin_host_free,
     };
-    if (!pc.alloc && pin_check_available() != 0) return -1;
+    if (!pc.alloc && pinned_check_available() != 0) return -1;
     return pin_thread_create(&pc, &l->pin_thread);
 }
 
@@ -108,7 +114,7 @@ int loader_create(const LoaderConfig *cfg, Loader **out)
     *out = NULL;
     if (check_config(cfg) != 0) return -1;
     Loader *l = calloc(1, sizeof *l);
-    if (!l) return loaders_fail("loader: out of memory");
+    if (!l) return error_set(ERROR_OUT_OF_MEMORY, "loader: out of memory");
     l->cfg = *cfg;
     if (l->cfg.prefetch_factor == 0) l->cfg.prefetch_factor = 2;
     l->ds = cfg->dataset;
@@ -124,7 +130,7 @@ int loader_create(const LoaderConfig *cfg, Loader **out)
     l->nbatches = cfg->drop_last || l->ds->num_samples % cfg->batch_size == 0 ? full : full + 1;
     if (l->nbatches < 1) {
         free(l);
-        return loaders_fail("loader: %lld samples make no batch of %d with drop_last",
+        return error_set(ERROR_BAD_USAGE, "loader: %lld samples make no batch of %d with drop_last",
                             (long long)cfg->dataset->num_samples, cfg->batch_size);
     }
     // N * prefetch batches in flight while the caller holds one more.
@@ -136,7 +142,7 @@ int loader_create(const LoaderConfig *cfg, Loader **out)
         l->pids = calloc((size_t)n, sizeof *l->pids);
         if (!l->pids) {
             free(l);
-            return loaders_fail("loader: out of memory");
+            return error_set(ERROR_OUT_OF_MEMORY, "loader: out of memory");
         }
         if (loader_ring_map(l) != 0) {
             free(l->pids);
@@ -152,7 +158,7 @@ int loader_create(const LoaderConfig *cfg, Loader **out)
         l->perm = malloc((size_t)l->ds->num_samples * sizeof *l->perm);
         l->dec = jpeg_decoder_create();
         if (!l->ring || !l->perm || !l->dec) {
-            if (l->dec) loaders_fail("loader: out of memory");
+            if (l->dec) error_set(ERROR_OUT_OF_MEMORY, "loader: out of memory");
             goto fail;
         }
         memset(l->ring, 0, l->lay.total);
@@ -160,22 +166,23 @@ int loader_create(const LoaderConfig *cfg, Loader **out)
     // Without a GPU these fail with "no CUDA device ..." and the workers are stopped.
     if (cfg->pin == LOADER_PIN_REGISTER) {
         void *base = l->ring + l->lay.slots_off;
-        if (pin_register(base, l->lay.total - l->lay.slots_off) != 0) goto fail;
+        if (pinned_register(base, l->lay.total - l->lay.slots_off) != 0) goto fail;
         l->ring_registered = true;
     } else if (cfg->pin == LOADER_PIN_COPY && n > 0) {
         if (create_pin_thread(l) != 0) goto fail;
     } else if (cfg->pin == LOADER_PIN_COPY) {
         int rc = cfg->pin_host_alloc ? cfg->pin_host_alloc(l->lay.slot_stride, &l->pinned)
-                                     : pin_alloc(l->lay.slot_stride, &l->pinned);
+                                     : pinned_alloc(l->lay.slot_stride, &l->pinned);
         if (rc != 0) goto fail;
     }
     *out = l;
     return 0;
 fail:;
     char msg[LOADER_ERROR_LEN];
-    snprintf(msg, sizeof msg, "%s", loaders_last_error());
+    ErrorKind kind = error_kind();
+    snprintf(msg, sizeof msg, "%s", error_message());
     loader_destroy(l);
-    return loaders_fail("%s", msg);
+    return error_restore(kind, msg);
 }
 
 static void make_order(Loader *l, int64_t epoch)
@@ -214,7 +221,7 @@ static int check_workers(Loader *l, int64_t waiting_for)
         struct rusage ru;
         pid_t r = wait4(l->pids[w], &status, WNOHANG, &ru);
         if (r == 0) continue;
-        char how[96], msg[LOADER_ERROR_LEN];
+        char how[96];
         if (r > 0 && WIFSIGNALED(status))
             snprintf(how, sizeof how, "killed by signal %d (%s)", WTERMSIG(status),
                      strsignal(WTERMSIG(status)));
@@ -225,37 +232,40 @@ static int check_workers(Loader *l, int64_t waiting_for)
         if (r > 0) loader_record_reaped(l, &ru);
         int64_t cur = atomic_load(&ring_worker(&l->lay, l->ring, w)->current_batch);
         int64_t batch = cur >= 0 ? cur : waiting_for;
-        snprintf(msg, sizeof msg,
-                 "loader: worker %d (pid %d) %s while loading batch %lld of epoch %lld", w,
-                 (int)l->pids[w], how, (long long)batch, (long long)l->epoch);
+        error_set(ERROR_LIBRARY,
+                  "loader: worker %d (pid %d) %s while loading batch %lld of epoch %lld", w,
+                  (int)l->pids[w], how, (long long)batch, (long long)l->epoch);
         l->pids[w] = 0;
-        return loader_set_failed(l, msg);
+        return loader_failed(l);
     }
     return 0;
+}
+
+// True (with the error set) when batch b has been waited for longer than timeout_ms.
+static bool timed_out(const Loader *l, int64_t b, double start)
+{
+    if (l->cfg.timeout_ms <= 0 || (clock_seconds() - start) * 1000 <= l->cfg.timeout_ms)
+        return false;
+    error_set(ERROR_LIBRARY, "loader: timed out after %d ms waiting for batch %lld (worker %d)",
+              l->cfg.timeout_ms, (long long)b, (int)(b % l->cfg.num_workers));
+    return true;
 }
 
 // Waits for batch b's slot; dead workers and the timeout end the wait with an error.
 static int wait_slot(Loader *l, int64_t b)
 {
     SlotHeader *h = (SlotHeader *)ring_slot(&l->lay, l->ring, (int)(b % l->nslots));
-    double start = loader_now_seconds();
+    double start = clock_seconds();
     for (;;) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20 * 1000000L;
-        ts.tv_sec += ts.tv_nsec / 1000000000L;
-        ts.tv_nsec %= 1000000000L;
-        if (sem_timedwait(&h->done, &ts) == 0) return 0;
-        if (errno != ETIMEDOUT && errno != EINTR)
-            return loader_set_failed(l, "loader: waiting for a batch failed");
-        if (check_workers(l, b) != 0) return -1;
-        if (l->cfg.timeout_ms > 0 && (loader_now_seconds() - start) * 1000 > l->cfg.timeout_ms) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "loader: timed out after %d ms waiting for batch %lld "
-                     "(worker %d)", l->cfg.timeout_ms, (long long)b,
-                     (int)(b % l->cfg.num_workers));
-            return loader_set_failed(l, msg);
+        int rc = slot_wait_20ms(h);
+        if (rc == 1) return 0;
+        if (rc < 0) {
+            error_set(ERROR_LIBRARY, "loader: waiting for batch %lld failed: %s", (long long)b,
+                      strerror(errno));
+            return loader_failed(l);
         }
+        if (check_workers(l, b) != 0) return -1;
+        if (timed_out(l, b, start)) return loader_failed(l);
     }
 }
 
@@ -282,7 +292,7 @@ static void stop_pin_thread(Loader *l)
 // wait_slot does; *base is the pinned copy of the slot.
 static int wait_pinned(Loader *l, int64_t b, uint8_t **base)
 {
-    double start = loader_now_seconds();
+    double start = clock_seconds();
     for (;;) {
         void *buf;
         size_t bytes;
@@ -292,25 +302,15 @@ static int wait_pinned(Loader *l, int64_t b, uint8_t **base)
             *base = buf;
             return 0;
         }
-        if (rc < 0) {
-            char msg[LOADER_ERROR_LEN];
-            snprintf(msg, sizeof msg, "%s", loaders_last_error());
-            return loader_set_failed(l, msg);
-        }
+        if (rc < 0) return loader_failed(l);
         if (check_workers(l, b) != 0) return -1;
-        if (l->cfg.timeout_ms > 0 && (loader_now_seconds() - start) * 1000 > l->cfg.timeout_ms) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "loader: timed out after %d ms waiting for batch %lld "
-                     "(worker %d)", l->cfg.timeout_ms, (long long)b,
-                     (int)(b % l->cfg.num_workers));
-            return loader_set_failed(l, msg);
-        }
+        if (timed_out(l, b, start)) return loader_failed(l);
     }
 }
 
 int loader_begin_epoch(Loader *l, int64_t epoch)
 {
-    if (l->failed) return loaders_fail("%s", l->error);
+    if (l->failed) return error_restore(l->error_kind, l->error);
     int n = l->cfg.num_workers;
     stop_pin_thread(l);
     if (l->epoch_active && n > 0) {
@@ -344,7 +344,7 @@ static void end_epoch(Loader *l)
 int loader_next_batch(Loader *l, LoaderBatch *batch)
 {
     memset(batch, 0, sizeof *batch);
-    if (l->failed) return loaders_fail("%s", l->error);
+    if (l->failed) return error_restore(l->error_kind, l->error);
     if (!l->epoch_active && loader_begin_epoch(l, l->epoch + 1) != 0) return -1;
     int n = l->cfg.num_workers;
     for (;;) {
@@ -362,7 +362,7 @@ int loader_next_batch(Loader *l, LoaderBatch *batch)
         }
         int64_t b = l->next;
         int slot = (int)(b % l->nslots);
-        double t0 = loader_now_seconds();
+        double t0 = clock_seconds();
         uint8_t *base = ring_slot(&l->lay, l->ring, slot);
         if (n > 0 && l->pin_thread) {
             if (wait_pinned(l, b, &base) != 0) return -1;
@@ -371,25 +371,27 @@ int loader_next_batch(Loader *l, LoaderBatch *batch)
         } else {
             loader_fill_slot(l, l->ring, l->perm, 0, b, l->epoch, -1, l->dec, &l->img);
         }
-        l->stats.wait_seconds += loader_now_seconds() - t0;
+        l->stats.wait_seconds += clock_seconds() - t0;
         l->next++;
         SlotHeader *h = (SlotHeader *)base;
-        if (h->status != SLOT_OK) return loader_set_failed(l, h->error);
+        if (h->status != SLOT_OK) {
+            error_restore((ErrorKind)h->error_kind, h->error);
+            return loader_failed(l);
+        }
         if (h->batch_index != b || h->epoch != l->epoch) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "loader: slot %d holds batch %lld of epoch %lld, "
-                     "expected batch %lld of epoch %lld", slot, (long long)h->batch_index,
-                     (long long)h->epoch, (long long)b, (long long)l->epoch);
-            return loader_set_failed(l, msg);
+            error_set(ERROR_LIBRARY, "loader: slot %d holds batch %lld of epoch %lld, "
+                      "expected batch %lld of epoch %lld", slot, (long long)h->batch_index,
+                      (long long)h->epoch, (long long)b, (long long)l->epoch);
+            return loader_failed(l);
         }
         l->stats.skipped += h->skipped;
         if (h->skipped) snprintf(l->stats.last_skip, sizeof l->stats.last_skip, "%s", h->error);
         if (h->count == 0) continue; // every file of this batch was skipped
         size_t payload = l->lay.images_off + (size_t)h->count * l->sample_bytes;
         if (l->cfg.pin == LOADER_PIN_COPY && !l->pin_thread) {  // num_workers = 0
-            double p0 = loader_now_seconds();
+            double p0 = clock_seconds();
             memcpy(l->pinned, base, payload);
-            l->stats.pin_seconds += loader_now_seconds() - p0;
+            l->stats.pin_seconds += clock_seconds() - p0;
             base = l->pinned;
         }
         batch->images = base + l->lay.images_off;
@@ -438,9 +440,9 @@ void loader_destroy(Loader *l)
     pin_thread_destroy(l->pin_thread);  // before the workers and their semaphores go
     l->pin_thread = NULL;
     loader_workers_stop(l);
-    if (l->ring_registered) pin_unregister(l->ring + l->lay.slots_off);
+    if (l->ring_registered) pinned_unregister(l->ring + l->lay.slots_off);
     if (l->cfg.pin_host_free) l->cfg.pin_host_free(l->pinned);
-    else pin_free(l->pinned);
+    else pinned_free(l->pinned);
     if (l->cfg.num_workers > 0) {
         if (l->ring) {
             for (int w = 0; w < l->cfg.num_workers; w++)

@@ -3,6 +3,8 @@
 #ifndef LOADERS_LOADER_INTERNAL_H
 #define LOADERS_LOADER_INTERNAL_H
 
+#include "kernels/clock.h"
+#include "kernels/error.h"
 #include "loaders/jpeg.h"
 #include "loaders/loader.h"
 #include "loaders/pin_thread.h"
@@ -34,6 +36,7 @@ typedef struct {
 typedef struct {
     sem_t done;         // posted by the worker when the slot holds its batch
     int32_t status;     // SLOT_OK or SLOT_ERROR
+    int32_t error_kind; // SLOT_ERROR: the ErrorKind of error (also of the last skip)
     int32_t count, skipped, worker;
     int64_t batch_index, epoch;
     char error[LOADER_ERROR_LEN];
@@ -72,7 +75,8 @@ struct Loader {
     Image img;              // N = 0 only
     int64_t epoch, nbatches, next, issued;
     bool epoch_active, failed;
-    char error[LOADER_ERROR_LEN];
+    char error[LOADER_ERROR_LEN]; // once failed, every call fails with this error
+    ErrorKind error_kind;
     LoaderStats stats;
     double reaped_cpu;
 };
@@ -89,13 +93,6 @@ static inline LoaderTask *ring_tasks(const RingLayout *lay, uint8_t *ring, int w
 static inline uint8_t *ring_slot(const RingLayout *lay, uint8_t *ring, int s)
 {
     return ring + lay->slots_off + (size_t)s * lay->slot_stride;
-}
-
-static inline double loader_now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 // Offsets of the ring for these sizes (tasks, sampler order, slots of batch samples).

@@ -1,6 +1,6 @@
 // loader_ring.c: the loader's shared-memory ring (layout, mapping, reset) and the
 // lifecycle of its worker processes (fork, stop, reap, CPU accounting).
-#include "loaders/errors.h"
+#include "kernels/error.h"
 #include "loaders/loader_internal.h"
 
 #include <errno.h>
@@ -45,20 +45,22 @@ int loader_ring_map(Loader *l)
     char name[64];
     snprintf(name, sizeof name, "/loaders-%d-%d", (int)getpid(), atomic_fetch_add(&counter, 1));
     int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0) return loaders_fail("loader: shm_open(%s) failed: %s", name, strerror(errno));
+    if (fd < 0) return error_set(ERROR_LIBRARY, "loader: shm_open(%s) failed: %s", name, strerror(errno));
     shm_unlink(name);
     if (ftruncate(fd, (off_t)l->lay.total) != 0) {
         int e = errno;
         close(fd);
-        return loaders_fail("loader: cannot size the %zu-byte shared ring: %s", l->lay.total,
-                            strerror(e));
+        return error_set(e == ENOSPC || e == ENOMEM ? ERROR_OUT_OF_MEMORY : ERROR_LIBRARY,
+                         "loader: cannot size the %zu-byte shared ring: %s", l->lay.total,
+                         strerror(e));
     }
     void *p = mmap(NULL, l->lay.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
         int e = errno;
         close(fd);
-        return loaders_fail("loader: cannot map the %zu-byte shared ring: %s", l->lay.total,
-                            strerror(e));
+        return error_set(e == ENOMEM ? ERROR_OUT_OF_MEMORY : ERROR_LIBRARY,
+                         "loader: cannot map the %zu-byte shared ring: %s", l->lay.total,
+                         strerror(e));
     }
     l->shm_fd = fd;
     l->ring = p;
@@ -119,7 +121,7 @@ void loader_workers_stop(Loader *l)
     atomic_store(&ring_header(l->ring)->shutdown, 1);
     for (int w = 0; w < l->cfg.num_workers; w++)
         if (l->pids[w] > 0) sem_post(&ring_worker(&l->lay, l->ring, w)->tasks_ready);
-    double deadline = loader_now_seconds() + 2.0;
+    double deadline = clock_seconds() + 2.0;
     for (;;) {
         bool left = false;
         for (int w = 0; w < l->cfg.num_workers; w++) {
@@ -135,7 +137,7 @@ void loader_workers_stop(Loader *l)
             }
         }
         if (!left) break;
-        if (loader_now_seconds() > deadline) {
+        if (clock_seconds() > deadline) {
             for (int w = 0; w < l->cfg.num_workers; w++) {
                 if (l->pids[w] <= 0) continue;
                 kill(l->pids[w], SIGKILL);
@@ -161,7 +163,7 @@ int loader_workers_start(Loader *l)
         if (pid < 0) {
             int e = errno;
             loader_workers_stop(l);
-            return loaders_fail("loader: cannot fork worker %d: %s", w, strerror(e));
+            return error_set(ERROR_LIBRARY, "loader: cannot fork worker %d: %s", w, strerror(e));
         }
         if (pid == 0) loader_worker_main(l, w);
         l->pids[w] = pid;

@@ -1,8 +1,8 @@
 // loader_worker.c: what a worker process does (and the batch fill the caller shares
 // with it when num_workers = 0): decode, augment and collate one batch into a slot.
-#include "loaders/errors.h"
+#include "kernels/error.h"
 #include "loaders/loader_internal.h"
-#include "loaders/rng.h"
+#include "kernels/rng.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -31,12 +31,14 @@ void loader_fill_slot(const Loader *l, uint8_t *ring, const int64_t *perm, int s
     h->batch_index = b;
     h->epoch = epoch;
     h->error[0] = '\0';
+    h->error_kind = ERROR_NONE;
     int64_t start = b * l->cfg.batch_size;
     int64_t end = start + l->cfg.batch_size;
     if (end > l->ds->num_samples) end = l->ds->num_samples;
     for (int64_t pos = start; pos < end; pos++) {
         if (rh && atomic_load_explicit(&rh->shutdown, memory_order_relaxed)) {
             h->status = SLOT_ERROR;
+            h->error_kind = ERROR_LIBRARY;
             snprintf(h->error, sizeof h->error, "loader: shut down while loading batch %lld",
                      (long long)b);
             return;
@@ -46,11 +48,13 @@ void loader_fill_slot(const Loader *l, uint8_t *ring, const int64_t *perm, int s
         if (jpeg_decode_file(dec, path, img) != 0) {
             if (l->cfg.skip_bad_files) {
                 h->skipped++; // the message of the last one goes back in h->error
-                snprintf(h->error, sizeof h->error, "%s", loaders_last_error());
+                h->error_kind = (int32_t)error_kind();
+                snprintf(h->error, sizeof h->error, "%s", error_message());
                 continue;
             }
             h->status = SLOT_ERROR;
-            snprintf(h->error, sizeof h->error, "%s", loaders_last_error());
+            h->error_kind = (int32_t)error_kind();
+            snprintf(h->error, sizeof h->error, "%s", error_message());
             return;
         }
         uint64_t seed = rng_make(l->cfg.seed, (uint64_t)epoch, (uint64_t)idx).state;

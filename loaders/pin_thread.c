@@ -2,8 +2,9 @@
 // buffers, filled in item order by one thread, taken in order and given back by the caller.
 #include "loaders/pin_thread.h"
 
-#include "loaders/errors.h"
-#include "loaders/pin.h"
+#include "kernels/clock.h"
+#include "kernels/error.h"
+#include "kernels/pinned.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -19,7 +20,8 @@ typedef struct PinBuffer {
     size_t used;
     int64_t item;
     BufState state;
-    char error[512];   // BUF_FAILED: why
+    ErrorKind error_kind; // BUF_FAILED: the fill's error
+    char error[1024];
 } PinBuffer;
 
 struct PinThread {
@@ -39,23 +41,16 @@ struct PinThread {
     double busy_seconds;
 };
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int buffer_alloc(const PinThreadConfig *c, void **ptr)
 {
-    return c->alloc ? c->alloc(c->buffer_bytes, ptr) : pin_alloc(c->buffer_bytes, ptr);
+    return c->alloc ? c->alloc(c->buffer_bytes, ptr) : pinned_alloc(c->buffer_bytes, ptr);
 }
 
 static void buffer_free(const PinThreadConfig *c, void *ptr)
 {
     if (!ptr) return;
     if (c->free) c->free(ptr);
-    else pin_free(ptr);
+    else pinned_free(ptr);
 }
 
 static int find_free(const PinThread *t)
@@ -80,19 +75,21 @@ static void *pin_thread_main(void *arg)
         b->item = t->next_fill++;
         b->used = 0;
         b->error[0] = '\0';
+        b->error_kind = ERROR_NONE;
         t->filling = true;
         pthread_mutex_unlock(&t->lock);
 
-        double t0 = now_seconds();
+        double t0 = clock_seconds();
         int rc = 0;
-        if (!b->ptr && buffer_alloc(&t->cfg, &b->ptr) != 0) {
-            snprintf(b->error, sizeof b->error, "pin thread: %s", loaders_last_error());
-            rc = -1;
-        }
+        if (!b->ptr && buffer_alloc(&t->cfg, &b->ptr) != 0) rc = error_wrap("pin thread");
         if (rc == 0)
             rc = t->cfg.fill(t->cfg.ctx, b->item, b->ptr, t->cfg.buffer_bytes, &b->used,
-                             &t->cancel, b->error, sizeof b->error);
-        double busy = now_seconds() - t0;
+                             &t->cancel);
+        if (rc < 0) {  // this thread's error goes to whoever takes the item
+            b->error_kind = error_kind();
+            snprintf(b->error, sizeof b->error, "%s", error_message());
+        }
+        double busy = clock_seconds() - t0;
 
         pthread_mutex_lock(&t->lock);
         t->filling = false;
@@ -134,9 +131,9 @@ int pin_thread_create(const PinThreadConfig *cfg, PinThread **out)
 {
     *out = NULL;
     if (!cfg->fill || cfg->depth < 2 || cfg->buffer_bytes == 0)
-        return loaders_fail("pin thread: needs a fill function, depth >= 2 and a buffer size");
+        return error_set(ERROR_BAD_USAGE, "pin thread: needs a fill function, depth >= 2 and a buffer size");
     PinThread *t = calloc(1, sizeof *t);
-    if (!t) return loaders_fail("pin thread: out of memory");
+    if (!t) return error_set(ERROR_OUT_OF_MEMORY, "pin thread: out of memory");
     t->cfg = *cfg;
     atomic_init(&t->cancel, false);
     pthread_condattr_t attr;
@@ -148,20 +145,21 @@ int pin_thread_create(const PinThreadConfig *cfg, PinThread **out)
     t->bufs = calloc((size_t)cfg->depth, sizeof *t->bufs);
     if (!t->bufs) {
         pin_thread_destroy(t);
-        return loaders_fail("pin thread: out of memory");
+        return error_set(ERROR_OUT_OF_MEMORY, "pin thread: out of memory");
     }
     if (!cfg->fresh_buffer_per_item)
         for (int i = 0; i < cfg->depth; i++)
             if (buffer_alloc(cfg, &t->bufs[i].ptr) != 0) {
-                char msg[600];
-                snprintf(msg, sizeof msg, "%s", loaders_last_error());
+                char msg[1024];
+                ErrorKind kind = error_kind();
+                snprintf(msg, sizeof msg, "%s", error_message());
                 pin_thread_destroy(t);
-                return loaders_fail("%s", msg);
+                return error_restore(kind, msg);
             }
     int e = pthread_create(&t->thread, NULL, pin_thread_main, t);
     if (e != 0) {
         pin_thread_destroy(t);
-        return loaders_fail("pin thread: pthread_create failed: %s", strerror(e));
+        return error_set(ERROR_LIBRARY, "pin thread: pthread_create failed: %s", strerror(e));
     }
     t->thread_started = true;
     *out = t;
@@ -196,7 +194,7 @@ void pin_thread_stop(PinThread *t)
 
 int pin_thread_start(PinThread *t, int64_t first, int64_t count)
 {
-    if (count < 0) return loaders_fail("pin thread: negative item count");
+    if (count < 0) return error_set(ERROR_BAD_USAGE, "pin thread: negative item count");
     pin_thread_stop(t);
     pthread_mutex_lock(&t->lock);
     t->next_fill = t->next_take = first;
@@ -227,7 +225,7 @@ int pin_thread_next(PinThread *t, int64_t item, void **buffer, size_t *bytes, in
     pthread_mutex_lock(&t->lock);
     int rc = 0;
     if (item != t->next_take || item >= t->end) {
-        rc = loaders_fail("pin thread: item %lld asked for, the next is %lld of a run ending at "
+        rc = error_set(ERROR_BAD_USAGE, "pin thread: item %lld asked for, the next is %lld of a run ending at "
                           "%lld", (long long)item, (long long)t->next_take, (long long)t->end);
         pthread_mutex_unlock(&t->lock);
         return rc;
@@ -244,11 +242,11 @@ int pin_thread_next(PinThread *t, int64_t item, void **buffer, size_t *bytes, in
         }
         i = find_item(t, item, BUF_FAILED);
         if (i >= 0) {
-            rc = loaders_fail("%s", t->bufs[i].error);
+            rc = error_restore(t->bufs[i].error_kind, t->bufs[i].error);
             break;
         }
         if (!t->running && find_item(t, item, BUF_FILLING) < 0) {
-            rc = loaders_fail("pin thread: item %lld will not come: the run was stopped or an "
+            rc = error_set(ERROR_BAD_USAGE, "pin thread: item %lld will not come: the run was stopped or an "
                               "earlier item failed", (long long)item);
             break;
         }

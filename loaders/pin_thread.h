@@ -19,9 +19,10 @@ extern "C" {
 
 // Fills dst (capacity bytes) with item `item` on the pin thread and sets *used. Must
 // return within ~50 ms of *cancel becoming true (long waits poll it). Returns 0, 1 when
-// cancelled, or -1 with a message in err.
+// cancelled, or -1 with the pin thread's error set (kernels/error.h); the caller of
+// pin_thread_next gets that error, kind and message.
 typedef int (*PinFillFn)(void *ctx, int64_t item, void *dst, size_t capacity, size_t *used,
-                         const atomic_bool *cancel, char *err, size_t err_size);
+                         const atomic_bool *cancel);
 
 typedef struct PinThreadConfig {
     int depth;                        // buffers (>= 2): held by the caller, ready, or filling
@@ -30,8 +31,8 @@ typedef struct PinThreadConfig {
     void *ctx;                        // passed to fill
     bool fresh_buffer_per_item;       // allocate a buffer for every item, free it on release
                                       // (the no-caching-allocator pitfall); else allocate once
-    int (*alloc)(size_t bytes, void **ptr); // NULL: pin_alloc (cudaHostAlloc); tests: malloc
-    void (*free)(void *ptr);                // NULL: pin_free
+    int (*alloc)(size_t bytes, void **ptr); // NULL: pinned_alloc (cudaHostAlloc); tests: malloc
+    void (*free)(void *ptr);                // NULL: pinned_free
 } PinThreadConfig;
 
 typedef struct PinThread PinThread;
@@ -43,7 +44,7 @@ int pin_thread_create(const PinThreadConfig *cfg, PinThread **out);
 int pin_thread_start(PinThread *t, int64_t first, int64_t count);
 // Waits up to timeout_ms for `item`, which must be the next item of the run not yet
 // taken: 1 with *buffer and *bytes set (the caller holds it until pin_thread_release),
-// 0 when it is not ready yet (call again), -1 when its fill failed (loaders_last_error).
+// 0 when it is not ready yet (call again), -1 when its fill failed (that error is set).
 int pin_thread_next(PinThread *t, int64_t item, void **buffer, size_t *bytes, int timeout_ms);
 // Gives back the buffer of a taken item; the thread may fill it again.
 void pin_thread_release(PinThread *t, int64_t item);

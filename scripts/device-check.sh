@@ -89,6 +89,10 @@ main() {
 
   local bench_rc=0
   echo "== quick bench ($((deadline - $(now)))s left)"
+  # The quick pass of the GPU practices whose full sweeps take minutes: a small, a middle
+  # and the largest preset (the caller's own BENCH_ARGS_<name> win).
+  export BENCH_ARGS_batch_size=${BENCH_ARGS_batch_size-"--benchmark_filter=preset:tiny/|^batch_size/sweep/preset:resnet18/batch:(8|64|512)/"}
+  export BENCH_ARGS_zero_grad=${BENCH_ARGS_zero_grad-"--benchmark_filter=preset:(tiny|small|resnet18)/"}
   BENCH_DEADLINE=$((deadline - pack_reserve)) BENCH_NO_CHARTS=1 RESULTS_DIR="$results" \
     BENCH_ARGS="${BENCH_ARGS:---benchmark_min_time=0.05}" BENCH_AFTER_PROGRAM="$archive_cmd" \
     BENCH_COMMAND="bash scripts/device-check.sh $budget (quick pass: BENCH_ARGS=${BENCH_ARGS:---benchmark_min_time=0.05})" \

@@ -6,6 +6,8 @@
 #
 # Environment:
 #   BENCH_ARGS     extra flags for every program (e.g. --benchmark_min_time=0.05)
+#   BENCH_ARGS_<name>  extra flags for one program, after BENCH_ARGS (e.g.
+#                  BENCH_ARGS_batch_size='--preset=tiny' for build/bench_batch_size)
 #   BENCH_FILTER   run only programs whose name matches this regex (e.g. pin_memory)
 #   BENCH_TIMEOUT  seconds one program may run before it is stopped (default 1800; 0: no limit)
 #   RESULTS_DIR    write here instead of results/<slug>_<date>
@@ -52,6 +54,7 @@ printf 'program\tstatus\tok\tskipped\terrors\tseconds\treason\n' >"$status"
 "$build/context" >"$out/context.txt"
 {
   echo "command: ${BENCH_COMMAND:-make bench${BENCH_ARGS:+ BENCH_ARGS=\"$BENCH_ARGS\"}${BENCH_FILTER:+ BENCH_FILTER=\"$BENCH_FILTER\"}}"
+  for v in $(compgen -v BENCH_ARGS_); do echo "$v: ${!v}"; done
   echo "git: $(git -C "$here/.." describe --always --dirty 2>/dev/null || echo unknown)"
 } >"$out/command.txt"
 
@@ -79,11 +82,13 @@ for prog in "${programs[@]}"; do
     fi
     if ((timeout_s == 0 || remaining < timeout_s)); then limit=$remaining limited_by="BENCH_DEADLINE"; fi
   fi
+  prog_args_var=BENCH_ARGS_$name
+  read -r -a prog_args <<<"${!prog_args_var:-}"
   start=$SECONDS
   # SIGINT first (the harness keeps what it measured), SIGKILL kill_after seconds later
   timeout --signal=INT --kill-after="$kill_after" "$limit" "$prog" \
     --benchmark_out="$out/$name.json" --benchmark_out_format=json \
-    --harness_csv="$out/$name.csv" "${extra_args[@]}" 2>&1 | tee "$out/logs/$name.log"
+    --harness_csv="$out/$name.csv" "${extra_args[@]}" "${prog_args[@]}" 2>&1 | tee "$out/logs/$name.log"
   rc=${PIPESTATUS[0]}
   secs=$((SECONDS - start))
   ok=0 skipped=0 errors=0 reason=""

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Speedups of every tuned variant over its practice's baseline, for matching
-# parameters on the same machine: speedup = baseline time / tuned time.
+# parameters on the same machine: speedup = baseline time / tuned time. Reference rows
+# (yardsticks such as raw decode) and runs to a target that did not reach it
+# (reached_target = 0: missed or diverged) give no speedup.
 # usage: summarize.sh RESULTS_DIR   (reads RESULTS_DIR/*.csv, writes
 #        RESULTS_DIR/summary.csv and RESULTS_DIR/summary_by_variant.csv)
 #    or: summarize.sh -o OUT.csv TIDY.csv...   (any tidy CSVs, e.g. from several machines)
@@ -18,7 +20,7 @@ else
   inputs=()
   shopt -s nullglob
   for f in "$dir"/*.csv; do
-    case $(basename "$f") in summary*.csv) ;; *) inputs+=("$f") ;; esac
+    case $(basename "$f") in summary*.csv | *.curves.csv) ;; *) inputs+=("$f") ;; esac
   done
 fi
 if ((${#inputs[@]} == 0)); then
@@ -42,7 +44,8 @@ awk -F, -v OFS=, '
     }
     next
   }
-  $col["status"] != "ok" || $col["time"] == "" { next }
+  $col["status"] != "ok" || $col["time"] == "" || $col["role"] == "reference" { next }
+  ("reached_target" in col) && $col["reached_target"] != "" && $col["reached_target"] + 0 == 0 { next }
   {
     machine = $col["ctx_gpu_name"] ";" $col["ctx_driver_version"] ";" $col["ctx_host"]
     key = $col["practice"] SUBSEP $col["params"] SUBSEP machine

@@ -159,7 +159,7 @@ static void test_gpu_every_copy_variant_moves_the_right_bytes(void **state)
                 int rc = copy_prepare(&s, variants[v], sizes[i]);
                 if (rc == 0) rc = copy_verify(&s, h2d, &wrong);
                 copy_release(&s);
-                if (rc != 0) fail_msg("variant %zu, %zu bytes: %s", v, sizes[i], check_last_error());
+                if (rc != 0) fail_msg("variant %zu, %zu bytes: %s", v, sizes[i], error_message());
                 if (wrong != 0)
                     fail_msg("variant %zu, %zu bytes, h2d=%d: %lld bytes wrong", v, sizes[i], h2d,
                              (long long)wrong);
@@ -178,7 +178,7 @@ static void test_gpu_step_pipelines_match_cpu_reference(void **state)
         for (int pass = 0; rc == 0 && pass < 2; pass++) rc = steps_run(&s, 64);
         if (rc == 0) rc = steps_check_output(&s, 64, &wrong);
         steps_release(&s);
-        if (rc != 0) fail_msg("steps variant %zu: %s", v, check_last_error());
+        if (rc != 0) fail_msg("steps variant %zu: %s", v, error_message());
         assert_int_equal(wrong, 0); // exact: fused multiply-adds on both sides
     }
 }

@@ -64,7 +64,7 @@ static void test_not_supported_falls_through_to_the_next(void **state)
     assert_int_equal(g.calls[1], 1);
     assert_int_equal(g.calls[0], 1);
     assert_int_equal(g.calls[6], 1);
-    assert_string_equal(check_last_error(), "");  // success leaves no error behind
+    assert_string_equal(error_message(), "");  // success leaves no error behind
 }
 
 static void test_rules_pass_over_without_a_call(void **state)
@@ -101,7 +101,7 @@ static void test_none_working_names_every_candidate_and_status(void **state)
                           cand(7, 512 * MiB, CUDNN_FMA_MATH, CUDNN_DETERMINISTIC)};
     assert_int_equal(conv_select(CONV_PASS_FWD, c, 3, &default_rules, fake_trial, &g,
                                  "conv 8x3x16x16 k16"), -1);
-    const char *e = check_last_error();
+    const char *e = error_message();
     printf("error: %s\n", e);
     assert_non_null(strstr(e, "conv 8x3x16x16 k16"));
     assert_non_null(strstr(e, "IMPLICIT_GEMM (CUDNN_STATUS_NOT_SUPPORTED on a real call)"));
@@ -110,7 +110,7 @@ static void test_none_working_names_every_candidate_and_status(void **state)
     assert_null(strstr(e, "raise it"));  // the old, misleading hint
     // An empty list is an error too, not a crash.
     assert_int_equal(conv_select(CONV_PASS_FWD, c, 0, &default_rules, fake_trial, &g, "conv"), -1);
-    assert_non_null(strstr(check_last_error(), "none offered"));
+    assert_non_null(strstr(error_message(), "none offered"));
 }
 
 static void test_names(void **state)

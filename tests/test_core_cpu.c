@@ -211,7 +211,7 @@ static void test_config_errors_are_reported(void **state)
     Core *core = (Core *)&cfg;
     assert_int_equal(core_create(&cfg, &core), -1);
     assert_null(core);
-    assert_non_null(strstr(check_last_error(), "too small"));
+    assert_non_null(strstr(error_message(), "too small"));
     cfg = cpu_preset("tiny");
     cfg.precision = CORE_PRECISION_FP16;
     cfg.scaler.backoff_factor = 1.5f;

@@ -68,7 +68,7 @@ static Core *create(const CoreConfig *cfg)
 {
     Core *core = NULL;
     int rc = core_create(cfg, &core);
-    if (rc != 0) printf("core_create: %s\n", check_last_error());
+    if (rc != 0) printf("core_create: %s\n", error_message());
     assert_int_equal(rc, 0);
     return core;
 }
@@ -103,7 +103,7 @@ static float loss_grad(const CoreConfig *cfg, const Batch *b, const float *param
     if (params) assert_int_equal(core_params_set(core, params, np), 0);
     float loss = NAN;
     int rc = core_loss_grad(core, &b->b, &loss, grad);
-    if (rc != 0) printf("core_loss_grad: %s\n", check_last_error());
+    if (rc != 0) printf("core_loss_grad: %s\n", error_message());
     assert_int_equal(rc, 0);
     core_free(core);
     return loss;
@@ -219,7 +219,7 @@ static float train(CoreConfig cfg, int steps, float *losses)
         synth_batch(&b.t, (uint64_t)s, cfg.batch_size, b.images, b.labels);
         CoreStepResult r;
         int rc = core_step(core, &b.b, &r);
-        if (rc != 0) printf("core_step: %s\n", check_last_error());
+        if (rc != 0) printf("core_step: %s\n", error_message());
         assert_int_equal(rc, 0);
         if (losses) losses[s] = r.loss;
     }
@@ -415,7 +415,7 @@ static void test_gpu_batch_size_changes(void **state)
         batch_open(&b, &cfg, sizes[i], (uint64_t)i);
         CoreStepResult r;
         int rc = core_step(core, &b.b, &r);
-        if (rc != 0) printf("core_step(n=%d): %s\n", sizes[i], check_last_error());
+        if (rc != 0) printf("core_step(n=%d): %s\n", sizes[i], error_message());
         assert_int_equal(rc, 0);
         assert_true(isfinite(r.loss));
         batch_close(&b);
@@ -431,11 +431,11 @@ static void test_gpu_out_of_memory_is_reported(void **state)
     CoreConfig cfg = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 4096);
     cfg.model.image_size = 1024;
     Core *core = NULL;
-    check_clear();
+    error_clear();
     assert_int_equal(core_create(&cfg, &core), -1);
     assert_null(core);
-    printf("oversized batch: %s\n", check_last_error());
-    assert_true(check_last_was_oom());
+    printf("oversized batch: %s\n", error_message());
+    assert_int_equal(error_kind(), ERROR_OUT_OF_MEMORY);
     // The device is still usable afterwards.
     CoreConfig ok = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 8);
     core = create(&ok);
@@ -464,7 +464,7 @@ static void test_gpu_every_precision_layout_and_policy_runs(void **state)
                 batch_open(&b, &cfg, 8, (uint64_t)p);
                 CoreStepResult r;
                 int rc = core_step(core, &b.b, &r);
-                if (rc != 0) printf("core_step: %s\n", check_last_error());
+                if (rc != 0) printf("core_step: %s\n", error_message());
                 assert_int_equal(rc, 0);
                 assert_true(isfinite(r.loss));
                 CoreConvAlgoInfo info[16];

@@ -31,6 +31,7 @@
 #include "kernels/layers_cpu.h"
 #include "kernels/layers_cpu_fast.h"
 #include "kernels/model.h"
+#include "kernels/rng.h"
 #include "kernels/synth.h"
 #include "tests/support.h"
 
@@ -48,11 +49,11 @@
 #define MODEL_PARAM_TOL 1e-6
 #define MODEL_STEPS 3
 
-static float *rand_array(ModelRng *r, size_t n, float scale)
+static float *rand_array(Rng *r, size_t n, float scale)
 {
     float *p = malloc(n * sizeof *p);
     assert_non_null(p);
-    for (size_t i = 0; i < n; i++) p[i] = scale * model_rng_normal(r);
+    for (size_t i = 0; i < n; i++) p[i] = scale * rng_normal_float(r);
     return p;
 }
 
@@ -156,7 +157,7 @@ static void check_conv(ConvShape s, int threads)
 {
     s.p = conv_out_size(s.h, s.r, s.stride, s.pad);
     s.q = conv_out_size(s.w, s.r, s.stride, s.pad);
-    ModelRng r = {(uint64_t)(s.c * 131 + s.k * 7 + s.r + s.stride * 1000 + threads)};
+    Rng r = {(uint64_t)(s.c * 131 + s.k * 7 + s.r + s.stride * 1000 + threads)};
     size_t xn = (size_t)s.n * s.c * s.h * s.w, yn = (size_t)s.n * s.k * s.p * s.q;
     size_t wn = (size_t)s.k * s.c * s.r * s.r;
     float *x = rand_array(&r, xn, 1.0f), *w = rand_array(&r, wn, 0.3f);
@@ -226,7 +227,7 @@ static void test_bn_matches_reference(void **state)
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         int n = shapes[si][0], c = shapes[si][1], hw = shapes[si][2];
         size_t count = (size_t)n * c * hw;
-        ModelRng r = {(uint64_t)(77 + si)};
+        Rng r = {(uint64_t)(77 + si)};
         float *x = rand_array(&r, count, 2.0f), *dy = rand_array(&r, count, 1.0f);
         for (size_t i = 0; i < count; i++) x[i] += 0.5f; // a non-zero mean
         float *g = rand_array(&r, (size_t)c, 1.0f), *b = rand_array(&r, (size_t)c, 1.0f);
@@ -271,7 +272,7 @@ static void test_pointwise_matches_reference(void **state)
     // 300007: past the threading threshold and not a multiple of any vector width.
     const size_t count = 300007;
     const int n = 7, c = 13, hw = 49; // GAP
-    ModelRng r = {5};
+    Rng r = {5};
     float *x = rand_array(&r, count, 1.0f), *x2 = rand_array(&r, count, 1.0f);
     float *dy = rand_array(&r, count, 1.0f), *base = rand_array(&r, count, 1.0f);
     float *a0 = malloc(count * sizeof *a0), *a1 = malloc(count * sizeof *a1);
@@ -313,7 +314,7 @@ static void test_linear_matches_reference(void **state)
 {
     (void)state;
     const int n = 9, k = 37, m = 11;
-    ModelRng r = {11};
+    Rng r = {11};
     float *x = rand_array(&r, (size_t)n * k, 1.0f), *w = rand_array(&r, (size_t)m * k, 0.2f);
     float *b = rand_array(&r, (size_t)m, 1.0f), *dy = rand_array(&r, (size_t)n * m, 1.0f);
     float *base_dx = rand_array(&r, (size_t)n * k, 1.0f);
@@ -343,7 +344,7 @@ static void test_sgd_matches_reference(void **state)
 {
     (void)state;
     const size_t count = 300007; // threaded, as the pointwise layers
-    ModelRng r = {3};
+    Rng r = {3};
     float *w0 = rand_array(&r, count, 1.0f), *g = rand_array(&r, count, 1.0f);
     float *m0 = rand_array(&r, count, 1.0f);
     float *w1 = copy_array(w0, count), *m1 = copy_array(m0, count);

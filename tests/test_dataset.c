@@ -83,8 +83,8 @@ static void test_missing_root_is_named(void **state)
     snprintf(root, sizeof root, "%s/no-such-root", f->tmp);
     Dataset ds;
     assert_int_equal(dataset_scan(root, &ds), -1);
-    assert_non_null(strstr(loaders_last_error(), root));
-    assert_non_null(strstr(loaders_last_error(), "does not exist"));
+    assert_non_null(strstr(error_message(), root));
+    assert_non_null(strstr(error_message(), "does not exist"));
     assert_int_equal(ds.num_samples, 0);
 }
 
@@ -96,7 +96,7 @@ static void test_empty_class_folder_is_named(void **state)
     assert_int_equal(mkdir(dir, 0755), 0);
     Dataset ds;
     assert_int_equal(dataset_scan(f->root, &ds), -1);
-    assert_non_null(strstr(loaders_last_error(), dir));
+    assert_non_null(strstr(error_message(), dir));
     rmdir(dir);
 }
 
@@ -110,8 +110,8 @@ static void test_empty_first_class_folder_is_named(void **state)
     assert_int_equal(mkdir(dir, 0755), 0);
     Dataset ds;
     assert_int_equal(dataset_scan(f->root, &ds), -1);
-    assert_non_null(strstr(loaders_last_error(), dir));
-    assert_non_null(strstr(loaders_last_error(), "has no .jpg/.jpeg files"));
+    assert_non_null(strstr(error_message(), dir));
+    assert_non_null(strstr(error_message(), "has no .jpg/.jpeg files"));
     rmdir(dir);
 }
 
@@ -123,7 +123,7 @@ static void test_root_without_classes_is_an_error(void **state)
     assert_int_equal(mkdir(dir, 0755), 0);
     Dataset ds;
     assert_int_equal(dataset_scan(dir, &ds), -1);
-    assert_non_null(strstr(loaders_last_error(), "no class folders"));
+    assert_non_null(strstr(error_message(), "no class folders"));
     rmdir(dir);
 }
 
@@ -169,7 +169,7 @@ static void test_split_is_stratified_disjoint_and_deterministic(void **state)
     dataset_free(&tr2);
     dataset_free(&ho2);
     assert_int_equal(dataset_split(&ds, 1.0, 7, &tr2, &ho2), -1);
-    assert_non_null(strstr(loaders_last_error(), "fraction"));
+    assert_non_null(strstr(error_message(), "fraction"));
     assert_int_equal(tr2.num_samples, 0);
     dataset_free(&tr);
     dataset_free(&ho);
@@ -264,7 +264,7 @@ static void test_ensure_reuses_cache(void **state)
     assert_int_equal(ds.num_samples, (int64_t)cfg.num_classes * cfg.images_per_class);
     dataset_free(&ds);
     assert_int_equal(dataset_gen_preset("nope", &cfg), -1);
-    assert_non_null(strstr(loaders_last_error(), "nope"));
+    assert_non_null(strstr(error_message(), "nope"));
 }
 
 // A whole text file as a NUL-terminated malloc'd string, or NULL.

@@ -1,6 +1,7 @@
-// test_harness.c: the C harness over Google Benchmark: registration and parameters,
-// the skip and failure paths, roles and timing in the label, the tidy CSV's columns,
-// rows and context, and the context keys in the JSON.
+// test_harness.c: the C harness over Google Benchmark: registration, sweep axes (and
+// --harness_axis replacing their values), program options (flag, environment alias,
+// default), the skip and failure paths, the reference role, roles and timing in the
+// label, curve points, the tidy CSV's columns, rows and context, and the JSON context.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,7 +28,7 @@ static int main_status;
 static void bench_sum(HarnessState *st, void *user)
 {
     (void)user;
-    int64_t n = harness_param(st, 0);
+    int64_t n = harness_axis_int(st, "n");
     volatile int64_t sink = 0;
     while (harness_keep_running(st))
         for (int64_t i = 0; i < n; i++) sink += i;
@@ -47,12 +48,23 @@ static void bench_quitter(HarnessState *st, void *user)
     (void)user; // returns without running its loop: the harness must report it, not abort
 }
 
-// Asks for a parameter it never declared: the run must fail, not abort the process.
+// Asks for an axis it never declared: the run must fail, not abort the process.
 static void bench_bad_param(HarnessState *st, void *user)
 {
     (void)user;
-    int64_t v = harness_param(st, 0);
+    int64_t v = harness_axis_int(st, "nope");
     while (harness_keep_running(st)) v++;
+}
+
+// A yardstick with a string axis and a curve: role reference, never in a speedup.
+static void bench_reference(HarnessState *st, void *user)
+{
+    (void)user;
+    const char *kind = harness_axis_str(st, "kind");
+    while (harness_keep_running(st)) {}
+    for (int s = 1; s <= 3; s++) harness_curve_point(st, "accuracy", s, 10 * s, 0.5 * s, 0.25 * s);
+    harness_counter(st, "level", (double)harness_option_int_value("level"), HARNESS_COUNTER_PLAIN);
+    harness_set_label(st, kind);
 }
 
 static int run_harness(void **state)
@@ -60,15 +72,17 @@ static int run_harness(void **state)
     (void)state;
     tmp_dir = test_temp_dir();
     if (!tmp_dir) return -1;
-    HarnessBench *base = harness_register(&(HarnessSpec){
+    // Declared with one value of n; the command line below asks for two.
+    harness_register(&(HarnessSpec){
         .practice = "unit", .variant = "slow", .role = HARNESS_BASELINE,
-        .timing = HARNESS_TIMING_WALL, .fn = bench_sum, .param_names = {"n", NULL}});
-    HarnessBench *tuned = harness_register(&(HarnessSpec){
+        .timing = HARNESS_TIMING_WALL, .fn = bench_sum, .axes = {{"n", "500"}}});
+    harness_register(&(HarnessSpec){
         .practice = "unit", .variant = "fast", .role = HARNESS_TUNED,
-        .timing = HARNESS_TIMING_WALL, .fn = bench_sum, .param_names = {"n", NULL}});
-    const int64_t ns[] = {1000, 4000};
-    harness_add_values(base, ns, 2);
-    harness_add_values(tuned, ns, 2);
+        .timing = HARNESS_TIMING_WALL, .fn = bench_sum, .axes = {{"n", "500"}}});
+    harness_register(&(HarnessSpec){.practice = "unit_ref", .variant = "yardstick",
+                                     .role = HARNESS_REFERENCE, .timing = HARNESS_TIMING_WALL,
+                                     .fn = bench_reference, .axes = {{"kind", "a,b", true}},
+                                     .iterations = 2});
     harness_register(&(HarnessSpec){.practice = "unit", .variant = "gpu_only", .role = HARNESS_TUNED,
                                      .timing = HARNESS_TIMING_CUDA_EVENTS, .fn = bench_skipper});
     harness_register(&(HarnessSpec){.practice = "unit", .variant = "broken", .role = HARNESS_TUNED,
@@ -83,8 +97,14 @@ static int run_harness(void **state)
     snprintf(csvflag, sizeof csvflag, "--harness_csv=%s", csv);
     snprintf(outflag, sizeof outflag, "--benchmark_out=%s", out);
     char *argv[] = {"test_harness", csvflag, outflag, "--benchmark_out_format=json",
-                    "--benchmark_min_time=0.01", "--benchmark_repetitions=3", NULL};
-    main_status = harness_main(6, argv);
+                    "--benchmark_min_time=0.01", "--benchmark_repetitions=3",
+                    "--harness_axis=n=1000:4000:*4", "--level=7", NULL};
+    harness_option_int("level", 3, 0, 9, "TEST_HARNESS_LEVEL", "a test option");
+    harness_option_str("name", "dflt", "TEST_HARNESS_NAME", "another");
+    setenv("TEST_HARNESS_NAME", "from-env", 1);
+    setenv("TEST_HARNESS_LEVEL", "5", 1);  // the flag wins over the environment
+    main_status = harness_init(8, argv);
+    if (main_status < 0) main_status = harness_run();
     csv_text = test_read_file(csv, NULL);
     json_text = test_read_file(out, NULL);
     return csv_text && json_text ? 0 : -1;
@@ -161,7 +181,8 @@ static void test_one_row_per_instance_with_role_and_aggregates(void **state)
     (void)state;
     int lines = 0;
     for (const char *p = csv_text; *p; p++) lines += *p == '\n';
-    assert_int_equal(lines, 1 + 4 + 3); // header, 2 variants x 2 params, skipper, quitter, bad_param
+    // header, 2 variants x 2 values of n, 2 kinds of the reference, skipper, quitter, bad_param
+    assert_int_equal(lines, 1 + 4 + 2 + 3);
     char line[4096], f[128];
     assert_non_null(find_row("slow", "n:4000", line, sizeof line));
     field_of(line, "role", f, sizeof f);
@@ -214,7 +235,56 @@ static void test_skip_and_failure_rows(void **state)
     field_of(line, "status", f, sizeof f);
     assert_string_equal(f, "error");
     field_of(line, "reason", f, sizeof f);
-    assert_string_equal(f, "harness_param index out of range");
+    assert_string_equal(f, "no integer axis 'nope' in this benchmark");
+}
+
+static void test_reference_role_string_axis_options_and_curves(void **state)
+{
+    (void)state;
+    char line[4096], f[256];
+    assert_non_null(find_row("yardstick", "kind:b", line, sizeof line));
+    field_of(line, "role", f, sizeof f);
+    assert_string_equal(f, "reference");
+    field_of(line, "param_kind", f, sizeof f);
+    assert_string_equal(f, "b");
+    field_of(line, "iterations", f, sizeof f);
+    assert_string_equal(f, "2");  // a fixed count holds whatever --benchmark_min_time says
+    field_of(line, "level", f, sizeof f);
+    assert_string_equal(f, "7");  // --level=7 over TEST_HARNESS_LEVEL=5 over the default 3
+    assert_string_equal(harness_option_str_value("name"), "from-env");
+    char path[600];
+    snprintf(path, sizeof path, "%s/unit.curves.csv", tmp_dir);
+    char *curves = test_read_file(path, NULL);
+    assert_non_null(curves);
+    assert_non_null(strstr(curves, "practice,variant,role,params,param_kind,param_n,run,metric,step,images,seconds,value\n"));
+    assert_non_null(strstr(curves, "unit_ref,yardstick,reference,kind:a,a,,1,accuracy,2,20,1,0.5\n"));
+    free(curves);
+}
+
+// Bad axis, option and common-flag values end the program at start-up, naming them.
+static void test_bad_flags_are_refused(void **state)
+{
+    (void)state;
+    char prog[600];
+    snprintf(prog, sizeof prog, "%s/bench_pin_memory", test_build_dir());
+    const char *cases[][2] = {{"--harness_axis=bytes", "need NAME=V1,V2"},
+                              {"--harness_axis=bytes=1:100:*1", "not a range"},
+                              {"--harness_axis=bytes=12x", "'12x' is not an integer"},
+                              {"--harness_axis=nosuch=1", "no benchmark of this program has an axis 'nosuch'"},
+                              {"--preset=tiny", "--preset does not apply here"},
+                              {"--backend=gpu", "need auto, cpu, cpu-ref or cuda"},
+                              {"--data=video", "need synthetic or images"},
+                              {"--threads=0", "need an integer >= 1"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[700];
+        snprintf(out, sizeof out, "%s/bad.txt", tmp_dir);
+        int rc = test_run("'%s' %s --benchmark_list_tests >'%s' 2>&1", prog, cases[i][0], out);
+        char *text = test_read_file(out, NULL);
+        assert_non_null(text);
+        if (rc != 2 || !strstr(text, cases[i][1]))
+            fail_msg("%s: exit %d, output: %s", cases[i][0], rc, text);
+        free(text);
+    }
 }
 
 static void test_json_keeps_google_benchmark_format_and_context(void **state)
@@ -260,6 +330,8 @@ int main(void)
         cmocka_unit_test(test_csv_has_fixed_param_counter_and_context_columns),
         cmocka_unit_test(test_one_row_per_instance_with_role_and_aggregates),
         cmocka_unit_test(test_skip_and_failure_rows),
+        cmocka_unit_test(test_reference_role_string_axis_options_and_curves),
+        cmocka_unit_test(test_bad_flags_are_refused),
         cmocka_unit_test(test_json_keeps_google_benchmark_format_and_context),
         cmocka_unit_test(test_context_library_versions_match_headers),
     };

@@ -68,9 +68,9 @@ static void expect_decode_error(JpegFixture *f, const char *name, const void *da
     assert_int_equal(testutil_write(path, data, size), 0);
     JpegDecoder *dec = jpeg_decoder_create();
     Image img = {0};
-    loaders_clear_error();
+    error_clear();
     assert_int_equal(jpeg_decode_file(dec, path, &img), -1);
-    const char *msg = loaders_last_error();
+    const char *msg = error_message();
     if (!strstr(msg, path) || !strstr(msg, what))
         fail_msg("error '%s' should name '%s' and say '%s'", msg, path, what);
     image_free(&img);
@@ -147,7 +147,7 @@ static void test_missing_file_is_named(void **state)
     JpegDecoder *dec = jpeg_decoder_create();
     Image img = {0};
     assert_int_equal(jpeg_decode_file(dec, path, &img), -1);
-    assert_non_null(strstr(loaders_last_error(), path));
+    assert_non_null(strstr(error_message(), path));
     jpeg_decoder_destroy(dec);
 }
 

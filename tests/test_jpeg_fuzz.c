@@ -18,7 +18,7 @@
 
 #include "loaders/augment.h"
 #include "loaders/jpeg.h"
-#include "loaders/rng.h"
+#include "kernels/rng.h"
 #include "tests/loader_support.h"
 
 #include <errno.h>
@@ -141,7 +141,7 @@ static int setup(void **state)
     for (int i = 0; i < f->nsrc; i++)
         if (jpeg_decode_mem(dec, f->src[i].bytes, f->src[i].size, f->src[i].kind,
                             &f->src[i].ref) != 0) {
-            fprintf(stderr, "fuzz source %s: %s\n", f->src[i].kind, loaders_last_error());
+            fprintf(stderr, "fuzz source %s: %s\n", f->src[i].kind, error_message());
             jpeg_decoder_destroy(dec);
             return -1;
         }
@@ -346,7 +346,7 @@ static void fuzz_run(const FuzzFixture *f, int64_t variants, uint64_t seed, Fuzz
     char path[128], ops[128];
     if (!buf || !out || !dec) {
         snprintf(res->failure, sizeof res->failure, "setup: out of memory or no decoder: %s",
-                 loaders_last_error());
+                 error_message());
         goto done;
     }
     for (int64_t v = 0; v < variants; v++) {
@@ -358,7 +358,7 @@ static void fuzz_run(const FuzzFixture *f, int64_t variants, uint64_t seed, Fuzz
                 memcmp(img.pixels, ctl->ref.pixels, (size_t)img.width * img.height * 3) != 0) {
                 snprintf(res->failure, sizeof res->failure, "before variant %lld the unmutated "
                          "%s no longer decodes to the same pixels: %s", (long long)v, ctl->kind,
-                         loaders_last_error());
+                         error_message());
                 goto done;
             }
         }
@@ -380,11 +380,11 @@ static void fuzz_run(const FuzzFixture *f, int64_t variants, uint64_t seed, Fuzz
         }
         res->tried++;
         res->inflated += inflated;
-        loaders_clear_error();
+        error_clear();
         int rc = jpeg_decode_file(dec, path, &img); // what loader_fill_slot calls
         unlink(path);
         if ((int64_t)img.capacity > res->max_pixel_bytes) res->max_pixel_bytes = (int64_t)img.capacity;
-        const char *msg = loaders_last_error();
+        const char *msg = error_message();
         if (rc != 0) {
             res->rejected++;
             record_rejection(res, msg);

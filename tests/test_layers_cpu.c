@@ -18,6 +18,7 @@
 #include "kernels/core.h"
 #include "kernels/layers_cpu.h"
 #include "kernels/model.h"
+#include "kernels/rng.h"
 #include "kernels/synth.h"
 
 #define LAYER_TOL 1e-2  // relative L2 error, linear and smooth layers
@@ -25,10 +26,10 @@
 #define FD_EPS 1e-2f
 #define MAX_CHECKS 48
 
-static float *rand_array(ModelRng *r, size_t n, float scale)
+static float *rand_array(Rng *r, size_t n, float scale)
 {
     float *p = malloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = scale * model_rng_normal(r);
+    for (size_t i = 0; i < n; i++) p[i] = scale * rng_normal_float(r);
     return p;
 }
 
@@ -92,7 +93,7 @@ static double conv_obj(void *p)
 
 static void check_conv(int n, int ch, int hw, int k, int r, int stride, int pad)
 {
-    ModelRng rng = {42};
+    Rng rng = {42};
     ConvCtx c;
     int p = conv_out_size(hw, r, stride, pad);
     c.s = (ConvShape){n, ch, hw, hw, k, r, stride, pad, p, p};
@@ -139,7 +140,7 @@ static double bn_obj(void *p)
 static void test_bn_grad(void **state)
 {
     (void)state;
-    ModelRng rng = {7};
+    Rng rng = {7};
     BnCtx c = {.n = 4, .c = 3, .hw = 5};
     size_t xn = (size_t)c.n * c.c * c.hw;
     c.x = rand_array(&rng, xn, 2.0f); c.r = rand_array(&rng, xn, 1.0f);
@@ -179,7 +180,7 @@ static double ew_obj(void *p)
 static void test_elementwise_grad(void **state)
 {
     (void)state;
-    ModelRng rng = {9};
+    Rng rng = {9};
     EwCtx c = {.n = 60, .nb = 3, .c = 4, .hw = 5};
     c.x = rand_array(&rng, c.n, 1.0f); c.x2 = rand_array(&rng, c.n, 1.0f);
     c.r = rand_array(&rng, c.n, 1.0f); c.y = malloc(c.n * sizeof(float));
@@ -213,7 +214,7 @@ static double lin_obj(void *p)
 static void test_linear_grad(void **state)
 {
     (void)state;
-    ModelRng rng = {11};
+    Rng rng = {11};
     LinCtx c = {.n = 5, .k = 7, .m = 3};
     c.x = rand_array(&rng, 35, 1.0f); c.w = rand_array(&rng, 21, 1.0f);
     c.b = rand_array(&rng, 3, 1.0f); c.r = rand_array(&rng, 15, 1.0f);
@@ -240,7 +241,7 @@ static double ce_obj(void *p)
 static void test_softmax_ce_grad(void **state)
 {
     (void)state;
-    ModelRng rng = {13};
+    Rng rng = {13};
     int32_t labels[4] = {0, 2, 1, 4};
     CeCtx c = {.n = 4, .m = 5, .labels = labels};
     c.z = rand_array(&rng, 20, 2.0f);

@@ -20,6 +20,7 @@
 #include "kernels/layer_probe.h"
 #include "kernels/layers_cpu.h"
 #include "kernels/model.h"
+#include "kernels/rng.h"
 
 // Inputs rounded to the storage type (fp16: 2^-11, bf16: 2^-8 relative) or TF32 (2^-11
 // in the products; fp32, PyTorch's default, allows it in cuDNN's convolutions),
@@ -38,10 +39,10 @@ static double layer_tol(CorePrecision p)
     return 0.0;
 }
 
-static float *rnd(ModelRng *r, size_t n, float scale)
+static float *rnd(Rng *r, size_t n, float scale)
 {
     float *p = malloc(n * sizeof *p);
-    for (size_t i = 0; i < n; i++) p[i] = scale * model_rng_normal(r);
+    for (size_t i = 0; i < n; i++) p[i] = scale * rng_normal_float(r);
     return p;
 }
 
@@ -64,7 +65,7 @@ static void expect_close(const char *what, const float *got, const float *want, 
 
 static int probe_ok(int rc)
 {
-    if (rc != 0) printf("probe failed: %s\n", check_last_error());
+    if (rc != 0) printf("probe failed: %s\n", error_message());
     return rc;
 }
 
@@ -72,7 +73,7 @@ static void check_conv(ConvShape s, CorePrecision p, CoreLayout l, CoreConvAlgo 
 {
     s.p = conv_out_size(s.h, s.r, s.stride, s.pad);
     s.q = conv_out_size(s.w, s.r, s.stride, s.pad);
-    ModelRng r = {77};
+    Rng r = {77};
     size_t xn = (size_t)s.n * s.c * s.h * s.w, wn = (size_t)s.k * s.c * s.r * s.r,
            yn = (size_t)s.n * s.k * s.p * s.q;
     float *x = rnd(&r, xn, 1.0f), *w = rnd(&r, wn, 0.3f), *dy = rnd(&r, yn, 1.0f);
@@ -117,7 +118,7 @@ static void test_bn_matches_cpu(void **state)
     REQUIRE_GPU();
     int n = 4, c = 6, hw = 25;
     size_t count = (size_t)n * c * hw;
-    ModelRng r = {5};
+    Rng r = {5};
     float *x = rnd(&r, count, 2.0f), *dy = rnd(&r, count, 1.0f), *g = rnd(&r, c, 1.0f),
           *b = rnd(&r, c, 1.0f);
     float *y0 = malloc(count * 4), *dx0 = malloc(count * 4), dg0[6], db0[6], mean[6], istd[6];
@@ -147,7 +148,7 @@ static void test_pointwise_matches_cpu(void **state)
     REQUIRE_GPU();
     int n = 3, c = 5, hw = 49;
     size_t count = (size_t)n * c * hw;
-    ModelRng r = {6};
+    Rng r = {6};
     float *x = rnd(&r, count, 1.0f), *x2 = rnd(&r, count, 1.0f), *dy = rnd(&r, count, 1.0f),
           *dp = rnd(&r, (size_t)n * c, 1.0f);
     float *y0 = malloc(count * 4), *dx0 = malloc(count * 4), *s0 = malloc(count * 4),
@@ -183,7 +184,7 @@ static void test_linear_matches_cpu(void **state)
     (void)state;
     REQUIRE_GPU();
     int n = 16, k = 64, m = 10;
-    ModelRng r = {8};
+    Rng r = {8};
     float *x = rnd(&r, (size_t)n * k, 1.0f), *w = rnd(&r, (size_t)m * k, 0.2f), *b = rnd(&r, m, 1.0f),
           *dy = rnd(&r, (size_t)n * m, 1.0f);
     float *y0 = malloc(n * m * 4), *dx0 = malloc(n * k * 4), *dw0 = malloc(m * k * 4), db0[10];
@@ -210,11 +211,11 @@ static void test_softmax_ce_matches_cpu(void **state)
     (void)state;
     REQUIRE_GPU();
     int n = 32, m = 1000;  // ImageNet-sized rows: more classes than threads per block
-    ModelRng r = {9};
+    Rng r = {9};
     float *z = rnd(&r, (size_t)n * m, 3.0f), *dz0 = malloc((size_t)n * m * 4),
           *dz1 = malloc((size_t)n * m * 4);
     int32_t labels[32];
-    for (int i = 0; i < n; i++) labels[i] = (int32_t)(model_rng_next(&r) % m);
+    for (int i = 0; i < n; i++) labels[i] = (int32_t)(rng_next(&r) % m);
     labels[0] = 0;
     for (int j = 0; j < m; j++) z[j] = j == 0 ? 50.0f : z[j];  // sample 0 is right
     int c0 = 0, c1 = -1;

@@ -1,8 +1,9 @@
 // test_loader_bench.c: end to end, build/bench_workers on a tiny generated dataset in a
 // temporary cache: the loader, raw-decode and loader+training rows come out "ok" with
 // images/s > 0 and every epoch complete in the tidy CSV, and scripts/charts/workers.gp
-// draws both charts from it (PNG and SVG); a bad BENCH_WORKERS_* value or a missing
-// dataset fails every run with the reason; a run stopped midway keeps its measured rows.
+// draws both charts from it (PNG and SVG); a bad BENCH_WORKERS_* value is refused at
+// start-up and a missing dataset fails every run with the reason; a run stopped midway
+// keeps its measured rows.
 // Skipped when the program is not built.
 #include <setjmp.h>
 #include <stdarg.h>
@@ -136,9 +137,9 @@ static void test_bench_workers_end_to_end(void **state)
     testutil_rm_tree(tmp);
 }
 
-// A bad environment value or a missing dataset folder: bench_workers still writes its
-// CSV, every selected run is an "error" row whose reason names the culprit, and the
-// exit status is 1; nothing crashes and nothing runs with a silently replaced value.
+// A bad BENCH_WORKERS_* value (an option's environment alias) is refused at start-up with
+// exit status 2, naming the variable, before anything runs; a dataset folder that does not
+// exist fails every selected run with an error row that names it (exit status 1).
 static void test_bench_workers_bad_environment(void **state)
 {
     (void)state;
@@ -152,15 +153,28 @@ static void test_bench_workers_bad_environment(void **state)
                               {"BENCH_WORKERS_BATCH=0", "BENCH_WORKERS_BATCH='0'"},
                               {"BENCH_WORKERS_DATA=/nonexistent", "'/nonexistent' does not exist"}};
     for (int c = 0; c < 5; c++) {
-        char cmd[2048], csv[128];
+        char cmd[2048], csv[128], log[128];
         snprintf(csv, sizeof csv, "%s/bad%d.csv", tmp, c);
+        snprintf(log, sizeof log, "%s/log.txt", tmp);
         snprintf(cmd, sizeof cmd,
                  "BENCH_CACHE_DIR=%s/cache BENCH_WORKERS_PRESET=tiny %s %s "
                  "--benchmark_min_time=0.01 --harness_csv=%s "
-                 "--benchmark_filter='^num_workers/workers_0/|decode_ref' >%s/log.txt 2>&1",
-                 tmp, cases[c][0], prog, csv, tmp);
+                 "--benchmark_filter='^num_workers/workers_0/|decode_ref' >%s 2>&1",
+                 tmp, cases[c][0], prog, csv, log);
         int rc = system(cmd);
-        if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 1) fail_msg("%s: exit %d, want 1", cases[c][0], rc);
+        bool at_start = c < 4;
+        if (!WIFEXITED(rc) || WEXITSTATUS(rc) != (at_start ? 2 : 1))
+            fail_msg("%s: exit %d, want %d", cases[c][0], rc, at_start ? 2 : 1);
+        if (at_start) {
+            size_t size;
+            unsigned char *text = testutil_read(log, &size);
+            assert_non_null(text);
+            text[size ? size - 1 : 0] = '\0';
+            if (!strstr((char *)text, cases[c][1])) fail_msg("%s: message lacks it: %s", cases[c][0], text);
+            free(text);
+            assert_int_equal(access(csv, F_OK), -1);  // nothing ran, nothing written
+            continue;
+        }
         static Row rows[16];
         int n = read_rows(csv, rows, 16);
         if (n != 2) fail_msg("%s: %d rows in %s, want 2", cases[c][0], n, csv);

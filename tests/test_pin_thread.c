@@ -32,7 +32,7 @@ static atomic_int allocs, frees;
 static int plain_alloc(size_t bytes, void **ptr)
 {
     *ptr = malloc(bytes);
-    if (!*ptr) return loaders_fail("plain_alloc: out of memory");
+    if (!*ptr) return error_set(ERROR_OUT_OF_MEMORY, "plain_alloc: out of memory");
     atomic_fetch_add(&allocs, 1);
     return 0;
 }
@@ -60,7 +60,7 @@ typedef struct Fill {
 static uint8_t pattern(int64_t item, size_t i) { return (uint8_t)(item * 31 + i * 7); }
 
 static int fill_pattern(void *ctx, int64_t item, void *dst, size_t capacity, size_t *used,
-                        const atomic_bool *cancel, char *err, size_t err_size)
+                        const atomic_bool *cancel)
 {
     Fill *f = ctx;
     if (pthread_equal(pthread_self(), f->caller)) atomic_store(&f->ran_on_caller, true);
@@ -68,10 +68,7 @@ static int fill_pattern(void *ctx, int64_t item, void *dst, size_t capacity, siz
         while (!atomic_load(cancel)) usleep(1000);
         return 1;
     }
-    if (item == f->fail_at) {
-        snprintf(err, err_size, "fill: item %lld is bad", (long long)item);
-        return -1;
-    }
+    if (item == f->fail_at) return error_set(ERROR_BAD_DATA, "fill: item %lld is bad", (long long)item);
     if (f->sleep_us) usleep((useconds_t)f->sleep_us);
     uint8_t *p = dst;
     for (size_t i = 0; i < capacity; i++) p[i] = pattern(item, i);
@@ -95,7 +92,7 @@ static uint8_t *take(PinThread *t, int64_t item, size_t *bytes)
     void *buf = NULL;
     int rc = 0;
     for (int tries = 0; tries < 100 && rc == 0; tries++) rc = pin_thread_next(t, item, &buf, bytes, 10);
-    if (rc != 1) fail_msg("item %lld: pin_thread_next %d (%s)", (long long)item, rc, loaders_last_error());
+    if (rc != 1) fail_msg("item %lld: pin_thread_next %d (%s)", (long long)item, rc, error_message());
     return buf;
 }
 
@@ -173,7 +170,7 @@ static void test_stop_is_prompt_and_a_failure_is_reported(void **state)
     int rc = 0;
     for (int tries = 0; tries < 100 && rc == 0; tries++) rc = pin_thread_next(t, 2, &buf, &bytes, 10);
     assert_int_equal(rc, -1);
-    assert_non_null(strstr(loaders_last_error(), "item 2 is bad"));
+    assert_non_null(strstr(error_message(), "item 2 is bad"));
     pin_thread_destroy(t);
 }
 
@@ -330,7 +327,7 @@ static void test_loader_pin_copy_names_a_dead_worker(void **state)
     assert_int_equal(rc, -1);
     char want[64];
     snprintf(want, sizeof want, "worker 1 (pid %d)", pid);
-    if (!strstr(loaders_last_error(), want)) fail_msg("unexpected message: %s", loaders_last_error());
+    if (!strstr(error_message(), want)) fail_msg("unexpected message: %s", error_message());
     assert_true(now_s() - t0 < 5.0);
     loader_destroy(l);
 }

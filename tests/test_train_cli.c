@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "loaders/dataset_gen.h"
-#include "loaders/errors.h"
+#include "kernels/error.h"
 #include "tests/support.h"
 
 #define TINY_STEPS 120
@@ -204,7 +204,7 @@ static void make_tiny_dataset(const char *dir)
     char root[512];
     assert_int_equal(dataset_gen_preset("tiny", &gen), 0);
     snprintf(root, sizeof root, "%s/data", dir);
-    if (dataset_generate(&gen, root) != 0) fail_msg("%s", loaders_last_error());
+    if (dataset_generate(&gen, root) != 0) fail_msg("%s", error_message());
 }
 
 static void test_missing_dataset_is_named(void **state)

@@ -1,9 +1,11 @@
-// rng.h: small deterministic random numbers for shuffling, augmentation and the
-// dataset generator. splitmix64 seeds and steps; every stream is derived from
-// (seed, purpose, index...) by hashing, so results never depend on who draws them.
-#ifndef LOADERS_RNG_H
-#define LOADERS_RNG_H
+// rng.h: the project's one small deterministic random-number generator (splitmix64),
+// for weight initialisation, synthetic data, shuffling, augmentation and the dataset
+// generator. Every stream is derived from (seed, purpose, index...) by hashing, so
+// results never depend on who draws them or in which order.
+#ifndef RNG_H
+#define RNG_H
 
+#include <math.h>
 #include <stdint.h>
 
 typedef struct {
@@ -43,6 +45,17 @@ static inline double rng_uniform(Rng *r) { return (double)(rng_next(r) >> 11) * 
 static inline int64_t rng_below(Rng *r, int64_t n)
 {
     return (int64_t)(((unsigned __int128)rng_next(r) * (uint64_t)n) >> 64);
+}
+
+// Uniform float in [0, 1) with 24 random bits.
+static inline float rng_uniform_float(Rng *r) { return (float)(rng_next(r) >> 40) / 16777216.0f; }
+
+// Standard normal float (Box-Muller; u1 floored at 1e-7).
+static inline float rng_normal_float(Rng *r)
+{
+    float u1 = rng_uniform_float(r), u2 = rng_uniform_float(r);
+    if (u1 < 1e-7f) u1 = 1e-7f;
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.28318530718f * u2);
 }
 
 #endif

@@ -19,6 +19,8 @@
 #include <time.h>
 
 #include "kernels/check.h"
+#include "kernels/clock.h"
+#include "kernels/clock.h"
 #include "kernels/core.h"
 #include "kernels/synth.h"
 
@@ -43,13 +45,6 @@ static void usage(FILE *f)
         "                      after --check-steps steps to DIR (see the file's header)\n"
         "  --check-steps K     steps before DIR/after.bin (default 3)\n"
         "  --help              this text\n");
-}
-
-static double clock_ms(clockid_t id)
-{
-    struct timespec ts;
-    clock_gettime(id, &ts);
-    return 1e3 * (double)ts.tv_sec + 1e-6 * (double)ts.tv_nsec;
 }
 
 static int int_arg(const char *flag, const char *v, int min, int *out)
@@ -190,27 +185,27 @@ int main(int argc, char **argv)
     synth_batch(&task, 0, cfg.batch_size, images, labels);
     CoreBatch batch = {images, labels, cfg.batch_size, CORE_MEMORY_HOST};
     if (core_create(&cfg, &core) != 0) {
-        fprintf(stderr, "steptime: cannot create the core: %s\n", check_last_error());
+        fprintf(stderr, "steptime: cannot create the core: %s\n", error_message());
         goto out;
     }
     if (a.dump_dir) {
         if (dump(core, &cfg, &batch, &a, image_floats) != 0) {
-            fprintf(stderr, "steptime: dump failed: %s\n", check_last_error());
+            fprintf(stderr, "steptime: dump failed: %s\n", error_message());
             goto out;
         }
         core_free(core); // timing starts again from the initial state
         if (core_create(&cfg, &core) != 0) goto out;
     }
     for (int s = 0; s < a.warmup + a.steps; s++) {
-        double t0 = clock_ms(CLOCK_MONOTONIC), c0 = clock_ms(CLOCK_PROCESS_CPUTIME_ID);
+        double t0 = 1e3 * clock_seconds(), c0 = 1e3 * clock_process_cpu_seconds();
         CoreStepResult r;
         if (core_step(core, &batch, &r) != 0 || core_sync(core) != 0) {
-            fprintf(stderr, "steptime: step %d failed: %s\n", s, check_last_error());
+            fprintf(stderr, "steptime: step %d failed: %s\n", s, error_message());
             goto out;
         }
         if (s >= a.warmup) {
-            ms[s - a.warmup] = clock_ms(CLOCK_MONOTONIC) - t0;
-            cpu_ms[s - a.warmup] = clock_ms(CLOCK_PROCESS_CPUTIME_ID) - c0;
+            ms[s - a.warmup] = 1e3 * clock_seconds() - t0;
+            cpu_ms[s - a.warmup] = 1e3 * clock_process_cpu_seconds() - c0;
         }
     }
     CoreStats st;

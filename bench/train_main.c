@@ -15,19 +15,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench/image_data.h"
 #include "kernels/check.h"
+#include "kernels/clock.h"
 #include "kernels/core.h"
+#include "kernels/error.h"
 #include "kernels/synth.h"
-#include "loaders/dataset.h"
-#include "loaders/dataset_gen.h"
-#include "loaders/errors.h"
-#include "loaders/loader.h"
 
 typedef enum { TRAIN_DATA_IMAGES, TRAIN_DATA_TENSOR } TrainData;
-
-// Held-out files are chosen with this seed, not --seed: the held-out set stays the
-// same across training seeds, so their accuracies are comparable.
-#define TRAIN_SPLIT_SEED 20240601ull
 
 typedef struct TrainArgs {
     const char *preset;
@@ -46,14 +41,6 @@ typedef struct TrainArgs {
     bool classes_set;           // --classes was given
     bool verbose;               // print the convolution algorithms in use
 } TrainArgs;
-
-// The image pipeline: the scanned dataset, its split, and one loader per part.
-typedef struct ImageData {
-    Dataset all, train, heldout;
-    Loader *train_loader, *eval_loader;
-    char root[4096];
-    int64_t epoch;
-} ImageData;
 
 static void usage(FILE *f)
 {
@@ -175,20 +162,13 @@ static const struct option options[] = {
     {"threads", 1, 0, OPT_THREADS}, {"help", 0, 0, OPT_HELP}, {0, 0, 0, 0},
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 // --verbose: the cuDNN algorithms and math types chosen for each convolution shape.
 static void print_conv_algos(Core *core, CoreBackend backend)
 {
     CoreConvAlgoInfo info[64];
     int n = core_conv_algos(core, info, 64);
     if (n < 0) {
-        fprintf(stderr, "train: cannot list the convolution algorithms: %s\n", check_last_error());
+        fprintf(stderr, "train: cannot list the convolution algorithms: %s\n", error_message());
         return;
     }
     if (n == 0) {
@@ -365,29 +345,25 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
 // Scans the dataset (generating the default one on first use), makes the model's
 // class count and input channels follow it, splits it and creates both loaders.
 // Runs before core_create, so loader workers are forked before CUDA is initialised.
-static int image_data_open(const TrainArgs *a, CoreConfig *cfg, ImageData *d)
+// The image data of this run: the generated dataset or --data-dir, split, with loaders.
+// Sets the model's class count (and RGB input) from the dataset. 0, or -1 (printed).
+static int open_images(const TrainArgs *a, CoreConfig *cfg, ImageData *d)
 {
-    memset(d, 0, sizeof *d);
     CoreModelConfig *m = &cfg->model;
-    if (a->data_dir) {
-        snprintf(d->root, sizeof d->root, "%s", a->data_dir);
-    } else {
-        const char *preset = a->dataset_preset ? a->dataset_preset
-                                               : m->image_size <= 64 ? "small" : "bench";
-        DatasetGenConfig gen;
-        if (dataset_gen_preset(preset, &gen) != 0 ||
-            dataset_gen_ensure(&gen, a->cache_dir, d->root, sizeof d->root) != 0) {
-            fprintf(stderr, "train: cannot prepare the generated dataset '%s' under %s: %s\n",
-                    preset, a->cache_dir, loaders_last_error());
-            return -1;
-        }
-        printf("train: dataset preset %s (%d classes x %d images of %dx%d)\n", preset,
-               gen.num_classes, gen.images_per_class, gen.width, gen.height);
-    }
-    if (dataset_scan(d->root, &d->all) != 0) {
-        fprintf(stderr, "train: cannot read the dataset: %s\n", loaders_last_error());
+    ImageDataConfig ic = image_data_default_config(m->image_size, cfg->batch_size);
+    ic.data_dir = a->data_dir;
+    ic.dataset_preset = a->dataset_preset;
+    ic.cache_dir = a->cache_dir;
+    ic.seed = cfg->seed;
+    ic.num_workers = a->num_workers;
+    ic.skip_bad_files = a->skip_bad_files;
+    ic.holdout = a->holdout;
+    ic.crop_scale_min = a->crop_scale_min;
+    if (image_data_open(&ic, d) != 0) {
+        fprintf(stderr, "train: %s\n", error_message());
         return -1;
     }
+    if (d->preset_note[0]) printf("train: %s\n", d->preset_note);
     if (a->classes_set && m->num_classes != d->all.num_classes) {
         fprintf(stderr, "train: --classes %d does not match the dataset's %d classes in %s "
                         "(the model's class count follows the dataset; drop --classes)\n",
@@ -396,77 +372,10 @@ static int image_data_open(const TrainArgs *a, CoreConfig *cfg, ImageData *d)
     }
     m->num_classes = d->all.num_classes;
     m->in_channels = 3; // the loader delivers RGB
-    if (dataset_split(&d->all, a->holdout, TRAIN_SPLIT_SEED, &d->train, &d->heldout) != 0) {
-        fprintf(stderr, "train: cannot split the dataset: %s\n", loaders_last_error());
-        return -1;
-    }
-    if (d->train.num_samples < cfg->batch_size) {
-        fprintf(stderr, "train: only %lld training images in %s, fewer than one batch of %d "
-                        "(use a smaller --batch-size or a bigger dataset)\n",
-                (long long)d->train.num_samples, d->root, cfg->batch_size);
-        return -1;
-    }
     printf("train: dataset %s: %d classes, %lld train + %lld held-out images, "
            "%d loader workers\n", d->root, d->all.num_classes, (long long)d->train.num_samples,
            (long long)d->heldout.num_samples, a->num_workers);
-
-    // Training: shuffled, random-resized crops and flips, whole batches only (one shape).
-    LoaderConfig tc = loader_default_config(&d->train, cfg->batch_size);
-    tc.num_workers = a->num_workers;
-    tc.seed = cfg->seed;
-    tc.drop_last = true;
-    tc.skip_bad_files = a->skip_bad_files;
-    tc.augment = augment_default_config(m->image_size);
-    tc.augment.scale_min = a->crop_scale_min;
-    // Evaluation: every held-out file once, the whole image resized, no flip.
-    LoaderConfig ec = loader_default_config(&d->heldout, cfg->batch_size);
-    ec.shuffle = false;
-    ec.skip_bad_files = a->skip_bad_files;
-    ec.augment = augment_default_config(m->image_size);
-    ec.augment.random_crop = false;
-    ec.augment.flip = false;
-    if (loader_create(&tc, &d->train_loader) != 0 || loader_create(&ec, &d->eval_loader) != 0) {
-        fprintf(stderr, "train: cannot create the loader: %s\n", loaders_last_error());
-        return -1;
-    }
     return 0;
-}
-
-// Next training batch, starting the next epoch when one ends. 0 or -1 (message printed).
-static int image_data_next(ImageData *d, CoreBatch *batch)
-{
-    LoaderBatch b;
-    for (int tries = 0; tries < 2;) {
-        int rc = loader_next_batch(d->train_loader, &b);
-        if (rc < 0) {
-            fprintf(stderr, "train: loading training images failed: %s\n", loaders_last_error());
-            return -1;
-        }
-        if (rc == 0) { // the epoch is over
-            if (loader_begin_epoch(d->train_loader, ++d->epoch) != 0) {
-                fprintf(stderr, "train: loader: %s\n", loaders_last_error());
-                return -1;
-            }
-            tries++;
-            continue;
-        }
-        if (b.count == 0) continue; // every file of the batch was bad and skipped
-        *batch = (CoreBatch){b.images, b.labels, b.count, CORE_MEMORY_HOST};
-        return 0;
-    }
-    fprintf(stderr, "train: an epoch of %s gave no usable images\n", d->root);
-    return -1;
-}
-
-// Stops the loaders' workers and frees the datasets; safe on a partly opened one.
-static void image_data_close(ImageData *d)
-{
-    loader_destroy(d->train_loader);
-    loader_destroy(d->eval_loader);
-    dataset_free(&d->train);
-    dataset_free(&d->heldout);
-    dataset_free(&d->all);
-    memset(d, 0, sizeof *d);
 }
 
 // Sums one evaluated batch into running totals weighted by its size.
@@ -475,35 +384,12 @@ static int eval_batch(Core *core, const CoreBatch *batch, double *loss_sum, doub
 {
     CoreEvalResult er;
     if (core_eval(core, batch, &er) != 0) {
-        fprintf(stderr, "train: eval failed: %s\n", check_last_error());
+        fprintf(stderr, "train: eval failed: %s\n", error_message());
         return -1;
     }
     *loss_sum += (double)er.loss * batch->n;
     *correct += (double)er.accuracy * batch->n;
     *seen += batch->n;
-    return 0;
-}
-
-// Evaluates the held-out images (at most max_batches batches; -1: all of them).
-static int image_data_eval(ImageData *d, Core *core, int max_batches, double *loss_sum,
-                           double *correct, int64_t *seen)
-{
-    if (loader_begin_epoch(d->eval_loader, 0) != 0) {
-        fprintf(stderr, "train: loader: %s\n", loaders_last_error());
-        return -1;
-    }
-    LoaderBatch b;
-    int rc;
-    for (int n = 0; (max_batches < 0 || n < max_batches) &&
-                    (rc = loader_next_batch(d->eval_loader, &b)) != 0; n++) {
-        if (rc < 0) {
-            fprintf(stderr, "train: loading held-out images failed: %s\n", loaders_last_error());
-            return -1;
-        }
-        if (b.count == 0) continue;
-        CoreBatch cb = {b.images, b.labels, b.count, CORE_MEMORY_HOST};
-        if (eval_batch(core, &cb, loss_sum, correct, seen) != 0) return -1;
-    }
     return 0;
 }
 
@@ -526,9 +412,9 @@ int main(int argc, char **argv)
     float *images_buf = NULL;
     int32_t *labels_buf = NULL;
     int status = 1;
-    if (images && image_data_open(&a, &cfg, &data) != 0) goto out;
+    if (images && open_images(&a, &cfg, &data) != 0) goto out;
     if (core_create(&cfg, &core) != 0) {
-        fprintf(stderr, "train: cannot create the core: %s\n", check_last_error());
+        fprintf(stderr, "train: cannot create the core: %s\n", error_message());
         goto out;
     }
     CoreStats st;
@@ -559,20 +445,23 @@ int main(int argc, char **argv)
         batch = (CoreBatch){images_buf, labels_buf, cfg.batch_size, CORE_MEMORY_HOST};
     }
 
-    double t0 = now_s(), t_log = t0;
+    double t0 = clock_seconds(), t_log = t0;
     int64_t images_seen = 0, since_log = 0;
     printf("%8s %10s %9s %10s %12s %12s\n", "step", "loss", "accuracy", "lr", "loss_scale",
            "images/s");
     for (int s = 0; s < a.steps; s++) {
         if (images) {
-            if (image_data_next(&data, &batch) != 0) goto out;
+            if (image_data_next(&data, &batch) != 0) {
+                fprintf(stderr, "train: %s\n", error_message());
+                goto out;
+            }
         } else {
             synth_batch(&task, (uint64_t)s, cfg.batch_size, images_buf, labels_buf);
         }
         CoreStepResult r;
         if (core_step(core, &batch, &r) != 0) {
             fprintf(stderr, "train: step %d failed%s: %s\n", s,
-                    check_last_was_oom() ? " (out of memory)" : "", check_last_error());
+                    error_kind() == ERROR_OUT_OF_MEMORY ? " (out of memory)" : "", error_message());
             goto out;
         }
         if (a.verbose && s == 0) print_conv_algos(core, st.backend);
@@ -580,7 +469,7 @@ int main(int argc, char **argv)
         images_seen += batch.n;
         if ((s + 1) % a.log_every == 0 || s + 1 == a.steps) {
             core_sync(core);
-            double t = now_s();
+            double t = clock_seconds();
             core_stats(core, &st);
             char loss[32] = "-", acc[32] = "-";
             if (r.loss_ready) {
@@ -594,15 +483,17 @@ int main(int argc, char **argv)
             since_log = 0;
         }
     }
-    double train_s = now_s() - t0;
+    double train_s = clock_seconds() - t0;
 
     // Held-out data: files no training epoch reads, or tensor indices beyond any step.
     double loss_sum = 0.0, correct = 0.0;
     int64_t seen = 0;
     if (images) {
         if (a.eval_batches != 0 &&
-            image_data_eval(&data, core, a.eval_batches, &loss_sum, &correct, &seen) != 0)
+            image_data_eval(&data, core, a.eval_batches, &loss_sum, &correct, &seen) != 0) {
+            fprintf(stderr, "train: %s\n", error_message());
             goto out;
+        }
     } else {
         for (int e = 0; e < a.eval_batches; e++) {
             synth_batch(&task, (uint64_t)1000000000 + e, cfg.batch_size, images_buf, labels_buf);

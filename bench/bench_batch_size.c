@@ -1,0 +1,97 @@
+// bench_batch_size.c: the batch-size practice and the learning-rate rules that make a
+// larger batch work.
+// Throughput (batch_size/sweep, role reference): training steps of each preset at batch
+//   sizes in powers of two, from 8 (2 on the CPU) until the device runs out of memory
+//   (that point is a "skipped: out of memory" row), with images/s, step time and peak
+//   memory; the chart marks the knee where throughput stops growing.
+// Convergence (batch_size_convergence/*): time to a held-out accuracy on the synthetic
+//   task of kernels/synth.h, for the preset's batch B (baseline, its base LR) against 8B
+//   (a) with the same LR, (b) with the linear scaling rule (LR x 8), (c) linear scaling +
+//   warmup, (d) (c) + cosine decay over the step budget. Wall time counts training steps
+//   only (not the evaluations); a variant that diverges or misses the target within the
+//   budget says so (reached_target = 0, and it gets no speedup). Curves of held-out
+//   accuracy against steps, images and seconds go to the .curves.csv beside the CSV.
+#include <stdbool.h>
+#include <string.h>
+
+#include "bench/harness.h"
+#include "bench/practice.h"
+#include "kernels/gpu_device.h"
+
+#define LARGE 8           // the large batch is LARGE times the small one
+#define TARGET 0.95f      // held-out accuracy to reach
+#define MAX_STEPS 600     // the step budget of every variant
+#define EVAL_EVERY 10
+#define WARMUP_STEPS 50   // the warmup of variants (c) and (d)
+
+static void sweep(CoreConfig *c) { (void)c; }
+
+static const PracticeVariant sweep_variants[] = {{"sweep", HARNESS_REFERENCE, sweep, NULL}};
+
+// Every convergence variant: a constant LR, no warmup, unless it says otherwise; the
+// base LR is the preset's, tuned for its own batch size (reference_batch).
+static void small_batch(CoreConfig *c)
+{
+    c->optim.decay = CORE_LR_CONSTANT;
+    c->optim.warmup_steps = 0;
+    c->optim.linear_scaling = false;
+    c->optim.reference_batch = c->batch_size;
+}
+
+static void large_same_lr(CoreConfig *c)
+{
+    small_batch(c);
+    c->batch_size *= LARGE;
+}
+
+static void large_linear(CoreConfig *c)
+{
+    small_batch(c);  // reference_batch: the small batch
+    c->batch_size *= LARGE;
+    c->optim.linear_scaling = true;
+}
+
+static void large_linear_warmup(CoreConfig *c)
+{
+    large_linear(c);
+    c->optim.warmup_steps = WARMUP_STEPS;
+}
+
+static void large_linear_warmup_cosine(CoreConfig *c)
+{
+    large_linear_warmup(c);
+    c->optim.decay = CORE_LR_COSINE;
+    c->optim.total_steps = MAX_STEPS;
+    c->optim.min_lr = 0.0f;
+}
+
+static const PracticeVariant convergence_variants[] = {
+    {"small_batch", HARNESS_BASELINE, small_batch, NULL},
+    {"large_same_lr", HARNESS_TUNED, large_same_lr, NULL},
+    {"large_linear_lr", HARNESS_TUNED, large_linear, NULL},
+    {"large_linear_lr_warmup", HARNESS_TUNED, large_linear_warmup, NULL},
+    {"large_linear_lr_warmup_cosine", HARNESS_TUNED, large_linear_warmup_cosine, NULL},
+};
+
+int main(int argc, char **argv)
+{
+    int rc = harness_init(argc, argv);
+    if (rc >= 0) return rc;
+    bool cpu = !gpu_device_available(NULL, 0) || strncmp(harness_common()->backend, "cpu", 3) == 0;
+    // On a GPU the sweep goes on until the device runs out of memory; on a CPU it stops
+    // where a step of the small preset takes seconds.
+    static Practice throughput = {
+        .name = "batch_size", .variants = sweep_variants, .variant_count = 1,
+        .mode = PRACTICE_THROUGHPUT, .steps = 5, .min_time = 0.2,
+        .label = "images/s against batch size"};
+    throughput.presets = cpu ? "tiny,mlp,small" : "tiny,mlp,small,medium,resnet18";
+    throughput.batches = cpu ? "2:256:*2" : "8:65536:*2";
+    practice_register(&throughput);
+    static Practice convergence = {
+        .name = "batch_size_convergence", .variants = convergence_variants, .variant_count = 5,
+        .batches = "0", .mode = PRACTICE_TIME_TO_ACCURACY, .target_accuracy = TARGET,
+        .max_steps = MAX_STEPS, .eval_every = EVAL_EVERY};
+    convergence.presets = cpu ? "tiny" : "tiny,small";
+    practice_register(&convergence);
+    return harness_run();
+}

@@ -1,0 +1,112 @@
+// bench_zero_grad.c: the zero_grad practice, optimizer.zero_grad(set_to_none=True) (the
+// default since PyTorch 2.0) against set_to_none=False, which zeroes every .grad and lets
+// backward accumulate into it.
+// Macro (zero_grad/*): whole training steps of each core preset, memset + accumulate
+//   (baseline) vs set_to_none (the first write of backward is a plain store), on the CUDA
+//   backend with a GPU and the fast CPU backend without; the parameters after 3 steps must
+//   be bit-identical between the two (the maths is the same).
+// Micro (zero_grad_memset/*): zeroing every gradient of a preset, one memset per parameter
+//   tensor as PyTorch does (baseline) vs one over a flat buffer.
+// Micro (zero_grad_wgrad/*): the weight-gradient pass of every conv and linear layer of a
+//   preset with beta = 1, accumulating into zeroed gradients (baseline), vs beta = 0.
+#include <stdio.h>
+#include <string.h>
+
+#include "bench/grad_pass.h"
+#include "bench/harness.h"
+#include "bench/practice.h"
+#include "kernels/gpu_device.h"
+
+static void use_memset(CoreConfig *c) { c->zero_grad = CORE_ZERO_GRAD_MEMSET; }
+static void use_set_to_none(CoreConfig *c) { c->zero_grad = CORE_ZERO_GRAD_SET_TO_NONE; }
+
+static const PracticeVariant steps_variants[] = {
+    {"memset", HARNESS_BASELINE, use_memset, NULL},
+    {"set_to_none", HARNESS_TUNED, use_set_to_none, NULL},
+};
+
+// ---- micro: the two pieces set_to_none changes --------------------------------------------------
+
+typedef enum { MICRO_ZERO_PER_TENSOR, MICRO_ZERO_FLAT, MICRO_WGRAD_ACCUM, MICRO_WGRAD_OVERWRITE } Micro;
+
+static int micro_once(GradPass *p, Micro micro, double *seconds)
+{
+    if (micro == MICRO_ZERO_PER_TENSOR || micro == MICRO_ZERO_FLAT)
+        return grad_pass_zero(p, micro == MICRO_ZERO_PER_TENSOR, seconds);
+    return grad_pass_weights(p, micro == MICRO_WGRAD_ACCUM, seconds);
+}
+
+static void bench_micro(HarnessState *st, void *user)
+{
+    const Micro micro = *(const Micro *)user;
+    CoreBackend backend;
+    if (!practice_backend(st, false, &backend)) return;
+    CoreConfig cfg;
+    if (core_config_preset(&cfg, harness_axis_str(st, "preset")) != 0) {
+        practice_fail_or_skip(st, "the preset");
+        return;
+    }
+    int64_t batch = harness_axis_int(st, "batch");
+    int n = batch > 0 ? (int)batch : cfg.batch_size;
+    GradPass *p = NULL;
+    if (grad_pass_create(&cfg.model, n, backend == CORE_BACKEND_CUDA, &p) != 0) {
+        practice_fail_or_skip(st, "setting up");
+        return;
+    }
+    bool zeroing = micro == MICRO_ZERO_PER_TENSOR || micro == MICRO_ZERO_FLAT;
+    double seconds = 0.0;
+    int rc = micro_once(p, micro, &seconds);  // untimed warm-up: first touch, plans, set-up
+    while (rc == 0 && harness_keep_running(st)) {
+        rc = micro_once(p, micro, &seconds);
+        harness_set_iteration_time(st, seconds);
+    }
+    if (rc != 0) {
+        practice_fail_or_skip(st, zeroing ? "zeroing" : "the weight-gradient pass");
+    } else {
+        harness_counter(st, "tensors", grad_pass_tensors(p), HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "gradient_mib", grad_pass_floats(p) * 4.0 / 1048576.0, HARNESS_COUNTER_PLAIN);
+        bool gpu = backend == CORE_BACKEND_CUDA;
+        const char *how = zeroing ? (gpu ? "cudaMemsetAsync" : "memset")
+                                  : (gpu ? "cuDNN backward-filter and cuBLAS, strict fp32"
+                                         : "the fast CPU layers");
+        char label[200];
+        snprintf(label, sizeof label, "%s: %s, %d parameter tensors, batch %d; %s",
+                 core_backend_name(backend), how, grad_pass_tensors(p), n,
+                 gpu ? "CUDA events" : "wall clock");
+        harness_set_label(st, label);
+    }
+    grad_pass_free(p);
+}
+
+static const Micro micros[] = {MICRO_ZERO_PER_TENSOR, MICRO_ZERO_FLAT, MICRO_WGRAD_ACCUM,
+                               MICRO_WGRAD_OVERWRITE};
+
+static void register_micro(const char *practice, const char *variant, HarnessRole role,
+                           const Micro *m, const char *presets)
+{
+    harness_register(&(HarnessSpec){
+        .practice = practice, .variant = variant, .role = role, .timing = HARNESS_TIMING_MANUAL,
+        .fn = bench_micro, .user = (void *)m,
+        .axes = {{"preset", presets, true}, {"batch", "0"}}, .unit = HARNESS_US, .min_time = 0.2});
+}
+
+int main(int argc, char **argv)
+{
+    int rc = harness_init(argc, argv);
+    if (rc >= 0) return rc;
+    // The presets that fit: all of them on a GPU; those a CPU steps through in seconds.
+    bool cpu = !gpu_device_available(NULL, 0) || strncmp(harness_common()->backend, "cpu", 3) == 0;
+    const char *presets = cpu ? "tiny,mlp,small" : "tiny,mlp,small,medium,resnet18";
+    static Practice steps = {
+        .name = "zero_grad", .variants = steps_variants, .variant_count = 2, .batches = "0",
+        .mode = PRACTICE_THROUGHPUT, .steps = 10, .min_time = 0.5,
+        .check = PRACTICE_CHECK_PARAMS, .tolerance = 0.0, .check_steps = 3,
+        .label = "memset + accumulate vs set_to_none"};
+    steps.presets = presets;
+    practice_register(&steps);
+    register_micro("zero_grad_memset", "per_tensor", HARNESS_BASELINE, &micros[0], presets);
+    register_micro("zero_grad_memset", "flat_buffer", HARNESS_TUNED, &micros[1], presets);
+    register_micro("zero_grad_wgrad", "accumulate", HARNESS_BASELINE, &micros[2], presets);
+    register_micro("zero_grad_wgrad", "overwrite", HARNESS_TUNED, &micros[3], presets);
+    return harness_run();
+}

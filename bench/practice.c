@@ -1,0 +1,530 @@
+// practice.c: the practice driver (practice.h).
+#include "bench/practice.h"
+
+#include <cuda_runtime_api.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/image_data.h"
+#include "kernels/check.h"
+#include "kernels/clock.h"
+#include "kernels/error.h"
+#include "kernels/gpu_device.h"
+#include "kernels/synth.h"
+
+// Synthetic batches: 2 distinct ones, each made of a pool of at most 256 generated samples.
+enum { SYNTH_BATCHES = 2, SYNTH_POOL = 256, EVAL_BATCHES = 4, EVAL_BATCH = 128 };
+#define HELD_OUT_INDEX 1000000000ull  // synthetic batches from here on are never trained on
+#define SYNTH_NOISE 0.5f
+
+typedef struct PracticeRun {
+    const Practice *practice;
+    int variant;
+} PracticeRun;
+
+// ---- gating and errors --------------------------------------------------------------------
+
+bool practice_skip_without_gpu(HarnessState *st)
+{
+    char why[256];
+    if (gpu_device_available(why, sizeof why)) return false;
+    harness_skip(st, why);
+    return true;
+}
+
+bool practice_backend(HarnessState *st, bool gpu_only, CoreBackend *out)
+{
+    CoreBackend b = CORE_BACKEND_AUTO;
+    core_backend_parse(harness_common()->backend, &b);  // checked by the harness
+    if (b == CORE_BACKEND_AUTO) {
+        char why[256];
+        b = gpu_device_available(why, sizeof why) ? CORE_BACKEND_CUDA : CORE_BACKEND_CPU;
+    }
+    if (b == CORE_BACKEND_CUDA && practice_skip_without_gpu(st)) return false;
+    if (b != CORE_BACKEND_CUDA && gpu_only) {
+        harness_skip(st, "no CUDA device (this practice only means something on a GPU)");
+        return false;
+    }
+    *out = b;
+    return true;
+}
+
+void practice_fail_or_skip(HarnessState *st, const char *what)
+{
+    char msg[2300];
+    snprintf(msg, sizeof msg, "%s: %s", what, error_message());
+    if (error_is_machine_limit()) harness_skip(st, msg);
+    else harness_fail(st, msg);
+}
+
+// ---- configs --------------------------------------------------------------------------------
+
+static const PracticeVariant *baseline_of(const Practice *p)
+{
+    for (int i = 0; i < p->variant_count; i++)
+        if (p->variants[i].role == HARNESS_BASELINE) return &p->variants[i];
+    return NULL;
+}
+
+// The config of variant v for this run's axes on backend b. 0 or -1 (bad usage).
+static int make_config(HarnessState *st, const PracticeVariant *v, CoreBackend b, CoreConfig *cfg)
+{
+    if (core_config_preset(cfg, harness_axis_str(st, "preset")) != 0) return -1;
+    int64_t batch = harness_axis_int(st, "batch");
+    if (batch < 0 || batch > 1 << 20)
+        return error_set(ERROR_BAD_USAGE, "batch %lld out of range 0..%d", (long long)batch, 1 << 20);
+    if (batch > 0) cfg->batch_size = (int)batch;
+    cfg->backend = b;
+    if (v->change) v->change(cfg);
+    return core_config_validate(cfg);
+}
+
+// ---- batches --------------------------------------------------------------------------------
+
+// The synthetic plane-wave task (kernels/synth.h), a few batches generated once and, on
+// the GPU, kept on the device, so that the steps time the training and nothing else.
+typedef struct Synthetic {
+    SynthTask task;
+    int n, steps, taken;
+    bool device;
+    float *images[SYNTH_BATCHES];
+    int32_t *labels[SYNTH_BATCHES];
+    uint64_t next_index;
+} Synthetic;
+
+static void synthetic_close(void *ctx)
+{
+    Synthetic *s = ctx;
+    for (int i = 0; i < SYNTH_BATCHES; i++) {
+        if (s->device) {
+            cudaFree(s->images[i]);
+            cudaFree(s->labels[i]);
+        } else {
+            free(s->images[i]);
+            free(s->labels[i]);
+        }
+        s->images[i] = NULL;
+        s->labels[i] = NULL;
+    }
+}
+
+// Fills batch i (n samples) by repeating a pool of `pool` generated samples: the host
+// never holds more than the pool, however large the batch (a sweep to out of memory).
+static int synthetic_fill(Synthetic *s, int i, const float *pool_images, const int32_t *pool_labels,
+                          int pool, size_t sample)
+{
+    for (int done = 0; done < s->n; done += pool) {
+        int take = s->n - done < pool ? s->n - done : pool;
+        float *dst = s->images[i] + (size_t)done * sample;
+        int32_t *lab = s->labels[i] + done;
+        if (!s->device) {
+            memcpy(dst, pool_images, (size_t)take * sample * sizeof(float));
+            memcpy(lab, pool_labels, (size_t)take * sizeof(int32_t));
+            continue;
+        }
+        cudaError_t e = cudaMemcpy(dst, pool_images, (size_t)take * sample * sizeof(float),
+                                   cudaMemcpyHostToDevice);
+        if (e == cudaSuccess)
+            e = cudaMemcpy(lab, pool_labels, (size_t)take * sizeof(int32_t), cudaMemcpyHostToDevice);
+        if (e != cudaSuccess) return check_cuda_failed(e, __FILE__, __LINE__, "device-resident batches");
+    }
+    return 0;
+}
+
+static int synthetic_open(void *ctx, CoreConfig *cfg, const void *arg)
+{
+    (void)arg;
+    Synthetic *s = ctx;
+    const CoreModelConfig *m = &cfg->model;
+    s->task = (SynthTask){m->in_channels, m->image_size, m->num_classes, SYNTH_NOISE, cfg->seed};
+    s->n = cfg->batch_size;
+    s->device = cfg->backend == CORE_BACKEND_CUDA;
+    s->taken = 0;
+    size_t sample = (size_t)m->in_channels * m->image_size * m->image_size;
+    int pool = s->n < SYNTH_POOL ? s->n : SYNTH_POOL;
+    float *images = malloc((size_t)pool * sample * sizeof(float));
+    int32_t *labels = malloc((size_t)pool * sizeof(int32_t));
+    int rc = images && labels ? 0 : error_set(ERROR_OUT_OF_MEMORY, "synthetic batches: out of memory (host)");
+    for (int i = 0; i < SYNTH_BATCHES && rc == 0; i++) {
+        synth_batch(&s->task, (uint64_t)i, pool, images, labels);
+        size_t bytes = (size_t)s->n * sample * sizeof(float), lbytes = (size_t)s->n * sizeof(int32_t);
+        if (s->device) {
+            cudaError_t e = cudaMalloc((void **)&s->images[i], bytes);
+            if (e == cudaSuccess) e = cudaMalloc((void **)&s->labels[i], lbytes);
+            if (e != cudaSuccess) rc = check_cuda_failed(e, __FILE__, __LINE__, "device-resident batches");
+        } else {
+            s->images[i] = malloc(bytes);
+            s->labels[i] = malloc(lbytes);
+            if (!s->images[i] || !s->labels[i])
+                rc = error_set(ERROR_OUT_OF_MEMORY, "synthetic batches of %d: out of memory (host)", s->n);
+        }
+        if (rc == 0) rc = synthetic_fill(s, i, images, labels, pool, sample);
+    }
+    // the copies were synchronous, but the core's non-blocking stream must see them done
+    if (rc == 0 && s->device && cudaDeviceSynchronize() != cudaSuccess)
+        rc = check_cuda_failed(cudaGetLastError(), __FILE__, __LINE__, "device-resident batches");
+    free(images);
+    free(labels);
+    if (rc != 0) synthetic_close(s);
+    return rc;
+}
+
+static void synthetic_start(void *ctx) { ((Synthetic *)ctx)->taken = 0; }
+
+static int synthetic_next(void *ctx, CoreBatch *b)
+{
+    Synthetic *s = ctx;
+    if (s->steps > 0 && s->taken == s->steps) {  // one timed iteration is `steps` steps
+        s->taken = 0;
+        return 0;
+    }
+    int i = s->taken++ % SYNTH_BATCHES;
+    *b = (CoreBatch){s->images[i], s->labels[i], s->n,
+                     s->device ? CORE_MEMORY_DEVICE : CORE_MEMORY_HOST};
+    return 1;
+}
+
+// --data=images: the loaders' generated dataset (or --data_dir) through the loader.
+typedef struct Images {
+    ImageData data;
+    int steps, taken;
+} Images;
+
+static int images_open(void *ctx, CoreConfig *cfg, const void *arg)
+{
+    (void)arg;
+    Images *im = ctx;
+    ImageDataConfig ic = image_data_default_config(cfg->model.image_size, cfg->batch_size);
+    ic.data_dir = harness_common()->data_dir;
+    ic.seed = cfg->seed;
+    im->taken = 0;
+    if (image_data_open(&ic, &im->data) != 0) return -1;
+    cfg->model.num_classes = im->data.all.num_classes;
+    cfg->model.in_channels = 3;
+    return core_config_validate(cfg);
+}
+
+static int images_next(void *ctx, CoreBatch *b)
+{
+    Images *im = ctx;
+    if (im->taken == im->steps) {
+        im->taken = 0;
+        return 0;
+    }
+    im->taken++;
+    return image_data_next(&im->data, b) == 0 ? 1 : -1;
+}
+
+static void images_start(void *ctx) { ((Images *)ctx)->taken = 0; }
+
+static void images_close(void *ctx) { image_data_close(&((Images *)ctx)->data); }
+
+// ---- the check against the baseline ---------------------------------------------------------
+
+// Parameters of cfg after k steps on the synthetic batches 0..k-1 from the seed's init.
+static int params_after(const CoreConfig *cfg, int k, float **out, size_t *count)
+{
+    Core *core = NULL;
+    TRY(core_create(cfg, &core));
+    const CoreModelConfig *m = &cfg->model;
+    SynthTask task = {m->in_channels, m->image_size, m->num_classes, SYNTH_NOISE, cfg->seed};
+    size_t img = (size_t)cfg->batch_size * m->in_channels * m->image_size * m->image_size;
+    float *images = malloc(img * sizeof(float));
+    int32_t *labels = malloc((size_t)cfg->batch_size * sizeof(int32_t));
+    *count = core_param_count(core);
+    *out = malloc(*count * sizeof(float));
+    int rc = images && labels && *out ? 0 : error_set(ERROR_OUT_OF_MEMORY, "check: out of memory (host)");
+    for (int s = 0; s < k && rc == 0; s++) {
+        synth_batch(&task, (uint64_t)s, cfg->batch_size, images, labels);
+        CoreBatch b = {images, labels, cfg->batch_size, CORE_MEMORY_HOST};
+        rc = core_step(core, &b, NULL);
+    }
+    if (rc == 0) rc = core_params_get(core, *out, *count);
+    free(images);
+    free(labels);
+    core_free(core);
+    if (rc != 0) {
+        free(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+// Compares the tuned config with the baseline's after k steps: *rel is the relative L2
+// difference of the parameters, *identical whether they agree bit for bit. 0 or -1.
+static int check_against_baseline(const CoreConfig *base, const CoreConfig *tuned, int k,
+                                  double *rel, bool *identical)
+{
+    float *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    int rc = params_after(base, k, &a, &na);
+    if (rc == 0) rc = params_after(tuned, k, &b, &nb);
+    if (rc == 0 && na != nb)
+        rc = error_set(ERROR_BAD_USAGE, "check: the variants have different parameter counts");
+    if (rc == 0) {
+        double num = 0.0, den = 0.0;
+        for (size_t i = 0; i < na; i++) {
+            double d = (double)a[i] - b[i];
+            num += d * d;
+            den += (double)a[i] * a[i];
+        }
+        *rel = den > 0 ? sqrt(num / den) : sqrt(num);
+        *identical = memcmp(a, b, na * sizeof(float)) == 0;
+    }
+    free(a);
+    free(b);
+    return rc;
+}
+
+// ---- counters and labels ----------------------------------------------------------------------
+
+static void core_counters(HarnessState *st, Core *core, const CoreConfig *cfg, const char *extra)
+{
+    CoreStats cs;
+    if (core_stats(core, &cs) != 0) return;
+    harness_counter(st, "peak_mib", cs.peak_bytes / 1048576.0, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "device_used_mib", cs.device_used_bytes / 1048576.0, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "batch", cfg->batch_size, HARNESS_COUNTER_PLAIN);
+    char algos[1536], label[2300];
+    if (core_conv_algo_summary(core, algos, sizeof algos) != 0) snprintf(algos, sizeof algos, "?");
+    snprintf(label, sizeof label, "%s backend %s, batch %d, %dx%d; %s; conv algorithms: %s",
+             core_backend_name(cs.backend), core_precision_name(cfg->precision), cfg->batch_size,
+             cfg->model.image_size, cfg->model.image_size, extra, algos);
+    harness_set_label(st, label);
+}
+
+// ---- throughput ---------------------------------------------------------------------------------
+
+static void run_throughput(HarnessState *st, const Practice *p, const PracticeVariant *v,
+                           CoreConfig *cfg, const PracticeSource *src)
+{
+    int warmup = p->warmup_steps > 0 ? p->warmup_steps : 3;
+    if (src->open(src->ctx, cfg, v->source_arg) != 0) {
+        practice_fail_or_skip(st, "preparing the batches");
+        return;
+    }
+    // The check first, on cores of its own: the same start and batches for both variants.
+    double rel = 0.0;
+    bool identical = true, wrong = false;
+    const PracticeVariant *base = baseline_of(p);
+    if (p->check == PRACTICE_CHECK_PARAMS && v->role == HARNESS_TUNED && base) {
+        CoreConfig bc = *cfg;
+        if (make_config(st, base, cfg->backend, &bc) != 0 ||
+            check_against_baseline(&bc, cfg, p->check_steps > 0 ? p->check_steps : 3, &rel,
+                                   &identical) != 0) {
+            practice_fail_or_skip(st, "checking against the baseline");
+            src->close(src->ctx);
+            return;
+        }
+        wrong = p->tolerance > 0 ? !(rel <= p->tolerance) : !identical;
+    }
+    Core *core = NULL;
+    if (core_create(cfg, &core) != 0) {
+        practice_fail_or_skip(st, "creating the core");
+        src->close(src->ctx);
+        return;
+    }
+    // Untimed warm-up: module loading, cuBLAS/cuDNN set-up and plans, first touch.
+    int rc = 0;
+    CoreBatch b;
+    for (int i = 0; i < warmup && rc >= 0; i++) {
+        rc = src->next(src->ctx, &b);
+        if (rc == 0) rc = src->next(src->ctx, &b);  // an epoch ended: the next one
+        if (rc > 0 && core_step(core, &b, NULL) != 0) rc = -1;
+    }
+    if (rc >= 0 && core_sync(core) != 0) rc = -1;
+    if (rc < 0) {
+        practice_fail_or_skip(st, "warm-up");
+        core_free(core);
+        src->close(src->ctx);
+        return;
+    }
+    if (src->start) src->start(src->ctx);
+    int64_t steps = 0, images = 0;
+    double t0 = clock_seconds();
+    while (rc >= 0 && harness_keep_running(st)) {
+        while ((rc = src->next(src->ctx, &b)) > 0) {
+            if (core_step(core, &b, NULL) != 0) {
+                rc = -1;
+                break;
+            }
+            steps++;
+            images += b.n;
+        }
+        if (rc >= 0 && core_sync(core) != 0) rc = -1;
+    }
+    double seconds = clock_seconds() - t0;
+    if (rc < 0) {
+        practice_fail_or_skip(st, "training");
+    } else {
+        harness_set_items_processed(st, images);
+        harness_counter(st, "images_per_second", (double)images, HARNESS_COUNTER_RATE);
+        harness_counter(st, "step_ms", steps ? 1e3 * seconds / steps : 0, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "wrong", wrong, HARNESS_COUNTER_PLAIN);
+        if (p->check == PRACTICE_CHECK_PARAMS)
+            harness_counter(st, "check_rel_diff", rel, HARNESS_COUNTER_PLAIN);
+        if (src->report) src->report(src->ctx, st, seconds, steps);
+        char extra[256];
+        snprintf(extra, sizeof extra, "%d untimed warm-up steps%s%s", warmup, p->label ? "; " : "",
+                 p->label ? p->label : "");
+        core_counters(st, core, cfg, extra);
+        if (wrong) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "parameters differ from the baseline's after %d steps "
+                     "(relative L2 %.3g, tolerance %s)", p->check_steps > 0 ? p->check_steps : 3,
+                     rel, p->tolerance > 0 ? "stated" : "bit-identical");
+            harness_fail(st, msg);
+        }
+    }
+    core_free(core);
+    src->close(src->ctx);
+}
+
+// ---- time to accuracy --------------------------------------------------------------------------
+
+// Held-out accuracy on the synthetic batches no step trains on.
+static int held_out_accuracy(Core *core, const SynthTask *task, float *images, int32_t *labels,
+                             double *accuracy)
+{
+    double correct = 0.0;
+    for (int e = 0; e < EVAL_BATCHES; e++) {
+        synth_batch(task, HELD_OUT_INDEX + (uint64_t)e, EVAL_BATCH, images, labels);
+        CoreBatch b = {images, labels, EVAL_BATCH, CORE_MEMORY_HOST};
+        CoreEvalResult r;
+        TRY(core_eval(core, &b, &r));
+        correct += (double)r.accuracy * EVAL_BATCH;
+    }
+    *accuracy = correct / (EVAL_BATCHES * EVAL_BATCH);
+    return 0;
+}
+
+static void run_time_to_accuracy(HarnessState *st, const Practice *p, const CoreConfig *cfg)
+{
+    const CoreModelConfig *m = &cfg->model;
+    SynthTask task = {m->in_channels, m->image_size, m->num_classes, SYNTH_NOISE, cfg->seed};
+    int n = cfg->batch_size > EVAL_BATCH ? cfg->batch_size : EVAL_BATCH;
+    size_t img = (size_t)n * m->in_channels * m->image_size * m->image_size;
+    float *images = malloc(img * sizeof(float));
+    int32_t *labels = malloc((size_t)n * sizeof(int32_t));
+    Core *core = NULL;
+    if (!images || !labels) {
+        error_set(ERROR_OUT_OF_MEMORY, "time to accuracy: out of memory (host)");
+        practice_fail_or_skip(st, "preparing the batches");
+    } else if (core_create(cfg, &core) != 0) {
+        practice_fail_or_skip(st, "creating the core");
+    }
+    if (!core) {
+        free(images);
+        free(labels);
+        return;
+    }
+    int eval_every = p->eval_every > 0 ? p->eval_every : 10;
+    int rc = 0, step = 0;
+    bool reached = false, diverged = false;
+    double train_s = 0.0, accuracy = 0.0, best = 0.0;
+    int64_t images_seen = 0;
+    while (rc == 0 && harness_keep_running(st)) {
+        for (step = 0; step < p->max_steps && rc == 0 && !reached && !diverged; step++) {
+            synth_batch(&task, (uint64_t)step, cfg->batch_size, images, labels);  // not timed
+            CoreBatch b = {images, labels, cfg->batch_size, CORE_MEMORY_HOST};
+            CoreStepResult r;
+            double t0 = clock_seconds();
+            rc = core_step(core, &b, &r);
+            bool eval = (step + 1) % eval_every == 0 || step + 1 == p->max_steps;
+            if (rc == 0 && eval) rc = core_sync(core);
+            train_s += clock_seconds() - t0;
+            if (rc != 0) break;
+            images_seen += b.n;
+            if (r.loss_ready && !isfinite(r.loss)) diverged = true;
+            if (r.loss_ready) harness_curve_point(st, "train_loss", step + 1, images_seen, train_s, r.loss);
+            if (!eval || diverged) continue;
+            rc = held_out_accuracy(core, &task, images, labels, &accuracy);
+            if (rc != 0) break;
+            if (accuracy > best) best = accuracy;
+            harness_curve_point(st, "heldout_accuracy", step + 1, images_seen, train_s, accuracy);
+            reached = accuracy >= p->target_accuracy;
+        }
+        harness_set_iteration_time(st, train_s);
+    }
+    if (rc != 0) {
+        practice_fail_or_skip(st, "training to the target");
+    } else {
+        harness_counter(st, "reached_target", reached, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "diverged", diverged, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "steps", step, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "images_seen", (double)images_seen, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "train_seconds", train_s, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "final_accuracy", accuracy, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "best_accuracy", best, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "peak_lr", core_lr_at(&cfg->optim, cfg->batch_size, cfg->optim.warmup_steps),
+                        HARNESS_COUNTER_PLAIN);
+        char extra[256];
+        if (reached)
+            snprintf(extra, sizeof extra, "reached %.2f held-out accuracy after %d steps", p->target_accuracy, step);
+        else if (diverged)
+            snprintf(extra, sizeof extra, "diverged (loss not finite) at step %d", step);
+        else
+            snprintf(extra, sizeof extra, "missed %.2f held-out accuracy in %d steps (best %.3f)",
+                     p->target_accuracy, p->max_steps, best);
+        core_counters(st, core, cfg, extra);
+    }
+    core_free(core);
+    free(images);
+    free(labels);
+}
+
+// ---- the benchmark -------------------------------------------------------------------------------
+
+static void run_practice(HarnessState *st, void *user)
+{
+    const PracticeRun *r = user;
+    const Practice *p = r->practice;
+    const PracticeVariant *v = &p->variants[r->variant];
+    CoreBackend backend;
+    if (!practice_backend(st, p->gpu_only, &backend)) return;
+    CoreConfig cfg;
+    if (make_config(st, v, backend, &cfg) != 0) {
+        practice_fail_or_skip(st, "the config");
+        return;
+    }
+    if (p->mode == PRACTICE_TIME_TO_ACCURACY) {
+        run_time_to_accuracy(st, p, &cfg);
+        return;
+    }
+    Synthetic synthetic = {.steps = p->steps > 0 ? p->steps : 10};
+    Images images = {.steps = p->steps > 0 ? p->steps : 10};
+    PracticeSource own = {synthetic_open, synthetic_next, synthetic_start, NULL, synthetic_close,
+                          &synthetic};
+    const char *data = harness_common()->data;
+    if (p->source) own = *p->source;
+    else if (data && strcmp(data, "images") == 0)
+        own = (PracticeSource){images_open, images_next, images_start, NULL, images_close, &images};
+    run_throughput(st, p, v, &cfg, &own);
+}
+
+#define PRACTICE_MAX_RUNS 256
+
+void practice_register(const Practice *p)
+{
+    static PracticeRun runs[PRACTICE_MAX_RUNS];  // what the harness calls back with
+    static int nruns;
+    for (int i = 0; i < p->variant_count; i++) {
+        if (nruns == PRACTICE_MAX_RUNS) {
+            fprintf(stderr, "practice: more than %d variants registered; %s/%s left out\n",
+                    PRACTICE_MAX_RUNS, p->name, p->variants[i].name);
+            return;
+        }
+        PracticeRun *r = &runs[nruns++];
+        *r = (PracticeRun){p, i};
+        bool tta = p->mode == PRACTICE_TIME_TO_ACCURACY;
+        harness_register(&(HarnessSpec){
+            .practice = p->name, .variant = p->variants[i].name, .role = p->variants[i].role,
+            .timing = tta ? HARNESS_TIMING_MANUAL : HARNESS_TIMING_WALL, .fn = run_practice,
+            .user = r,
+            .axes = {{"preset", p->presets, true}, {"batch", p->batches ? p->batches : "0", false}},
+            .unit = tta ? HARNESS_S : HARNESS_MS, .min_time = p->min_time,
+            .iterations = tta ? 1 : 0});
+    }
+}

@@ -1,0 +1,98 @@
+// practice.h: the practice driver, what every training-core practice needs in one place
+// (as nccl-tests' common.cu): GPU gating; errors to skips (out of memory, no device: facts
+// about the machine) or failures (everything else); the core created from a preset plus
+// the variant's change; batches (synthetic and device-resident, the loader's images with
+// --data=images, or the program's own source); untimed warm-up; timed steps ending in
+// core_sync; the standard counters; the check of every tuned variant against its
+// baseline; and a time-to-accuracy mode. A practice is then a table of variants.
+//
+// Every benchmark of a practice sweeps the axes `preset` (a core preset) and `batch`
+// (0: the preset's own batch size), which --preset and --harness_axis change.
+#ifndef PRACTICE_H
+#define PRACTICE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "bench/harness.h"
+#include "kernels/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// A variant's change to the preset's config (it may read cfg->batch_size, ...).
+typedef void (*PracticeChange)(CoreConfig *cfg);
+
+typedef struct PracticeVariant {
+    const char *name;       // e.g. "set_to_none"
+    HarnessRole role;       // one baseline per practice; the check compares with it
+    PracticeChange change;  // NULL: the preset as it is
+    const void *source_arg; // passed to the practice's source (e.g. its loader settings)
+} PracticeVariant;
+
+typedef enum {
+    PRACTICE_THROUGHPUT,       // timed iterations of `steps` training steps (or a source's epoch)
+    PRACTICE_TIME_TO_ACCURACY, // one run: train until the held-out target or the step budget
+} PracticeMode;
+
+typedef enum {
+    PRACTICE_CHECK_NONE,   // the variants compute different things
+    PRACTICE_CHECK_PARAMS, // the parameters after check_steps steps from the same start
+                           // agree with the baseline's within `tolerance` (0: bit for bit)
+} PracticeCheck;
+
+// A practice's own batches (e.g. the loader with N workers). Called in this order for
+// every run: open, next (warm-up), start, next..., report, close.
+typedef struct PracticeSource {
+    // Sets up a run of cfg for the variant's source_arg before the core exists (the loader
+    // forks its workers here); it may change cfg (the class count of a dataset). 0 or -1
+    // with the error set.
+    int (*open)(void *ctx, CoreConfig *cfg, const void *arg);
+    // The next batch: 1; 0 at the end of an epoch (a timed iteration ends there); -1.
+    int (*next)(void *ctx, CoreBatch *batch);
+    // The timed part begins (after the warm-up).
+    void (*start)(void *ctx);
+    // Adds the source's counters (e.g. the wait per step) over the timed part.
+    void (*report)(void *ctx, HarnessState *st, double seconds, int64_t steps);
+    void (*close)(void *ctx);
+    void *ctx;
+} PracticeSource;
+
+typedef struct Practice {
+    const char *name;                 // e.g. "zero_grad"
+    const PracticeVariant *variants;
+    int variant_count;
+    const char *presets;              // default preset axis, e.g. "tiny,mlp,small"
+    const char *batches;              // default batch axis, e.g. "0" or "2:512:*2"
+    PracticeMode mode;
+    bool gpu_only;                    // meaningless on a CPU: skipped without a GPU
+    int warmup_steps;                 // untimed steps before the clock (0: 3)
+    int steps;                        // training steps per timed iteration (0: 10)
+    double min_time;                  // default seconds per instance (0: the library's)
+    PracticeCheck check;
+    double tolerance;                 // relative L2 of the parameters, or 0 (bit-identical)
+    int check_steps;                  // 0: 3
+    float target_accuracy;            // time to accuracy: held-out accuracy to reach
+    int max_steps;                    // time to accuracy: the step budget
+    int eval_every;                   // time to accuracy: steps between evaluations
+    const PracticeSource *source;     // NULL: synthetic batches, or images with --data=images
+    const char *label;                // extra label text (e.g. "loader with 2 workers")
+} Practice;
+
+// Registers one benchmark per variant of p (they must outlive harness_run).
+void practice_register(const Practice *p);
+
+// The backend a run uses: --backend, else CUDA when a GPU is usable, else the fast CPU.
+// Returns false (with the run skipped, naming why) when it cannot run here.
+bool practice_backend(HarnessState *st, bool gpu_only, CoreBackend *out);
+// Ends a run on this thread's error: a skip for out of memory or no device, else a
+// failure; `what` says what was being done.
+void practice_fail_or_skip(HarnessState *st, const char *what);
+// True (after skipping the run with the reason) when no CUDA device can be used.
+bool practice_skip_without_gpu(HarnessState *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

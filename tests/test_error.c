@@ -1,0 +1,151 @@
+// test_error.c: the one error store (kernels/error.h) and the kinds the modules give it:
+// file:line and kind recorded, kept through a wrap and a restore, per thread; CUDA,
+// cuBLAS and cuDNN statuses mapped to out of memory / no device / library; and what the
+// loaders, the pinned-memory helpers and the core report for a missing file, bad bytes, a
+// bad config, no device and a batch beyond the machine's memory.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/check.h"
+#include "kernels/core.h"
+#include "kernels/error.h"
+#include "kernels/gpu_device.h"
+#include "kernels/pinned.h"
+#include "loaders/jpeg.h"
+#include "loaders/loader.h"
+#include "tests/support.h"
+
+static void test_set_wrap_restore_clear(void **state)
+{
+    (void)state;
+    error_clear();
+    assert_int_equal(error_kind(), ERROR_NONE);
+    assert_string_equal(error_message(), "");
+    int line = __LINE__ + 1;
+    assert_int_equal(error_set(ERROR_BAD_DATA, "file %s is %d bytes", "x.jpg", 3), -1);
+    char want[128];
+    snprintf(want, sizeof want, "tests/test_error.c:%d: file x.jpg is 3 bytes", line);
+    assert_string_equal(error_message(), want);
+    assert_int_equal(error_kind(), ERROR_BAD_DATA);
+    assert_false(error_is_machine_limit());
+    assert_int_equal(error_wrap("loading batch %d", 7), -1);
+    assert_int_equal(error_kind(), ERROR_BAD_DATA);  // the kind survives the context
+    assert_true(strncmp(error_message(), "loading batch 7: tests/test_error.c:", 36) == 0);
+    char saved[2048];
+    snprintf(saved, sizeof saved, "%s", error_message());
+    error_clear();
+    assert_int_equal(error_restore(ERROR_OUT_OF_MEMORY, saved), -1);
+    assert_string_equal(error_message(), saved);
+    assert_true(error_is_machine_limit());
+    assert_string_equal(error_kind_name(ERROR_NO_DEVICE), "no device");
+}
+
+static void *other_thread(void *arg)
+{
+    (void)arg;
+    error_set(ERROR_IO, "in another thread");
+    return NULL;
+}
+
+static void test_each_thread_has_its_own(void **state)
+{
+    (void)state;
+    error_set(ERROR_BAD_USAGE, "mine");
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, other_thread, NULL), 0);
+    pthread_join(t, NULL);
+    assert_int_equal(error_kind(), ERROR_BAD_USAGE);
+    assert_non_null(strstr(error_message(), "mine"));
+}
+
+static void test_library_statuses_map_to_kinds(void **state)
+{
+    (void)state;
+    assert_int_equal(check_cuda_kind(cudaErrorMemoryAllocation), ERROR_OUT_OF_MEMORY);
+    assert_int_equal(check_cuda_kind(cudaErrorNoDevice), ERROR_NO_DEVICE);
+    assert_int_equal(check_cuda_kind(cudaErrorInsufficientDriver), ERROR_NO_DEVICE);
+    assert_int_equal(check_cuda_kind(cudaErrorInvalidValue), ERROR_LIBRARY);
+    check_cublas_failed(CUBLAS_STATUS_ALLOC_FAILED, "f.c", 1, "cublasCreate");
+    assert_int_equal(error_kind(), ERROR_OUT_OF_MEMORY);
+    check_cudnn_failed(CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED, "f.c", 2, "cudnnFind");
+    assert_int_equal(error_kind(), ERROR_OUT_OF_MEMORY);
+    check_cudnn_failed(CUDNN_STATUS_NOT_SUPPORTED, "f.c", 3, "cudnnConvolutionForward");
+    assert_int_equal(error_kind(), ERROR_LIBRARY);
+    assert_non_null(strstr(error_message(), "f.c:3: cudnnConvolutionForward: CUDNN_STATUS_NOT_SUPPORTED"));
+}
+
+static void test_modules_report_their_kinds(void **state)
+{
+    (void)state;
+    char *dir = test_temp_dir();
+    assert_non_null(dir);
+    JpegDecoder *dec = jpeg_decoder_create();
+    Image img = {0};
+    char path[600];
+    snprintf(path, sizeof path, "%s/missing.jpg", dir);
+    assert_int_equal(jpeg_decode_file(dec, path, &img), -1);
+    assert_int_equal(error_kind(), ERROR_IO);
+    snprintf(path, sizeof path, "%s/text.jpg", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("not a jpeg at all", f);
+    fclose(f);
+    assert_int_equal(jpeg_decode_file(dec, path, &img), -1);
+    assert_int_equal(error_kind(), ERROR_BAD_DATA);
+    jpeg_decoder_destroy(dec);
+    image_free(&img);
+
+    LoaderConfig lc = loader_default_config(NULL, 0);
+    Loader *l = NULL;
+    assert_int_equal(loader_create(&lc, &l), -1);
+    assert_int_equal(error_kind(), ERROR_BAD_USAGE);
+
+    CoreConfig cfg;
+    assert_int_equal(core_config_preset(&cfg, "no_such_preset"), -1);
+    assert_int_equal(error_kind(), ERROR_BAD_USAGE);
+    assert_int_equal(core_config_preset(&cfg, "tiny"), 0);
+    cfg.backend = CORE_BACKEND_CPU;
+    cfg.optim.momentum = -1.0f;
+    Core *core = NULL;
+    assert_int_equal(core_create(&cfg, &core), -1);
+    assert_int_equal(error_kind(), ERROR_BAD_USAGE);
+#ifndef __SANITIZE_ADDRESS__  // ASan reports a refused terabyte allocation as an error
+    assert_int_equal(core_config_preset(&cfg, "tiny"), 0);
+    cfg.backend = CORE_BACKEND_CPU;
+    cfg.model.image_size = 224;
+    cfg.batch_size = 1 << 20;  // terabytes of activations: more than any host here
+    assert_int_equal(core_create(&cfg, &core), -1);
+    printf("huge batch on the CPU: %s\n", error_message());
+    assert_int_equal(error_kind(), ERROR_OUT_OF_MEMORY);
+#else
+    printf("skipped under AddressSanitizer: the terabyte batch (its refusal is an ASan report)\n");
+#endif
+
+    if (!gpu_device_available(NULL, 0)) {
+        void *p = NULL;
+        assert_int_equal(pinned_alloc(4096, &p), -1);
+        assert_int_equal(error_kind(), ERROR_NO_DEVICE);
+        assert_null(p);
+    }
+    test_remove_tree(dir);
+    free(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_set_wrap_restore_clear),
+        cmocka_unit_test(test_each_thread_has_its_own),
+        cmocka_unit_test(test_library_statuses_map_to_kinds),
+        cmocka_unit_test(test_modules_report_their_kinds),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
