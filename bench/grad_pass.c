@@ -20,12 +20,6 @@ struct GradPass {
     size_t act_floats;
 };
 
-static ConvShape conv_shape_of(const ModelGraph *g, const ModelOp *op, int n)
-{
-    ModelShape in = g->shapes[op->in], out = g->shapes[op->out];
-    return (ConvShape){n, in.c, in.h, in.w, op->cout, op->k, op->stride, op->pad, out.h, out.w};
-}
-
 int grad_pass_create(const CoreModelConfig *model, int n, bool gpu, GradPass **out)
 {
     *out = NULL;
@@ -48,7 +42,7 @@ int grad_pass_create(const CoreModelConfig *model, int n, bool gpu, GradPass **o
     ConvShape convs[MODEL_MAX_OPS];
     int nconv = 0;
     for (int i = 0; i < g->n_ops; i++) {
-        if (g->ops[i].kind == OP_CONV) convs[nconv++] = conv_shape_of(g, &g->ops[i], n);
+        if (g->ops[i].kind == OP_CONV) convs[nconv++] = model_conv_shape(g, &g->ops[i], n);
         for (int t = 0; t < 2; t++) {
             size_t size = (size_t)n * model_tensor_size(g, t ? g->ops[i].out : g->ops[i].in);
             if (size > p->act_floats) p->act_floats = size;
@@ -115,7 +109,7 @@ int grad_pass_weights(GradPass *p, bool accumulate, double *seconds)
     for (int i = 0; i < g->n_ops; i++) {
         const ModelOp *op = &g->ops[i];
         if (op->kind == OP_CONV) {
-            ConvShape s = conv_shape_of(g, op, p->n);
+            ConvShape s = model_conv_shape(g, op, p->n);
             conv_bwd_fast(&p->ws, &s, p->acts, p->dacts, NULL, NULL, false, p->grads + op->w_off, accumulate);
         } else if (op->kind == OP_LINEAR) {
             linear_bwd_fast(&p->ws, p->n, op->cin, op->cout, p->acts, NULL, p->dacts, NULL, false,

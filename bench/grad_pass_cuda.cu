@@ -64,14 +64,11 @@ static int setup(GradPassCuda *p)
     for (int i = 0; i < g->n_ops; i++) {
         const ModelOp *op = &g->ops[i];
         if (op->kind != OP_CONV) continue;
-        ModelShape in = g->shapes[op->in], out = g->shapes[op->out];
-        ConvKey key;
-        memset(&key, 0, sizeof key);
-        CUDA_TRY(cudaGetDevice(&key.device));
-        key.n = p->n; key.c = in.c; key.h = in.h; key.w = in.w; key.k = op->cout; key.r = op->k;
-        key.stride = op->stride; key.pad = op->pad; key.p = out.h; key.q = out.w;
-        key.dtype = DT_F32; key.precision = CORE_PRECISION_FP32_STRICT;
-        key.policy = CORE_CONV_ALGO_HEURISTIC; key.ws_limit_mb = 256;
+        int device = 0;
+        CUDA_TRY(cudaGetDevice(&device));
+        ConvShape shape = model_conv_shape(g, op, p->n);
+        ConvKey key = conv_key_make(device, &shape, DT_F32, false, CORE_PRECISION_FP32_STRICT,
+                                    CORE_CONV_ALGO_HEURISTIC, false, (size_t)256 << 20);
         ConvTrialBuffers trial = {p->acts, p->dacts, p->grads + op->w_off, p->grads + op->w_off};
         ConvTuneStats stats = {0.0, 0, 0};
         TRY(conv_plan_set(&p->plans[i], p->dnn, &key, &trial, &stats));

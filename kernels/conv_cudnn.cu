@@ -253,6 +253,20 @@ void conv_plan_destroy(ConvPlan *p)
     p->created = false;
 }
 
+ConvKey conv_key_make(int device, const ConvShape *s, DType dtype, bool nhwc, CorePrecision precision,
+                      CoreConvAlgo policy, bool deterministic, size_t workspace_limit)
+{
+    ConvKey k;
+    memset(&k, 0, sizeof k);  // memcmp'd in the cache: no stray padding
+    k.device = device;
+    k.n = s->n; k.c = s->c; k.h = s->h; k.w = s->w; k.k = s->k; k.r = s->r;
+    k.stride = s->stride; k.pad = s->pad; k.p = s->p; k.q = s->q;
+    k.dtype = dtype; k.nhwc = nhwc; k.precision = precision; k.policy = policy;
+    k.deterministic = deterministic;
+    k.ws_limit_mb = (int)(workspace_limit >> 20);
+    return k;
+}
+
 int conv_plan_set(ConvPlan *p, cudnnHandle_t h, const ConvKey *k, const ConvTrialBuffers *trial,
                   ConvTuneStats *stats)
 {

@@ -15,6 +15,7 @@
 
 #include "kernels/core.h"
 #include "kernels/cuda_common.cuh"
+#include "kernels/layers_cpu.h"
 
 // Everything that identifies a convolution for algorithm selection (all ints: memcmp-able).
 typedef struct ConvKey {
@@ -41,6 +42,10 @@ typedef struct ConvPlan {
     ConvAlgos algos;
     size_t ws_fwd, ws_bwd_data, ws_bwd_filter;
 } ConvPlan;
+
+// The key of convolution s on a device with these settings (workspace limit in bytes).
+ConvKey conv_key_make(int device, const ConvShape *s, DType dtype, bool nhwc, CorePrecision precision,
+                      CoreConvAlgo policy, bool deterministic, size_t workspace_limit);
 
 // Device buffers the candidate trials run on; their contents are overwritten. x holds
 // the input's size (also written as backward-data's output), y the output's (also read

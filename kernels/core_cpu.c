@@ -266,12 +266,6 @@ static int ensure_capacity(Core *core, int n)
 
 static const float *tensor(CpuCore *c, int t) { return t == 0 ? c->input : c->act[t]; }
 
-static ConvShape conv_shape(const ModelGraph *g, const ModelOp *op, int n)
-{
-    ModelShape in = g->shapes[op->in], out = g->shapes[op->out];
-    return (ConvShape){n, in.c, in.h, in.w, op->cout, op->k, op->stride, op->pad, out.h, out.w};
-}
-
 // Scratch for the thread count in force now (it may change between calls).
 static int ensure_workspace(CpuCore *c, const ModelGraph *g)
 {
@@ -282,7 +276,7 @@ static int ensure_workspace(CpuCore *c, const ModelGraph *g)
     ConvShape convs[MODEL_MAX_OPS];
     int count = 0;
     for (int i = 0; i < g->n_ops; i++)
-        if (g->ops[i].kind == OP_CONV) convs[count++] = conv_shape(g, &g->ops[i], 1);
+        if (g->ops[i].kind == OP_CONV) convs[count++] = model_conv_shape(g, &g->ops[i], 1);
     TRY(cpu_workspace_init(&c->ws, convs, count, threads));
     c->bytes += cpu_workspace_bytes(&c->ws);
     if (c->bytes > c->peak) c->peak = c->bytes;
@@ -311,7 +305,7 @@ static void forward(Core *core, int n, FwdMode mode)
         size_t count = (size_t)n * model_tensor_size(g, op->in);
         switch (op->kind) {
         case OP_CONV: {
-            ConvShape cs = conv_shape(g, op, n);
+            ConvShape cs = model_conv_shape(g, op, n);
             L->conv_fwd(ws, &cs, x, c->params + op->w_off, y);
             break;
         }
@@ -352,7 +346,7 @@ static void backward(Core *core, int n, bool accum_params)
         size_t count = (size_t)n * model_tensor_size(g, op->in);
         switch (op->kind) {
         case OP_CONV: {
-            ConvShape cs = conv_shape(g, op, n);
+            ConvShape cs = model_conv_shape(g, op, n);
             L->conv_bwd(ws, &cs, x, dy, c->params + op->w_off, dx, op->in_accum,
                         c->grads + op->w_off, accum_params);
             break;

@@ -164,15 +164,10 @@ static int prepare(Core *core, int n)
     for (int i = 0; i < g->n_ops; i++) {
         const ModelOp *op = &g->ops[i];
         if (op->kind != OP_CONV) continue;
-        ModelShape in = g->shapes[op->in], out = g->shapes[op->out];
-        ConvKey key;
-        memset(&key, 0, sizeof key);
-        key.device = c->device; key.n = n; key.c = in.c; key.h = in.h; key.w = in.w;
-        key.k = op->cout; key.r = op->k; key.stride = op->stride; key.pad = op->pad;
-        key.p = out.h; key.q = out.w; key.dtype = c->dt; key.nhwc = c->nhwc;
-        key.precision = core->cfg.precision; key.policy = core->cfg.conv_algo;
-        key.deterministic = core->cfg.deterministic;
-        key.ws_limit_mb = (int)(core->cfg.workspace_limit >> 20);
+        ConvShape shape = model_conv_shape(g, op, n);
+        const CoreConfig *cfg = &core->cfg;
+        ConvKey key = conv_key_make(c->device, &shape, c->dt, c->nhwc, cfg->precision, cfg->conv_algo,
+                                    cfg->deterministic, cfg->workspace_limit);
         // Candidate trials run on this step's own buffers: nothing holds data yet (both
         // streams are idle), and the filter gradient goes to scratch (staged) or to
         // gradients that every step zeroes or overwrites before use.

@@ -99,14 +99,10 @@ static int run_conv(Probe *pr, const ConvShape *s, CorePrecision prec, bool nhwc
     CUDNN_TRY(cudnnCreate(&pr->dnn));
     ConvPlan plan;
     memset(&plan, 0, sizeof plan);
-    ConvKey key;
-    memset(&key, 0, sizeof key);
-    CUDA_TRY(cudaGetDevice(&key.device));
-    key.n = s->n; key.c = s->c; key.h = s->h; key.w = s->w; key.k = s->k; key.r = s->r;
-    key.stride = s->stride; key.pad = s->pad; key.p = s->p; key.q = s->q;
-    key.dtype = pr->dt; key.nhwc = nhwc; key.precision = prec; key.policy = a;
-    key.deterministic = 1;  // compared with the CPU at tight tolerances
-    key.ws_limit_mb = 256;
+    int device = 0;
+    CUDA_TRY(cudaGetDevice(&device));
+    // deterministic: compared with the CPU at tight tolerances
+    ConvKey key = conv_key_make(device, s, pr->dt, nhwc, prec, a, true, (size_t)256 << 20);
     ConvTuneStats st = {0.0, 0, 0};
     // the output buffers are scratch until the real calls below
     ConvTrialBuffers trial = {dxd, yd, wd, dwd};

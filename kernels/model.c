@@ -8,6 +8,12 @@
 
 #include "kernels/check.h"
 
+ConvShape model_conv_shape(const ModelGraph *g, const ModelOp *op, int n)
+{
+    ModelShape in = g->shapes[op->in], out = g->shapes[op->out];
+    return (ConvShape){n, in.c, in.h, in.w, op->cout, op->k, op->stride, op->pad, out.h, out.w};
+}
+
 size_t model_tensor_size(const ModelGraph *g, int t)
 {
     return (size_t)g->shapes[t].c * g->shapes[t].h * g->shapes[t].w;

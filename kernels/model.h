@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "kernels/core.h"
+#include "kernels/layers_cpu.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,6 +50,8 @@ typedef struct ModelGraph {
 
 // Builds the op list for a model config; -1 (with a reason) if it does not fit.
 int model_build(const CoreModelConfig *cfg, ModelGraph *g);
+// The shape of convolution op for a batch of n.
+ConvShape model_conv_shape(const ModelGraph *g, const ModelOp *op, int n);
 // Elements per sample of tensor t.
 size_t model_tensor_size(const ModelGraph *g, int t);
 // Initial parameters (He-normal convs, PyTorch-style uniform linears, BN 1/0) and
