@@ -6,13 +6,12 @@
 // same images for reference, persistent versus re-spawned workers, and the pinning stage
 // (GPU only). Run with --help for its options (the old BENCH_WORKERS_* variables work too).
 #include "bench/harness.h"
+#include "bench/image_data.h"
 #include "bench/practice.h"
 #include "kernels/clock.h"
 #include "kernels/core.h"
 #include "kernels/error.h"
-#include "kernels/pinned.h"
 #include "loaders/dataset.h"
-#include "loaders/dataset_gen.h"
 #include "loaders/jpeg.h"
 #include "loaders/loader.h"
 
@@ -41,27 +40,16 @@ static ErrorKind dataset_error_kind;
 static Variant variants[64];
 static int nvariants;
 static PracticeVariant train_variants[16], pin_variants[4];
+static PracticeLoader loaders[20];
+static int nloaders;
 
 static int dataset_load(void)
 {
     if (dataset_state == 0) {
-        char root[4096];
-        int rc = 0;
-        const char *dir = harness_common()->data_dir;
-        if (!dir) dir = getenv("BENCH_WORKERS_DATA");  // the old name of --data_dir
-        if (dir && *dir) {
-            snprintf(root, sizeof root, "%s", dir);
-        } else {
-            const char *preset = harness_option_str_value("dataset");
-            const char *cache = harness_option_str_value("cache_dir");
-            DatasetGenConfig gen;
-            rc = dataset_gen_preset(preset, &gen);
-            if (rc == 0) {
-                fprintf(stderr, "bench_workers: dataset preset '%s' under %s (generated on first use)\n",
-                        preset, cache);
-                rc = dataset_gen_ensure(&gen, cache, root, sizeof root);
-            }
-        }
+        char root[4096], note[512];
+        int rc = image_data_root(harness_common()->data_dir, harness_option_str_value("dataset"), NULL,
+                                 root, sizeof root, note, sizeof note);
+        if (rc == 0 && note[0]) fprintf(stderr, "bench_workers: %s\n", note);
         if (rc == 0) rc = dataset_scan(root, &dataset);
         dataset_state = rc == 0 ? 1 : -1;
         if (rc != 0) {
@@ -146,77 +134,17 @@ static void bench_loader(HarnessState *st, void *user)
     if (wrong_epochs) harness_fail(st, "an epoch did not deliver every image exactly once");
 }
 
-// ---- the loader as the practice driver's batch source (training variants) ----------------------
+// ---- loader + training: the practice driver, images through each variant's loader ----
 
-typedef struct LoaderSource {
-    Loader *loader;
-    int workers;
-    LoaderStats s0;
-    double cpu0;
-} LoaderSource;
+// The model's input side for loader + training (the train_size option).
+static void train_size(CoreConfig *c) { c->model.image_size = (int)harness_option_int_value("train_size"); }
 
-static LoaderSource loader_source;
-
-// Before the core exists (the workers fork here): the variant's loader, the model sized to
-// the dataset's classes and the train_size option.
-static int source_open(void *ctx, CoreConfig *cfg, const void *arg)
+static PracticeVariant train_variant(const char *name, int workers, LoaderPinMode pin, HarnessRole role)
 {
-    LoaderSource *s = ctx;
-    const Variant *v = arg;
-    memset(s, 0, sizeof *s);
-    if (v->pin != LOADER_PIN_NONE) TRY(pinned_check_available());
-    TRY(dataset_load());
-    cfg->model.image_size = (int)harness_option_int_value("train_size");
-    cfg->model.num_classes = dataset.num_classes;
-    cfg->model.in_channels = 3;
-    TRY(core_config_validate(cfg));
-    LoaderConfig c = loader_config(v, cfg->batch_size, cfg->model.image_size, true);
-    s->workers = v->workers;
-    return loader_create(&c, &s->loader);
+    PracticeLoader *how = &loaders[nloaders++];
+    *how = (PracticeLoader){workers, pin};
+    return (PracticeVariant){name, role, train_size, how};
 }
-
-// One timed iteration is one epoch (whole batches): 0 at its end, then the next epoch.
-static int source_next(void *ctx, CoreBatch *batch)
-{
-    LoaderSource *s = ctx;
-    LoaderBatch b;
-    int rc = loader_next_batch(s->loader, &b);
-    if (rc == 1) *batch = (CoreBatch){b.images, b.labels, b.count, CORE_MEMORY_HOST};
-    return rc;
-}
-
-static void source_start(void *ctx)
-{
-    LoaderSource *s = ctx;
-    loader_get_stats(s->loader, &s->s0);
-    s->cpu0 = clock_process_cpu_seconds();
-}
-
-static void source_report(void *ctx, HarnessState *st, double seconds, int64_t steps)
-{
-    LoaderSource *s = ctx;
-    LoaderStats s1;
-    loader_get_stats(s->loader, &s1);
-    double cpu = clock_process_cpu_seconds() - s->cpu0 + s1.worker_cpu_seconds - s->s0.worker_cpu_seconds;
-    harness_counter(st, "num_workers", s->workers, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "wait_ms_per_step",
-                    steps ? 1e3 * (s1.wait_seconds - s->s0.wait_seconds) / steps : 0,
-                    HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "pin_ms_per_step",
-                    steps ? 1e3 * (s1.pin_seconds - s->s0.pin_seconds) / steps : 0,
-                    HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "cpu_cores_used", seconds > 0 ? cpu / seconds : 0, HARNESS_COUNTER_PLAIN);
-}
-
-static void source_close(void *ctx)
-{
-    LoaderSource *s = ctx;
-    loader_destroy(s->loader);
-    s->loader = NULL;
-}
-
-static const PracticeSource loader_batches = {source_open, source_next, source_start, source_report,
-                                              source_close, &loader_source};
 
 // Raw libjpeg-turbo decode of the same files on one core: the ceiling for one worker.
 static void bench_raw_decode(HarnessState *st, void *user)
@@ -260,11 +188,6 @@ static void register_loader(const char *practice, Variant *v, HarnessRole role, 
         .min_time = LOADER_MIN_TIME});
 }
 
-static PracticeVariant train_variant(Variant *v, HarnessRole role)
-{
-    return (PracticeVariant){v->name, role, NULL, v};
-}
-
 // The old environment names of the axes' defaults, checked as the options are.
 static const char *env_default(const char *name, const char *def, bool integer, int *bad)
 {
@@ -291,12 +214,26 @@ int main(int argc, char **argv)
     harness_option_int("train_size", 32, 1, 4096, "BENCH_WORKERS_TRAIN_SIZE",
                        "model input side for loader + training");
     harness_option_str("dataset", "bench", "BENCH_WORKERS_PRESET",
-                       "generated dataset: tiny, small, bench, large (--data_dir: your own)");
-    harness_option_str("cache_dir", "cache/datasets", "BENCH_CACHE_DIR", "where generated datasets live");
+                       "generated dataset: tiny, small, bench, large (--data_dir: your own; "
+                       "generated into $BENCH_CACHE_DIR, default cache/datasets)");
     int bad = 0;
     const char *batch = env_default("BENCH_WORKERS_BATCH", "64", true, &bad);
     const char *model = env_default("BENCH_WORKERS_MODEL", "mlp", false, &bad);
-    int rc = harness_init(argc, argv);
+    // BENCH_WORKERS_DATA, the old name of --data_dir, unless the flag is given
+    char data_flag[4200], *args[256];
+    int nargs = 0;
+    bool data_given = false;
+    for (int i = 0; i < argc && nargs < 254; i++) {
+        args[nargs++] = argv[i];
+        data_given |= strncmp(argv[i], "--data_dir=", 11) == 0;
+    }
+    const char *data = getenv("BENCH_WORKERS_DATA");
+    if (data && *data && !data_given) {
+        snprintf(data_flag, sizeof data_flag, "--data_dir=%s", data);
+        args[nargs++] = data_flag;
+    }
+    args[nargs] = NULL;
+    int rc = harness_init(nargs, args);
     if (rc >= 0) return rc;
     if (bad) return 2;
 
@@ -315,19 +252,19 @@ int main(int argc, char **argv)
     register_loader("num_workers_decode_ref", add_variant(0, true, LOADER_PIN_NONE, "raw_turbojpeg_1core", 0),
                     HARNESS_REFERENCE, bench_raw_decode, batch);
     // Loader feeding training steps (the driver): step time and the wait for each batch.
+    // (the loader-alone variants' names: workers_0, workers_1, ...)
     int ntrain = 0;
-    train_variants[ntrain++] = train_variant(add_variant(0, true, LOADER_PIN_NONE, "workers_%d", 0),
-                                             HARNESS_BASELINE);
-    for (int i = 0; i < ncounts; i++)
-        train_variants[ntrain++] = train_variant(
-            add_variant(counts[i], true, LOADER_PIN_NONE, "workers_%d", counts[i]), HARNESS_TUNED);
-    static Practice train = {.name = "num_workers_train", .mode = PRACTICE_THROUGHPUT,
-                             .min_time = LOADER_MIN_TIME, .source = &loader_batches,
-                             .label = "one timed iteration is one loader epoch"};
+    for (int i = 0; i <= ncounts; i++)
+        train_variants[ntrain++] = train_variant(variants[i].name, variants[i].workers, LOADER_PIN_NONE,
+                                                 i == 0 ? HARNESS_BASELINE : HARNESS_TUNED);
+    static Practice train = {.name = "num_workers_train", .mode = PRACTICE_THROUGHPUT, .steps = 20,
+                             .min_time = LOADER_MIN_TIME, .images = true,
+                             .label = "JPEGs through the loader, 20 steps per timed iteration"};
     train.variants = train_variants;
     train.variant_count = ntrain;
     train.presets = model;
     train.batches = batch;
+    train.dataset_preset = harness_option_str_value("dataset");
     practice_register(&train);
     // Persistent workers versus forking them again every epoch.
     register_loader("persistent_workers", add_variant(wmax, false, LOADER_PIN_NONE, "respawn_workers_%d", wmax),
@@ -335,18 +272,20 @@ int main(int argc, char **argv)
     register_loader("persistent_workers", add_variant(wmax, true, LOADER_PIN_NONE, "persistent_workers_%d", wmax),
                     HARNESS_TUNED, bench_loader, batch);
     // The pinning stage under training (its pinned variants are skipped without a GPU).
-    pin_variants[0] = train_variant(add_variant(wmax, true, LOADER_PIN_NONE, "pin_none_workers_%d", wmax),
-                                    HARNESS_BASELINE);
-    pin_variants[1] = train_variant(add_variant(wmax, true, LOADER_PIN_COPY, "pin_copy_workers_%d", wmax),
-                                    HARNESS_TUNED);
-    pin_variants[2] = train_variant(add_variant(wmax, true, LOADER_PIN_REGISTER, "pin_register_workers_%d", wmax),
-                                    HARNESS_TUNED);
+    static char pin_names[3][48];
+    snprintf(pin_names[0], sizeof pin_names[0], "pin_none_workers_%d", wmax);
+    snprintf(pin_names[1], sizeof pin_names[1], "pin_copy_workers_%d", wmax);
+    snprintf(pin_names[2], sizeof pin_names[2], "pin_register_workers_%d", wmax);
+    pin_variants[0] = train_variant(pin_names[0], wmax, LOADER_PIN_NONE, HARNESS_BASELINE);
+    pin_variants[1] = train_variant(pin_names[1], wmax, LOADER_PIN_COPY, HARNESS_TUNED);
+    pin_variants[2] = train_variant(pin_names[2], wmax, LOADER_PIN_REGISTER, HARNESS_TUNED);
     static Practice pin = {.name = "num_workers_pin", .mode = PRACTICE_THROUGHPUT, .variant_count = 3,
-                           .min_time = LOADER_MIN_TIME, .source = &loader_batches,
-                           .label = "one timed iteration is one loader epoch"};
+                           .steps = 20, .min_time = LOADER_MIN_TIME, .images = true,
+                           .label = "JPEGs through the loader, 20 steps per timed iteration"};
     pin.variants = pin_variants;
     pin.presets = model;
     pin.batches = batch;
+    pin.dataset_preset = harness_option_str_value("dataset");
     practice_register(&pin);
     rc = harness_run();
     if (dataset_state > 0) dataset_free(&dataset);

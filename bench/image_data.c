@@ -2,6 +2,7 @@
 #include "bench/image_data.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/error.h"
@@ -10,7 +11,7 @@
 ImageDataConfig image_data_default_config(int image_size, int batch_size)
 {
     ImageDataConfig c = {
-        .data_dir = NULL, .dataset_preset = NULL, .cache_dir = "cache/datasets",
+        .data_dir = NULL, .dataset_preset = NULL, .cache_dir = NULL,
         .image_size = image_size, .batch_size = batch_size, .seed = 1, .num_workers = 2,
         .pin = LOADER_PIN_NONE, .skip_bad_files = false, .holdout = 0.2f,
         .crop_scale_min = 0.25f, .timeout_ms = 0,
@@ -18,22 +19,31 @@ ImageDataConfig image_data_default_config(int image_size, int batch_size)
     return c;
 }
 
+int image_data_root(const char *data_dir, const char *preset, const char *cache_dir, char *root,
+                    size_t root_size, char *note, size_t note_size)
+{
+    if (note && note_size) note[0] = '\0';
+    if (data_dir && *data_dir) {
+        snprintf(root, root_size, "%s", data_dir);
+        return 0;
+    }
+    if (!cache_dir || !*cache_dir) cache_dir = getenv("BENCH_CACHE_DIR");
+    if (!cache_dir || !*cache_dir) cache_dir = "cache/datasets";
+    DatasetGenConfig gen;
+    if (dataset_gen_preset(preset, &gen) != 0 || dataset_gen_ensure(&gen, cache_dir, root, root_size) != 0)
+        return error_wrap("the generated dataset '%s' under %s", preset, cache_dir);
+    if (note && note_size)
+        snprintf(note, note_size, "dataset preset %s (%d classes x %d images of %dx%d) under %s", preset,
+                 gen.num_classes, gen.images_per_class, gen.width, gen.height, cache_dir);
+    return 0;
+}
+
 int image_data_open(const ImageDataConfig *c, ImageData *d)
 {
     memset(d, 0, sizeof *d);
-    if (c->data_dir) {
-        snprintf(d->root, sizeof d->root, "%s", c->data_dir);
-    } else {
-        const char *preset = c->dataset_preset ? c->dataset_preset
-                                               : c->image_size <= 64 ? "small" : "bench";
-        DatasetGenConfig gen;
-        if (dataset_gen_preset(preset, &gen) != 0 ||
-            dataset_gen_ensure(&gen, c->cache_dir, d->root, sizeof d->root) != 0)
-            return error_wrap("the generated dataset '%s' under %s", preset, c->cache_dir);
-        snprintf(d->preset_note, sizeof d->preset_note,
-                 "dataset preset %s (%d classes x %d images of %dx%d)", preset, gen.num_classes,
-                 gen.images_per_class, gen.width, gen.height);
-    }
+    const char *preset = c->dataset_preset ? c->dataset_preset : c->image_size <= 64 ? "small" : "bench";
+    TRY(image_data_root(c->data_dir, preset, c->cache_dir, d->root, sizeof d->root, d->preset_note,
+                        sizeof d->preset_note));
     if (dataset_scan(d->root, &d->all) != 0) return error_wrap("reading the dataset");
     if (dataset_split(&d->all, c->holdout, IMAGE_DATA_SPLIT_SEED, &d->train, &d->heldout) != 0)
         return error_wrap("splitting the dataset");

@@ -24,7 +24,8 @@ extern "C" {
 typedef struct ImageDataConfig {
     const char *data_dir;       // the user's ImageFolder root; NULL: the generated dataset
     const char *dataset_preset; // generated preset; NULL: small up to 64x64 images, else bench
-    const char *cache_dir;      // where generated datasets live
+    const char *cache_dir;      // where generated datasets live (NULL: $BENCH_CACHE_DIR,
+                                // else cache/datasets)
     int image_size;             // the model's input side
     int batch_size;
     uint64_t seed;              // shuffle and augmentation
@@ -46,6 +47,11 @@ typedef struct ImageData {
 
 // Defaults for a model's image size and batch: generated data, 2 workers, 20% held out.
 ImageDataConfig image_data_default_config(int image_size, int batch_size);
+// The root of the images: data_dir when given, else the generated preset under cache_dir
+// (NULL: $BENCH_CACHE_DIR, else cache/datasets; generated on first use; note, when not
+// NULL, says which). 0 or -1 with the error set.
+int image_data_root(const char *data_dir, const char *preset, const char *cache_dir, char *root,
+                    size_t root_size, char *note, size_t note_size);
 // Prepares the data (generating it on first use) and both loaders. 0, or -1 with the
 // error set (kernels/error.h); a partly opened one is safe to close.
 int image_data_open(const ImageDataConfig *cfg, ImageData *d);

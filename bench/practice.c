@@ -12,6 +12,7 @@
 #include "kernels/clock.h"
 #include "kernels/error.h"
 #include "kernels/gpu_device.h"
+#include "kernels/pinned.h"
 #include "kernels/synth.h"
 
 // Synthetic batches: 2 distinct ones, each made of a pool of at most 256 generated samples.
@@ -186,20 +187,32 @@ static int synthetic_next(void *ctx, CoreBatch *b)
     return 1;
 }
 
-// --data=images: the loaders' generated dataset (or --data_dir) through the loader.
+// JPEGs through the loader (--data=images, or a practice that always trains on them): the
+// generated dataset (or --data_dir), with the variant's workers and pinning. Reports the
+// time the loop waited for each batch, the time spent pinning, and the CPU cores used.
 typedef struct Images {
     ImageData data;
-    int steps, taken;
+    const char *dataset_preset;
+    int steps, taken, workers;
+    LoaderStats s0;
+    double cpu0;
 } Images;
 
 static int images_open(void *ctx, CoreConfig *cfg, const void *arg)
 {
-    (void)arg;
     Images *im = ctx;
+    const PracticeLoader *how = arg;
     ImageDataConfig ic = image_data_default_config(cfg->model.image_size, cfg->batch_size);
     ic.data_dir = harness_common()->data_dir;
+    ic.dataset_preset = im->dataset_preset;
     ic.seed = cfg->seed;
+    if (how) {
+        ic.num_workers = how->num_workers;
+        ic.pin = how->pin;
+    }
+    im->workers = ic.num_workers;
     im->taken = 0;
+    if (ic.pin != LOADER_PIN_NONE) TRY(pinned_check_available());
     if (image_data_open(&ic, &im->data) != 0) return -1;
     cfg->model.num_classes = im->data.all.num_classes;
     cfg->model.in_channels = 3;
@@ -217,7 +230,27 @@ static int images_next(void *ctx, CoreBatch *b)
     return image_data_next(&im->data, b) == 0 ? 1 : -1;
 }
 
-static void images_start(void *ctx) { ((Images *)ctx)->taken = 0; }
+static void images_start(void *ctx)
+{
+    Images *im = ctx;
+    im->taken = 0;
+    loader_get_stats(im->data.train_loader, &im->s0);
+    im->cpu0 = clock_process_cpu_seconds();
+}
+
+static void images_report(void *ctx, HarnessState *st, double seconds, int64_t steps)
+{
+    Images *im = ctx;
+    LoaderStats s1;
+    loader_get_stats(im->data.train_loader, &s1);
+    double cpu = clock_process_cpu_seconds() - im->cpu0 + s1.worker_cpu_seconds - im->s0.worker_cpu_seconds;
+    harness_counter(st, "num_workers", im->workers, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "wait_ms_per_step", steps ? 1e3 * (s1.wait_seconds - im->s0.wait_seconds) / steps : 0,
+                    HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "pin_ms_per_step", steps ? 1e3 * (s1.pin_seconds - im->s0.pin_seconds) / steps : 0,
+                    HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "cpu_cores_used", seconds > 0 ? cpu / seconds : 0, HARNESS_COUNTER_PLAIN);
+}
 
 static void images_close(void *ctx) { image_data_close(&((Images *)ctx)->data); }
 
@@ -494,13 +527,14 @@ static void run_practice(HarnessState *st, void *user)
         return;
     }
     Synthetic synthetic = {.steps = p->steps > 0 ? p->steps : 10};
-    Images images = {.steps = p->steps > 0 ? p->steps : 10};
+    Images images = {.steps = p->steps > 0 ? p->steps : 10, .dataset_preset = p->dataset_preset};
     PracticeSource own = {synthetic_open, synthetic_next, synthetic_start, NULL, synthetic_close,
                           &synthetic};
     const char *data = harness_common()->data;
     if (p->source) own = *p->source;
-    else if (data && strcmp(data, "images") == 0)
-        own = (PracticeSource){images_open, images_next, images_start, NULL, images_close, &images};
+    else if (p->images || (data && strcmp(data, "images") == 0))
+        own = (PracticeSource){images_open, images_next, images_start, images_report, images_close,
+                               &images};
     run_throughput(st, p, v, &cfg, &own);
 }
 

@@ -1,10 +1,11 @@
 // practice.h: the practice driver, what every training-core practice needs in one place
 // (as nccl-tests' common.cu): GPU gating; errors to skips (out of memory, no device: facts
 // about the machine) or failures (everything else); the core created from a preset plus
-// the variant's change; batches (synthetic and device-resident, the loader's images with
-// --data=images, or the program's own source); untimed warm-up; timed steps ending in
-// core_sync; the standard counters; the check of every tuned variant against its
-// baseline; and a time-to-accuracy mode. A practice is then a table of variants.
+// the variant's change; batches (synthetic and device-resident, or JPEGs through the
+// loader with each variant's workers and pinning, reporting the wait for each batch and
+// the cores used); untimed warm-up; timed steps ending in core_sync; the standard
+// counters; the check of every tuned variant against its baseline; and a
+// time-to-accuracy mode. A practice is then a table of variants.
 //
 // Every benchmark of a practice sweeps the axes `preset` (a core preset) and `batch`
 // (0: the preset's own batch size), which --preset and --harness_axis change.
@@ -16,6 +17,7 @@
 
 #include "bench/harness.h"
 #include "kernels/core.h"
+#include "loaders/loader.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,8 +30,15 @@ typedef struct PracticeVariant {
     const char *name;       // e.g. "set_to_none"
     HarnessRole role;       // one baseline per practice; the check compares with it
     PracticeChange change;  // NULL: the preset as it is
-    const void *source_arg; // passed to the practice's source (e.g. its loader settings)
+    const void *source_arg; // passed to the practice's source; with images, a PracticeLoader
 } PracticeVariant;
+
+// How a variant's images are loaded (its source_arg when the batches are JPEGs through
+// the loader; NULL: 2 workers, no pinning).
+typedef struct PracticeLoader {
+    int num_workers;
+    LoaderPinMode pin;
+} PracticeLoader;
 
 typedef enum {
     PRACTICE_THROUGHPUT,       // timed iterations of `steps` training steps (or a source's epoch)
@@ -76,8 +85,10 @@ typedef struct Practice {
     float target_accuracy;            // time to accuracy: held-out accuracy to reach
     int max_steps;                    // time to accuracy: the step budget
     int eval_every;                   // time to accuracy: steps between evaluations
-    const PracticeSource *source;     // NULL: synthetic batches, or images with --data=images
-    const char *label;                // extra label text (e.g. "loader with 2 workers")
+    bool images;                      // always JPEGs through the loader (else only with --data=images)
+    const char *dataset_preset;       // images: generated preset (NULL: by the image size)
+    const PracticeSource *source;     // a practice's own batches (NULL: synthetic or images)
+    const char *label;                // extra label text
 } Practice;
 
 // Registers one benchmark per variant of p (they must outlive harness_run).

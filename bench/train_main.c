@@ -33,7 +33,6 @@ typedef struct TrainArgs {
     TrainData data;
     const char *data_dir;       // images: the user's ImageFolder root (NULL: generated)
     const char *dataset_preset; // images: generated preset (NULL: chosen by image size)
-    const char *cache_dir;      // images: where generated datasets live
     int num_workers;            // images: loader worker processes (0: in this process)
     bool skip_bad_files;
     float holdout;              // images: fraction of each class held out for evaluation
@@ -353,7 +352,6 @@ static int open_images(const TrainArgs *a, CoreConfig *cfg, ImageData *d)
     ImageDataConfig ic = image_data_default_config(m->image_size, cfg->batch_size);
     ic.data_dir = a->data_dir;
     ic.dataset_preset = a->dataset_preset;
-    ic.cache_dir = a->cache_dir;
     ic.seed = cfg->seed;
     ic.num_workers = a->num_workers;
     ic.skip_bad_files = a->skip_bad_files;
@@ -396,10 +394,9 @@ static int eval_batch(Core *core, const CoreBatch *batch, double *loss_sum, doub
 int main(int argc, char **argv)
 {
     CoreConfig cfg;
-    const char *cache = getenv("BENCH_CACHE_DIR");
     TrainArgs a = {.preset = "tiny", .steps = 200, .log_every = 20, .eval_batches = -1,
                    .noise = 0.5f, .target_accuracy = -1.0f, .data = TRAIN_DATA_IMAGES,
-                   .cache_dir = cache && *cache ? cache : "cache/datasets", .num_workers = 2,
+                   .num_workers = 2,
                    .holdout = 0.2f, .crop_scale_min = 0.25f};
     int rc = parse_args(argc, argv, &cfg, &a);
     if (rc != 0) return rc > 0 ? 0 : 1;
