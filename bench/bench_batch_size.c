@@ -16,7 +16,6 @@
 
 #include "bench/harness.h"
 #include "bench/practice.h"
-#include "kernels/gpu_device.h"
 
 #define LARGE 8           // the large batch is LARGE times the small one
 #define TARGET 0.95f      // held-out accuracy to reach
@@ -77,7 +76,7 @@ int main(int argc, char **argv)
 {
     int rc = harness_init(argc, argv);
     if (rc >= 0) return rc;
-    bool cpu = !gpu_device_available(NULL, 0) || strncmp(harness_common()->backend, "cpu", 3) == 0;
+    bool cpu = !practice_on_gpu();
     // On a GPU the sweep goes on until the device runs out of memory; on a CPU it stops
     // where a step of the small preset takes seconds.
     static Practice throughput = {

@@ -15,7 +15,6 @@
 #include "bench/grad_pass.h"
 #include "bench/harness.h"
 #include "bench/practice.h"
-#include "kernels/gpu_device.h"
 
 static void use_memset(CoreConfig *c) { c->zero_grad = CORE_ZERO_GRAD_MEMSET; }
 static void use_set_to_none(CoreConfig *c) { c->zero_grad = CORE_ZERO_GRAD_SET_TO_NONE; }
@@ -95,8 +94,7 @@ int main(int argc, char **argv)
     int rc = harness_init(argc, argv);
     if (rc >= 0) return rc;
     // The presets that fit: all of them on a GPU; those a CPU steps through in seconds.
-    bool cpu = !gpu_device_available(NULL, 0) || strncmp(harness_common()->backend, "cpu", 3) == 0;
-    const char *presets = cpu ? "tiny,mlp,small" : "tiny,mlp,small,medium,resnet18";
+    const char *presets = practice_on_gpu() ? "tiny,mlp,small,medium,resnet18" : "tiny,mlp,small";
     static Practice steps = {
         .name = "zero_grad", .variants = steps_variants, .variant_count = 2, .batches = "0",
         .mode = PRACTICE_THROUGHPUT, .steps = 10, .min_time = 0.5,

@@ -737,8 +737,6 @@ const char *harness_option_str_value(const char *name)
     return o && !o->value.empty() ? o->value.c_str() : nullptr;
 }
 
-bool harness_user_min_time(void) { return g().user_min_time; }
-
 const HarnessCommon *harness_common(void) { return &g().common; }
 
 int harness_init(int argc, char **argv)

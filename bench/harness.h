@@ -90,8 +90,6 @@ void harness_option_str(const char *name, const char *def, const char *env, cons
 // Values of declared options (after harness_init).
 int64_t harness_option_int_value(const char *name);
 const char *harness_option_str_value(const char *name); // NULL when unset and no default
-// True when the user gave --benchmark_min_time (the library's own flag).
-bool harness_user_min_time(void);
 
 // Parses the command line: the harness's flags, declared options and Google Benchmark's
 // flags. Returns -1 to go on, or the exit status to return at once (a bad flag: 2).

@@ -52,6 +52,13 @@ bool practice_backend(HarnessState *st, bool gpu_only, CoreBackend *out)
     return true;
 }
 
+bool practice_on_gpu(void)
+{
+    CoreBackend b = CORE_BACKEND_AUTO;
+    core_backend_parse(harness_common()->backend, &b);
+    return b == CORE_BACKEND_CUDA || (b == CORE_BACKEND_AUTO && gpu_device_available(NULL, 0));
+}
+
 void practice_fail_or_skip(HarnessState *st, const char *what)
 {
     char msg[2300];

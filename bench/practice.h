@@ -97,6 +97,9 @@ void practice_register(const Practice *p);
 // The backend a run uses: --backend, else CUDA when a GPU is usable, else the fast CPU.
 // Returns false (with the run skipped, naming why) when it cannot run here.
 bool practice_backend(HarnessState *st, bool gpu_only, CoreBackend *out);
+// True when runs will take the CUDA backend (after harness_init): --backend=cuda, or auto
+// with a usable GPU. For defaults that differ between a GPU and a CPU (which presets fit).
+bool practice_on_gpu(void);
 // Ends a run on this thread's error: a skip for out of memory or no device, else a
 // failure; `what` says what was being done.
 void practice_fail_or_skip(HarnessState *st, const char *what);

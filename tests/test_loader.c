@@ -20,13 +20,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-enum { CLASSES = 3, PER_CLASS = 7, NSAMPLES = CLASSES * PER_CLASS, BATCH = 4, OUT = 16 };
-
-typedef struct {
-    char tmp[64];
-    char root[128];
-    Dataset ds;
-} LoaderFixture;
+enum { NSAMPLES = FIXTURE_CLASSES * FIXTURE_PER_CLASS, BATCH = 4, OUT = 16 };
 
 // Everything one epoch delivered, concatenated.
 typedef struct {
@@ -42,26 +36,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int setup(void **state)
-{
-    LoaderFixture *f = calloc(1, sizeof *f);
-    if (!f || testutil_tmpdir(f->tmp) != 0) return -1;
-    if (testutil_make_dataset(f->tmp, CLASSES, PER_CLASS, 40, 36, f->root, sizeof f->root) != 0)
-        return -1;
-    if (dataset_scan(f->root, &f->ds) != 0) return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    LoaderFixture *f = *state;
-    dataset_free(&f->ds);
-    testutil_rm_tree(f->tmp);
-    free(f);
-    return 0;
 }
 
 static LoaderConfig small_config(const Dataset *ds, int workers)
@@ -585,5 +559,5 @@ int main(void)
         cmocka_unit_test(test_pinned_modes_need_a_gpu),
         cmocka_unit_test(test_bad_configs_are_rejected),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, testutil_fixture_setup, testutil_fixture_teardown);
 }

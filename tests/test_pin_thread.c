@@ -195,40 +195,14 @@ static void test_fresh_buffer_per_item_allocates_and_frees_each(void **state)
 
 // ---- the loader's pinning stage ---------------------------------------------------------
 
-enum { CLASSES = 3, PER_CLASS = 7, NSAMPLES = CLASSES * PER_CLASS, BATCH = 4, OUT = 16 };
+enum { NSAMPLES = FIXTURE_CLASSES * FIXTURE_PER_CLASS, BATCH = 4, OUT = 16 };
 enum { SAMPLE_FLOATS = 3 * OUT * OUT };
-
-typedef struct {
-    char tmp[64];
-    char root[128];
-    Dataset ds;
-} Fixture;
 
 typedef struct {
     int64_t indices[NSAMPLES];
     float images[NSAMPLES][SAMPLE_FLOATS];
     int total;
 } Epoch;
-
-static int setup(void **state)
-{
-    Fixture *f = calloc(1, sizeof *f);
-    if (!f || testutil_tmpdir(f->tmp) != 0) return -1;
-    if (testutil_make_dataset(f->tmp, CLASSES, PER_CLASS, 40, 36, f->root, sizeof f->root) != 0)
-        return -1;
-    if (dataset_scan(f->root, &f->ds) != 0) return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    Fixture *f = *state;
-    dataset_free(&f->ds);
-    testutil_rm_tree(f->tmp);
-    free(f);
-    return 0;
-}
 
 static LoaderConfig config(const Dataset *ds, int workers, LoaderPinMode pin)
 {
@@ -265,7 +239,7 @@ static void run_epoch(Loader *l, int64_t epoch, Epoch *e, bool expect_pinned)
 
 static void test_loader_pin_copy_matches_unpinned(void **state)
 {
-    Fixture *f = *state;
+    LoaderFixture *f = *state;
     Loader *plain, *pinned;
     LoaderConfig cp = config(&f->ds, 2, LOADER_PIN_NONE), cq = config(&f->ds, 2, LOADER_PIN_COPY);
     assert_int_equal(loader_create(&cp, &plain), 0);
@@ -296,7 +270,7 @@ static void test_loader_pin_copy_matches_unpinned(void **state)
 
 static void test_loader_pin_copy_in_caller_without_workers(void **state)
 {
-    Fixture *f = *state;
+    LoaderFixture *f = *state;
     Loader *plain, *pinned;
     LoaderConfig cp = config(&f->ds, 0, LOADER_PIN_NONE), cq = config(&f->ds, 0, LOADER_PIN_COPY);
     assert_int_equal(loader_create(&cp, &plain), 0);
@@ -311,7 +285,7 @@ static void test_loader_pin_copy_in_caller_without_workers(void **state)
 
 static void test_loader_pin_copy_names_a_dead_worker(void **state)
 {
-    Fixture *f = *state;
+    LoaderFixture *f = *state;
     LoaderConfig c = config(&f->ds, 2, LOADER_PIN_COPY);
     c.timeout_ms = 0;  // detection must not rely on a timeout
     Loader *l;
@@ -339,9 +313,9 @@ int main(void)
         cmocka_unit_test(test_thread_stays_within_depth),
         cmocka_unit_test(test_stop_is_prompt_and_a_failure_is_reported),
         cmocka_unit_test(test_fresh_buffer_per_item_allocates_and_frees_each),
-        cmocka_unit_test_setup_teardown(test_loader_pin_copy_matches_unpinned, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_loader_pin_copy_in_caller_without_workers, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_loader_pin_copy_names_a_dead_worker, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_loader_pin_copy_matches_unpinned, testutil_fixture_setup, testutil_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_loader_pin_copy_in_caller_without_workers, testutil_fixture_setup, testutil_fixture_teardown),
+        cmocka_unit_test_setup_teardown(test_loader_pin_copy_names_a_dead_worker, testutil_fixture_setup, testutil_fixture_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
