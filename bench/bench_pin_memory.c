@@ -15,44 +15,26 @@
 #include <stdio.h>
 
 #include "bench/harness.h"
+#include "bench/practice.h"
 #include "bench/transfer.h"
-#include "kernels/check.h"
-#include "kernels/gpu_device.h"
-
-static bool require_gpu(HarnessState *st)
-{
-    char why[160];
-    if (gpu_device_available(why, sizeof why)) return true;
-    harness_skip(st, why);
-    return false;
-}
-
-// Out of memory is a fact about the machine (skip); anything else is a failure.
-static void report_cuda_problem(HarnessState *st, const char *what)
-{
-    char msg[700];
-    snprintf(msg, sizeof msg, "%s: %s", what, error_message());
-    if (error_kind() == ERROR_OUT_OF_MEMORY) harness_skip(st, msg);
-    else harness_fail(st, msg);
-}
 
 static void bench_copy(HarnessState *st, void *user)
 {
     const CopyVariant *variant = user;
-    if (!require_gpu(st)) return;
+    if (practice_skip_without_gpu(st)) return;
     const bool h2d = harness_axis_int(st, "h2d") != 0;
     const size_t bytes = (size_t)harness_axis_int(st, "bytes");
     CopySetup s;
     int64_t wrong = 0;
     if (copy_prepare(&s, *variant, bytes) != 0 || copy_verify(&s, h2d, &wrong) != 0) {
-        report_cuda_problem(st, "setup");
+        practice_fail_or_skip(st, "setup");
         copy_release(&s);
         return;
     }
     while (harness_keep_running(st)) {
         double seconds = 0;
         if (copy_timed(&s, h2d, &seconds) != 0) {
-            report_cuda_problem(st, "copy");
+            practice_fail_or_skip(st, "copy");
             break;
         }
         harness_set_iteration_time(st, seconds);
@@ -70,24 +52,24 @@ static void bench_copy(HarnessState *st, void *user)
 static void bench_steps(HarnessState *st, void *user)
 {
     const StepsVariant variant = *(const StepsVariant *)user;
-    if (!require_gpu(st)) return;
+    if (practice_skip_without_gpu(st)) return;
     const size_t bytes = (size_t)harness_axis_int(st, "bytes");
     const int fma = (int)harness_axis_int(st, "fma");
     StepsSetup s;
     // the first pass is the warm-up (first-touch, module load), not timed
     if (steps_prepare(&s, variant, bytes) != 0 || steps_run(&s, fma) != 0) {
-        report_cuda_problem(st, "setup");
+        practice_fail_or_skip(st, "setup");
         steps_release(&s);
         return;
     }
     while (harness_keep_running(st)) {
         if (steps_run(&s, fma) != 0) {
-            report_cuda_problem(st, "steps");
+            practice_fail_or_skip(st, "steps");
             break;
         }
     }
     int64_t steps = harness_max_iterations(st) * TRANSFER_STEPS_PER_ITERATION, wrong = 0;
-    if (steps_check_output(&s, fma, &wrong) != 0) report_cuda_problem(st, "check");
+    if (steps_check_output(&s, fma, &wrong) != 0) practice_fail_or_skip(st, "check");
     harness_counter(st, "wrong_values", (double)wrong, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "steps_per_second", (double)steps, HARNESS_COUNTER_RATE);
     harness_set_bytes_processed(st, steps * (int64_t)bytes);
