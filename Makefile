@@ -63,10 +63,16 @@ ifeq ($(SANITIZE),1)
               -Xcompiler -fno-sanitize-recover=undefined -Xcompiler -fno-omit-frame-pointer
   LINK_SANITIZE := $(SANITIZE_FLAGS)
 endif
-LDLIBS   := $(LIBDIRS) -lcudart -lcublas -lcudnn -lnccl -lbenchmark -lturbojpeg -lcmocka \
+LDLIBS   := $(LIBDIRS) -lcudart -lcublas -lcudnn -lnccl -lbenchmark -lturbojpeg -ljpeg -lcmocka \
             -lopenblas -lpthread -lm -ldl -lrt
 
 MODULES  := bench kernels loaders dist tests
+# Open MPI (dist/'s CPU collectives and mpirun/srun launch): only dist/ compiles against
+# it and only the programs that use dist/ link it (nothing else needs libmpi).
+# Recursive (=), so they are asked for when used: after `make deps` has installed mpicc.
+MPI_CFLAGS = $(shell mpicc --showme:compile 2>/dev/null)
+MPI_LDLIBS = $(shell mpicc --showme:link 2>/dev/null)
+MPI_PROGS   = $(BUILD)/bench_ddp $(BUILD)/train
 lib_srcs  = $(filter-out $(1)/bench_%.c $(1)/test_%.c %_main.c,$(wildcard $(1)/*.c $(1)/*.cu $(1)/*.cc))
 lib_objs  = $(patsubst %,$(BUILD)/%.o,$(call lib_srcs,$(1)))
 LIBS     := $(foreach m,$(MODULES),$(if $(call lib_srcs,$(m)),$(BUILD)/lib$(m).a))
@@ -82,7 +88,7 @@ ifeq ($(SANITIZE),1) # every sanitized program records its reports for run-tests
 $(BENCHES) $(MAINS) $(TESTS): $(BUILD)/tests/sanitizer/report_hook.c.o
 endif
 
-.PHONY: all test test-sanitize bench charts clean deps
+.PHONY: all test test-sanitize bench charts compare clean deps
 .SECONDARY:
 .DEFAULT_GOAL := all
 
@@ -120,6 +126,9 @@ $(foreach m,$(MODULES),$(eval $(call module_lib,$(m))))
 RPATHS := $(foreach d,$(EXTRA_RPATH),-Wl,-rpath,'$(d)')
 LINK = $(CXX) $(LINK_SANITIZE) $(filter %.o,$^) -Wl,--start-group $(LIBS) -Wl,--end-group $(LDLIBS) $(RPATHS) -o $@
 
+$(BUILD)/dist/%.c.o: CFLAGS += $(MPI_CFLAGS)
+$(MPI_PROGS): LDLIBS += $(MPI_LDLIBS)
+$(BUILD)/tests/test_dist%: LDLIBS += $(MPI_LDLIBS)
 $(BUILD)/bench_%: $(BUILD)/bench/bench_%.c.o $(LIBS)
 	$(LINK)
 define main_prog
@@ -143,8 +152,14 @@ test-sanitize:
 	@$(MAKE) --no-print-directory BUILD=$(SANITIZE_BUILD) SANITIZE=1 CUDA_ARCH="$(SANITIZE_ARCH)" all
 	@bash scripts/run-tests.sh $(SANITIZE_BUILD)
 
+# BENCH_REPETITIONS: repetitions of every benchmark, randomly interleaved (default 5).
+BENCH_REPETITIONS ?= 5
 bench: all
-	@bash scripts/run-suite.sh $(BUILD)
+	@BENCH_REPETITIONS=$(BENCH_REPETITIONS) bash scripts/run-suite.sh $(BUILD)
+
+# Several results folders side by side: make compare RESULTS="results/A results/B ...".
+compare:
+	@bash scripts/compare.sh $(RESULTS)
 
 # Redraw charts and the report of the newest results folder (or RESULTS=dir).
 charts: | $(DEPS_OK)

@@ -86,7 +86,9 @@ static void register_micro(const char *practice, const char *variant, HarnessRol
     harness_register(&(HarnessSpec){
         .practice = practice, .variant = variant, .role = role, .timing = HARNESS_TIMING_MANUAL,
         .fn = bench_micro, .user = (void *)m,
-        .axes = {{"preset", presets, true}, {"batch", "0"}}, .unit = HARNESS_US, .min_time = 0.2});
+        .axes = {{"preset", presets, true}, {"batch", "0"}}, .unit = HARNESS_US, .min_time = 0.2,
+        // on the GPU the L2 is flushed before every timed pass (grad_pass_cuda.cu)
+        .cache = practice_on_gpu() ? HARNESS_CACHE_COLD : HARNESS_CACHE_UNSTATED});
 }
 
 int main(int argc, char **argv)

@@ -65,6 +65,52 @@ static void nvml_facts(char *driver, size_t n, unsigned *sm_clock_now_mhz)
     dlclose(lib);
 }
 
+typedef int (*NvmlTempFn)(void *, int, unsigned *);
+typedef int (*NvmlReasonsFn)(void *, unsigned long long *);
+
+// The NVML functions context_gpu_state samples with, resolved once (NULL: unavailable).
+static struct {
+    bool tried;
+    void *device;
+    NvmlClockFn clock;
+    NvmlTempFn temperature;
+    NvmlReasonsFn reasons;
+} nvml_sampler;
+
+static void nvml_sampler_open(void)
+{
+    nvml_sampler.tried = true;
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!lib) return;
+    NvmlFn init = (NvmlFn)dlsym(lib, "nvmlInit_v2");
+    NvmlHandleFn get_handle = (NvmlHandleFn)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
+    if (!init || !get_handle || init() != 0 || get_handle(0, &nvml_sampler.device) != 0) {
+        nvml_sampler.device = NULL;
+        dlclose(lib);
+        return;
+    }
+    // kept open for the life of the process: sampling before and after every run
+    nvml_sampler.clock = (NvmlClockFn)dlsym(lib, "nvmlDeviceGetClockInfo");
+    nvml_sampler.temperature = (NvmlTempFn)dlsym(lib, "nvmlDeviceGetTemperature");
+    // renamed in newer drivers; the old name is kept as an alias there
+    nvml_sampler.reasons = (NvmlReasonsFn)dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons");
+    if (!nvml_sampler.reasons)
+        nvml_sampler.reasons = (NvmlReasonsFn)dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
+}
+
+bool context_gpu_state(GpuState *s)
+{
+    memset(s, 0, sizeof *s);
+    if (!nvml_sampler.tried) nvml_sampler_open();
+    void *dev = nvml_sampler.device;
+    if (!dev) return false;
+    s->has_clock = nvml_sampler.clock && nvml_sampler.clock(dev, 1 /* NVML_CLOCK_SM */, &s->sm_clock_mhz) == 0;
+    s->has_temperature = nvml_sampler.temperature &&
+                         nvml_sampler.temperature(dev, 0 /* NVML_TEMPERATURE_GPU */, &s->temperature_c) == 0;
+    s->has_throttle = nvml_sampler.reasons && nvml_sampler.reasons(dev, &s->throttle_reasons) == 0;
+    return s->has_clock || s->has_temperature || s->has_throttle;
+}
+
 static void host_cpu(char *out, size_t n)
 {
     snprintf(out, n, "unknown");

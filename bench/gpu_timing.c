@@ -53,6 +53,12 @@ int l2_flush(const L2Flusher *f, cudaStream_t stream)
     return 0;
 }
 
+int gpu_timer_start_cold(GpuTimer *t, const L2Flusher *f, cudaStream_t stream)
+{
+    TRY(l2_flush(f, stream));
+    return gpu_timer_start(t, stream);
+}
+
 void l2_flusher_destroy(L2Flusher *f)
 {
     if (f->buffer) cudaFree(f->buffer);

@@ -32,6 +32,9 @@ int l2_flusher_create(L2Flusher *f);
 // Overwrites the buffer on stream, evicting whatever the L2 held.
 int l2_flush(const L2Flusher *f, cudaStream_t stream);
 void l2_flusher_destroy(L2Flusher *f);
+// A cold-cache measurement (HARNESS_CACHE_COLD): flushes the L2 on stream, then records
+// the start event after the flush, so the flush itself is not timed.
+int gpu_timer_start_cold(GpuTimer *t, const L2Flusher *f, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

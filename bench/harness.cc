@@ -46,6 +46,7 @@ struct HarnessBench {
     HarnessUnit unit;
     double min_time;
     int64_t iterations;
+    HarnessCache cache;
 };
 
 namespace {
@@ -99,6 +100,7 @@ struct Globals {
     HarnessCommon common = {"auto", nullptr, nullptr, 0};
     std::string backend, data, data_dir;
     bool initialised = false, help = false, user_min_time = false;
+    bool gpu_state = false; // sample NVML's view of the GPU around every run
 };
 
 Globals &g()
@@ -115,6 +117,16 @@ const char *role_name(HarnessRole r)
     case HARNESS_REFERENCE: return "reference";
     }
     return "unknown";
+}
+
+const char *cache_name(HarnessCache c)
+{
+    switch (c) {
+    case HARNESS_CACHE_WARM: return "warm";
+    case HARNESS_CACHE_COLD: return "cold";
+    case HARNESS_CACHE_UNSTATED: break;
+    }
+    return "";
 }
 
 const char *timing_name(HarnessTiming t)
@@ -212,15 +224,32 @@ std::string expand_axis(const Axis &a, std::vector<std::string> *out)
 
 // ---- the run of one instance -----------------------------------------------------------
 
+// NVML's view of the GPU as counters of this run (named "<prefix>_..._<when>").
+void gpu_state_counters(benchmark::State &gb, const GpuState &s, const char *when)
+{
+    std::string w = when;
+    if (s.has_clock) gb.counters["gpu_sm_clock_" + w + "_mhz"] = (double)s.sm_clock_mhz;
+    if (s.has_temperature) gb.counters["gpu_temp_" + w + "_c"] = (double)s.temperature_c;
+    if (s.has_throttle) gb.counters["gpu_throttle_" + w] = (double)s.throttle_reasons;
+}
+
 void run_one(benchmark::State &gb, Instance *in)
 {
     HarnessState st{&gb, in, std::string(), false};
     in->calls++;
+    GpuState before{}, after{};
+    bool sampled = g().gpu_state && context_gpu_state(&before);
     in->bench->fn(&st, in->bench->user);
+    if (sampled && context_gpu_state(&after)) {
+        gpu_state_counters(gb, before, "before");
+        gpu_state_counters(gb, after, "after");
+    }
     if (!st.loop_done && !gb.error_occurred())
         gb.SkipWithError("error: benchmark returned before finishing its loop");
     std::string label = std::string("role=") + role_name(in->bench->role) +
                         " timing=" + timing_name(in->bench->timing);
+    if (in->bench->cache != HARNESS_CACHE_UNSTATED)
+        label += std::string(" cache=") + cache_name(in->bench->cache);
     if (!st.label.empty()) label += " " + st.label;
     gb.SetLabel(label);
 }
@@ -290,6 +319,14 @@ std::string curves_path(const std::string &csv)
     return stem + ".curves.csv";
 }
 
+// FILE.csv -> FILE.reps.csv (the repetitions beside the tidy CSV)
+std::string reps_path(const std::string &csv)
+{
+    std::string stem = csv;
+    if (stem.size() > 4 && stem.compare(stem.size() - 4, 4, ".csv") == 0) stem.resize(stem.size() - 4);
+    return stem + ".reps.csv";
+}
+
 class TidyCsvTee : public benchmark::BenchmarkReporter {
 public:
     TidyCsvTee(benchmark::BenchmarkReporter *display, std::string path, const SuiteContext *ctx)
@@ -317,13 +354,13 @@ public:
         }
         // Rewritten after every instance, so a run stopped by a timeout or Ctrl-C keeps
         // the rows it measured.
-        if (!path_.empty()) write_ok_ = write_csv() && write_curves();
+        if (!path_.empty()) write_ok_ = write_csv() && write_reps() && write_curves();
     }
 
     void Finalize() override
     {
         display_->Finalize();
-        if (!path_.empty()) write_ok_ = write_csv() && write_curves();
+        if (!path_.empty()) write_ok_ = write_csv() && write_reps() && write_curves();
     }
 
     bool any_error() const { return any_error_; }
@@ -349,7 +386,7 @@ private:
                 for (const auto &c : a.second.counters) counter_names.insert(c.first);
         }
         std::string out = "practice,variant,role,timing,params,status,reason,repetitions,iterations,"
-                          "time,cpu_time,time_unit,time_median,time_stddev,time_min,time_max";
+                          "time,cpu_time,time_unit,time_median,time_stddev,time_min,time_max,time_cv,cache";
         for (const auto &p : params) out += ",param_" + field(p);
         for (const auto &c : counter_names) out += "," + field(c);
         for (int i = 0; i < ctx.count; i++) out += std::string(",ctx_") + ctx.keys[i];
@@ -357,6 +394,48 @@ private:
         out += "\n";
         for (const Results &res : results_) out += row(res, ctx, params, counter_names);
         return write_atomically(path_, out);
+    }
+
+    // FILE.reps.csv: one row per measured repetition of every instance, so the summary
+    // can compute medians, intervals and tests over repetitions (the tidy row has only
+    // their aggregates).
+    bool write_reps()
+    {
+        std::set<std::string> params = param_names(), counter_names;
+        for (const Results &res : results_)
+            for (const Run &r : res.runs)
+                for (const auto &c : r.counters) counter_names.insert(c.first);
+        std::string out = "practice,variant,role,timing,params,repetition,time,cpu_time,time_unit,iterations";
+        for (const auto &p : params) out += ",param_" + field(p);
+        for (const auto &c : counter_names) out += "," + field(c);
+        out += "\n";
+        for (const Results &res : results_) {
+            const Instance *in = res.instance;
+            if (!in) continue;
+            bool failed = false;
+            for (const Run &r : res.runs) failed = failed || r.error_occurred;
+            if (failed) continue; // a skipped or failed instance has no times to keep
+            for (const Run &r : res.runs) {
+                const HarnessBench *b = in->bench;
+                out += field(b->practice) + "," + field(b->variant) + "," + role_name(b->role) + "," +
+                       timing_name(b->timing) + "," + field(params_field(*in)) + "," +
+                       std::to_string(r.repetition_index + 1) + "," + num(r.GetAdjustedRealTime()) + "," +
+                       num(r.GetAdjustedCPUTime()) + "," + unit_name(r.time_unit) + "," +
+                       std::to_string((long long)r.iterations);
+                for (const auto &p : params) {
+                    std::string v;
+                    for (const auto &kv : in->params)
+                        if (kv.first == p) v = kv.second;
+                    out += "," + field(v);
+                }
+                for (const auto &c : counter_names) {
+                    auto it = r.counters.find(c);
+                    out += "," + (it != r.counters.end() ? num(it->second.value) : std::string());
+                }
+                out += "\n";
+            }
+        }
+        return write_atomically(reps_path(path_), out);
     }
 
     bool write_curves()
@@ -435,7 +514,9 @@ private:
                           num(cpu_time) + "," + (first ? unit_name(first->time_unit) : "") + "," +
                           num(median) + "," + num(stddev) + "," +
                           (status == "ok" && !sorted.empty() ? num(sorted.front()) : "") + "," +
-                          (status == "ok" && !sorted.empty() ? num(sorted.back()) : "");
+                          (status == "ok" && !sorted.empty() ? num(sorted.back()) : "") + "," +
+                          (status == "ok" && sorted.size() > 1 && time > 0 ? num(stddev / time) : "") +
+                          "," + (b ? cache_name(b->cache) : "");
         for (const auto &p : params) {
             std::string v;
             if (in)
@@ -482,6 +563,35 @@ std::string gb_flag(const char *name, const char *fallback)
     return value;
 }
 
+// ---- the console display ------------------------------------------------------------
+// Google Benchmark 1.7.1 has no skip-with-message: a harness_skip is a SkipWithError whose
+// message starts with kSkipPrefix, and the stock console prints it as "ERROR OCCURRED:
+// 'skipped: ...'". This console prints those runs as "SKIPPED (reason)" and leaves real
+// errors (harness_fail, library errors) as the stock ERROR OCCURRED lines. Console only:
+// the JSON and the tidy CSV are written by their own reporters and say what they said.
+class SkipAwareConsoleReporter : public benchmark::ConsoleReporter {
+public:
+    using benchmark::ConsoleReporter::ConsoleReporter;
+
+protected:
+    void PrintRunData(const Run &run) override
+    {
+        if (!run.error_occurred || run.error_message.rfind(kSkipPrefix, 0) != 0) {
+            benchmark::ConsoleReporter::PrintRunData(run);
+            return;
+        }
+        std::ostream &out = GetOutputStream();
+        bool color = (output_options_ & OO_Color) != 0;
+        std::string name = run.benchmark_name();
+        out << (color ? "\033[32m" : "") << name;
+        if (name.size() < name_field_width_) out << std::string(name_field_width_ - name.size(), ' ');
+        out << (color ? "\033[33m" : "") << " SKIPPED ("
+            << run.error_message.substr(strlen(kSkipPrefix)) << ")" << (color ? "\033[0m" : "")
+            << "\n";
+    }
+};
+// ---- end of the console display block ------------------------------------------------
+
 std::unique_ptr<benchmark::BenchmarkReporter> make_display()
 {
     std::string format = gb_flag("benchmark_format", "console");
@@ -499,7 +609,7 @@ std::unique_ptr<benchmark::BenchmarkReporter> make_display()
         opts |= benchmark::ConsoleReporter::OO_Color;
     if (tabular == "true" || tabular == "yes" || tabular == "1")
         opts |= benchmark::ConsoleReporter::OO_Tabular;
-    return std::make_unique<benchmark::ConsoleReporter>(
+    return std::make_unique<SkipAwareConsoleReporter>(
         (benchmark::ConsoleReporter::OutputOptions)opts);
 }
 
@@ -646,9 +756,13 @@ void print_help()
     printf("\nGoogle Benchmark flags (all accepted), most useful:\n"
            "  --benchmark_list_tests             list the benchmarks and exit\n"
            "  --benchmark_filter=REGEX           run only matching benchmarks\n"
-           "  --benchmark_repetitions=N          repeat each; adds mean/median/stddev/cv\n"
-           "  --benchmark_min_time=SECONDS       minimum time per benchmark (else each\n"
-           "                                     benchmark's own default)\n"
+           "  --benchmark_repetitions=N          repeat each; adds mean/median/stddev/cv, and\n"
+           "                                     FILE.reps.csv beside --harness_csv=FILE.csv\n"
+           "                                     (one row per repetition); each repetition\n"
+           "                                     runs 1/N of the benchmark's minimum time\n"
+           "                                     (at least 0.05 s) unless the next flag is given\n"
+           "  --benchmark_min_time=SECONDS       minimum time per benchmark and repetition\n"
+           "                                     (else each benchmark's own default)\n"
            "  --benchmark_format=console|json|csv  standard output format\n"
            "  --benchmark_out=FILE --benchmark_out_format=json|console|csv\n"
            "  --benchmark_enable_random_interleaving=true\n"
@@ -660,6 +774,9 @@ void print_help()
 std::string register_instances()
 {
     Globals &G = g();
+    const double kLibraryMinTime = 0.5;        // Google Benchmark 1.7.1's default
+    const double kMinTimePerRepetition = 0.05;
+    double repetitions = (double)std::max(1L, strtol(gb_flag("benchmark_repetitions", "1").c_str(), nullptr, 10));
     std::set<std::string> known;
     for (auto &b : G.benches)
         for (Axis &a : b->axes) {
@@ -693,9 +810,13 @@ std::string register_instances()
             gb->Unit(gb_unit(b->unit));
             if (b->timing == HARNESS_TIMING_WALL) gb->UseRealTime();
             else gb->UseManualTime();
-            // a fixed count always; a program's own minimum time only when the user gave none
+            // a fixed count always; a program's own minimum time only when the user gave none,
+            // shared out over the repetitions so that N repetitions measure about as long
+            // as one did (each at least kMinTimePerRepetition)
             if (b->iterations > 0) gb->Iterations(b->iterations);
-            else if (!G.user_min_time && b->min_time > 0) gb->MinTime(b->min_time);
+            else if (!G.user_min_time && (b->min_time > 0 || repetitions > 1))
+                gb->MinTime(std::max((b->min_time > 0 ? b->min_time : kLibraryMinTime) / repetitions,
+                                     repetitions > 1 ? kMinTimePerRepetition : 0.0));
             size_t i = 0;  // next point of the product, the last axis fastest
             for (i = b->axes.size(); i > 0; i--) {
                 if (++at[i - 1] < values[i - 1].size()) break;
@@ -785,6 +906,7 @@ HarnessBench *harness_register(const HarnessSpec *spec)
     b->unit = spec->unit;
     b->min_time = spec->min_time;
     b->iterations = spec->iterations;
+    b->cache = spec->cache;
     for (int i = 0; i < HARNESS_MAX_AXES && spec->axes[i].name; i++) {
         if (!spec->axes[i].values) {
             fprintf(stderr, "harness: axis %s of %s/%s has no values\n", spec->axes[i].name,
@@ -838,6 +960,7 @@ int harness_run(void)
     for (int i = 0; i < ctx.count; i++) benchmark::AddCustomContext(ctx.keys[i], ctx.values[i]);
     for (const auto &kv : G.extra_context) benchmark::AddCustomContext(kv.first, kv.second);
     if (!ctx.has_gpu) fprintf(stderr, "harness: %s; GPU benchmarks will be skipped\n", ctx.no_gpu_reason);
+    G.gpu_state = ctx.has_gpu;
 
     TidyCsvTee tee(display.get(), G.csv_path, &ctx);
     benchmark::RunSpecifiedBenchmarks(&tee);

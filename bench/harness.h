@@ -37,6 +37,17 @@ typedef enum {
 
 typedef enum { HARNESS_NS, HARNESS_US, HARNESS_MS, HARNESS_S } HarnessUnit;
 
+// The L2 state a GPU micro benchmark measures; it goes into the label ("cache=cold") and
+// the tidy CSV's `cache` column. Cold: the benchmark flushes the L2 (l2_flush of
+// bench/gpu_timing.h) before starting the timer of every timed iteration, as a layer
+// finds it in a real step where other layers ran in between; warm: it re-runs on data
+// the previous iteration left in the cache.
+typedef enum {
+    HARNESS_CACHE_UNSTATED = 0, // not a GPU micro benchmark (macro steps, CPU work)
+    HARNESS_CACHE_WARM,
+    HARNESS_CACHE_COLD,
+} HarnessCache;
+
 typedef enum {
     HARNESS_COUNTER_PLAIN = 0, // reported as given (averaged over threads)
     HARNESS_COUNTER_RATE = 1,  // value divided by the measured time: a per-second rate
@@ -70,6 +81,7 @@ typedef struct {
                            // --benchmark_min_time (0: the library's default)
     int64_t iterations;    // fixed iterations, whatever --benchmark_min_time says (e.g. 1
                            // for a run to a target); 0: the library chooses
+    HarnessCache cache;    // GPU micro benchmarks: cold or warm L2 (see HarnessCache)
 } HarnessSpec;
 
 // The flags every practice program takes, parsed once by harness_init.
@@ -117,6 +129,15 @@ void harness_counter(HarnessState *st, const char *name, double value, HarnessCo
 // Totals over all iterations; reported as bytes_per_second / items_per_second.
 void harness_set_bytes_processed(HarnessState *st, int64_t bytes);
 void harness_set_items_processed(HarnessState *st, int64_t items);
+// Per-repetition values: with --benchmark_repetitions=N the tidy CSV FILE.csv gets a
+// sibling FILE.reps.csv, one row per measured repetition (practice, variant, role, timing,
+// params, repetition, time, cpu_time, time_unit, iterations, counters, the GPU state
+// below); the tidy row holds their mean, median, stddev, min, max and time_cv.
+// With a usable GPU every run also records NVML's view of it before and after (as
+// counters, so in the JSON, the tidy CSV and the reps file): gpu_sm_clock_before_mhz,
+// gpu_sm_clock_after_mhz, gpu_temp_before_c, gpu_temp_after_c, gpu_throttle_before,
+// gpu_throttle_after (NVML clock-event reason bits; absent when NVML cannot say).
+
 // Free text appended to the run's label (after role and timing).
 void harness_set_label(HarnessState *st, const char *label);
 // Skips this run with a reason ("no CUDA device"); call before the loop and return.

@@ -14,7 +14,7 @@ ImageDataConfig image_data_default_config(int image_size, int batch_size)
         .data_dir = NULL, .dataset_preset = NULL, .cache_dir = NULL,
         .image_size = image_size, .batch_size = batch_size, .seed = 1, .num_workers = 2,
         .pin = LOADER_PIN_NONE, .skip_bad_files = false, .holdout = 0.2f,
-        .crop_scale_min = 0.25f, .timeout_ms = 0,
+        .crop_scale_min = 0.25f, .timeout_ms = 0, .max_image_pixels = 0,
     };
     return c;
 }
@@ -61,6 +61,7 @@ int image_data_open(const ImageDataConfig *c, ImageData *d)
     tc.skip_bad_files = c->skip_bad_files;
     tc.pin = c->pin;
     tc.timeout_ms = c->timeout_ms;
+    tc.max_image_pixels = c->max_image_pixels;
     tc.augment = augment_default_config(c->image_size);
     tc.augment.scale_min = c->crop_scale_min;
     // Evaluation: every held-out file once, the whole image resized, no flip.
@@ -68,6 +69,7 @@ int image_data_open(const ImageDataConfig *c, ImageData *d)
     ec.shuffle = false;
     ec.skip_bad_files = c->skip_bad_files;
     ec.timeout_ms = c->timeout_ms;
+    ec.max_image_pixels = c->max_image_pixels;
     ec.augment = augment_default_config(c->image_size);
     ec.augment.random_crop = false;
     ec.augment.flip = false;

@@ -35,6 +35,7 @@ typedef struct ImageDataConfig {
     float holdout;              // fraction of each class held out (0, 1)
     float crop_scale_min;       // smallest random-resized-crop area fraction
     int timeout_ms;             // a batch taking longer is an error (0: no limit)
+    int64_t max_image_pixels;   // largest JPEG decoded (0: PIL's default); larger: bad input
 } ImageDataConfig;
 
 typedef struct ImageData {

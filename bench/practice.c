@@ -3,6 +3,7 @@
 
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +206,24 @@ typedef struct Images {
     double cpu0;
 } Images;
 
+// Declared before main runs (a constructor): options must exist before harness_init, and
+// this way every program on the driver has them without a line of its own.
+__attribute__((constructor)) static void declare_loader_options(void)
+{
+    harness_option_int("loader-timeout", LOADER_PROGRAM_TIMEOUT_S, 0, 7 * 86400, "BENCH_LOADER_TIMEOUT",
+                       "seconds a loader batch may take before the run fails, naming the stuck "
+                       "worker's pid (0: no limit)");
+    harness_option_int("max-image-pixels", 0, 0, INT64_MAX, "BENCH_MAX_IMAGE_PIXELS",
+                       "largest JPEG (width x height) the loaders decode; larger files are bad "
+                       "input (0: PIL's default, 178956970)");
+}
+
+void practice_loader_options(LoaderConfig *cfg)
+{
+    cfg->timeout_ms = (int)(1000 * harness_option_int_value("loader-timeout"));
+    cfg->max_image_pixels = harness_option_int_value("max-image-pixels");
+}
+
 static int images_open(void *ctx, CoreConfig *cfg, const void *arg)
 {
     Images *im = ctx;
@@ -213,6 +232,10 @@ static int images_open(void *ctx, CoreConfig *cfg, const void *arg)
     ic.data_dir = harness_common()->data_dir;
     ic.dataset_preset = im->dataset_preset;
     ic.seed = cfg->seed;
+    LoaderConfig options = {0};
+    practice_loader_options(&options);
+    ic.timeout_ms = options.timeout_ms;
+    ic.max_image_pixels = options.max_image_pixels;
     if (how) {
         ic.num_workers = how->num_workers;
         ic.pin = how->pin;
@@ -335,6 +358,13 @@ static void core_counters(HarnessState *st, Core *core, const CoreConfig *cfg, c
     harness_set_label(st, label);
 }
 
+// ---- the practice's own hooks ------------------------------------------------------------------
+
+static int hooks_core_created(const Practice *p, HarnessState *st, Core *core, const CoreConfig *cfg)
+{
+    return p->hooks && p->hooks->core_created ? p->hooks->core_created(p->hooks->ctx, st, core, cfg) : 0;
+}
+
 // ---- throughput ---------------------------------------------------------------------------------
 
 static void run_throughput(HarnessState *st, const Practice *p, const PracticeVariant *v,
@@ -361,8 +391,9 @@ static void run_throughput(HarnessState *st, const Practice *p, const PracticeVa
         wrong = p->tolerance > 0 ? !(rel <= p->tolerance) : !identical;
     }
     Core *core = NULL;
-    if (core_create(cfg, &core) != 0) {
+    if (core_create(cfg, &core) != 0 || hooks_core_created(p, st, core, cfg) != 0) {
         practice_fail_or_skip(st, "creating the core");
+        core_free(core);
         src->close(src->ctx);
         return;
     }
@@ -416,6 +447,9 @@ static void run_throughput(HarnessState *st, const Practice *p, const PracticeVa
                      "(relative L2 %.3g, tolerance %s)", p->check_steps > 0 ? p->check_steps : 3,
                      rel, p->tolerance > 0 ? "stated" : "bit-identical");
             harness_fail(st, msg);
+        } else if (p->hooks && p->hooks->finish) {
+            PracticeOutcome o = {.steps = steps, .seconds = seconds};
+            p->hooks->finish(p->hooks->ctx, st, core, cfg, v, &o);
         }
     }
     core_free(core);
@@ -440,7 +474,8 @@ static int held_out_accuracy(Core *core, const SynthTask *task, float *images, i
     return 0;
 }
 
-static void run_time_to_accuracy(HarnessState *st, const Practice *p, const CoreConfig *cfg)
+static void run_time_to_accuracy(HarnessState *st, const Practice *p, const PracticeVariant *v,
+                                 const CoreConfig *cfg)
 {
     const CoreModelConfig *m = &cfg->model;
     SynthTask task = {m->in_channels, m->image_size, m->num_classes, SYNTH_NOISE, cfg->seed};
@@ -452,8 +487,10 @@ static void run_time_to_accuracy(HarnessState *st, const Practice *p, const Core
     if (!images || !labels) {
         error_set(ERROR_OUT_OF_MEMORY, "time to accuracy: out of memory (host)");
         practice_fail_or_skip(st, "preparing the batches");
-    } else if (core_create(cfg, &core) != 0) {
+    } else if (core_create(cfg, &core) != 0 || hooks_core_created(p, st, core, cfg) != 0) {
         practice_fail_or_skip(st, "creating the core");
+        core_free(core);
+        core = NULL;
     }
     if (!core) {
         free(images);
@@ -479,6 +516,11 @@ static void run_time_to_accuracy(HarnessState *st, const Practice *p, const Core
             images_seen += b.n;
             if (r.loss_ready && !isfinite(r.loss)) diverged = true;
             if (r.loss_ready) harness_curve_point(st, "train_loss", step + 1, images_seen, train_s, r.loss);
+            if (p->hooks && p->hooks->after_step &&
+                p->hooks->after_step(p->hooks->ctx, st, core, step, images_seen, train_s, &r) != 0) {
+                rc = -1;
+                break;
+            }
             if (!eval || diverged) continue;
             rc = held_out_accuracy(core, &task, images, labels, &accuracy);
             if (rc != 0) break;
@@ -509,6 +551,11 @@ static void run_time_to_accuracy(HarnessState *st, const Practice *p, const Core
             snprintf(extra, sizeof extra, "missed %.2f held-out accuracy in %d steps (best %.3f)",
                      p->target_accuracy, p->max_steps, best);
         core_counters(st, core, cfg, extra);
+        if (p->hooks && p->hooks->finish) {
+            PracticeOutcome o = {.steps = step, .seconds = train_s, .reached = reached, .diverged = diverged,
+                                 .final_accuracy = accuracy, .best_accuracy = best};
+            p->hooks->finish(p->hooks->ctx, st, core, cfg, v, &o);
+        }
     }
     core_free(core);
     free(images);
@@ -530,7 +577,7 @@ static void run_practice(HarnessState *st, void *user)
         return;
     }
     if (p->mode == PRACTICE_TIME_TO_ACCURACY) {
-        run_time_to_accuracy(st, p, &cfg);
+        run_time_to_accuracy(st, p, v, &cfg);
         return;
     }
     Synthetic synthetic = {.steps = p->steps > 0 ? p->steps : 10};

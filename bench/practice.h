@@ -68,6 +68,29 @@ typedef struct PracticeSource {
     void *ctx;
 } PracticeSource;
 
+// What a run did, for PracticeHooks.finish.
+typedef struct PracticeOutcome {
+    int64_t steps;          // steps timed (throughput) or taken (time to accuracy)
+    double seconds;         // their time (time to accuracy: training steps only)
+    bool reached, diverged; // time to accuracy only
+    double final_accuracy, best_accuracy; // time to accuracy only: held-out
+} PracticeOutcome;
+
+// A practice's own per-run code around the core (all optional; ctx is passed back).
+typedef struct PracticeHooks {
+    // After the core of a run is created (not the check's cores), e.g. to install
+    // gradient hooks. 0 or -1 with the error set (the run fails or skips).
+    int (*core_created)(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg);
+    // Time to accuracy: after every step, outside the timed part (e.g. a curve point);
+    // `images` and `seconds` are the totals so far. 0 or -1 with the error set.
+    int (*after_step)(void *ctx, HarnessState *st, Core *core, int step, int64_t images,
+                      double seconds, const CoreStepResult *r);
+    // After the driver's counters of a successful run: may add counters, or fail the run.
+    void (*finish)(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
+                   const PracticeVariant *v, const PracticeOutcome *o);
+    void *ctx;
+} PracticeHooks;
+
 typedef struct Practice {
     const char *name;                 // e.g. "zero_grad"
     const PracticeVariant *variants;
@@ -89,10 +112,21 @@ typedef struct Practice {
     const char *dataset_preset;       // images: generated preset (NULL: by the image size)
     const PracticeSource *source;     // a practice's own batches (NULL: synthetic or images)
     const char *label;                // extra label text
+    const PracticeHooks *hooks;       // NULL: none
 } Practice;
 
 // Registers one benchmark per variant of p (they must outlive harness_run).
 void practice_register(const Practice *p);
+
+// Every program linked with the driver takes two loader options (declared when it starts,
+// as harness options must be before harness_init, so they are in every --help):
+//   --loader-timeout=SECONDS  a batch taking longer is an error naming the stuck worker's
+//                             pid (default LOADER_PROGRAM_TIMEOUT_S; 0: no limit)
+//   --max-image-pixels=N      the largest JPEG (width x height) decoded; larger files are
+//                             bad input (0: PIL's default, JPEG_DEFAULT_MAX_PIXELS)
+// The driver's own loaders use them; a program that creates a loader itself applies them
+// to its config with this (after harness_init).
+void practice_loader_options(LoaderConfig *cfg);
 
 // The backend a run uses: --backend, else CUDA when a GPU is usable, else the fast CPU.
 // Returns false (with the run skipped, naming why) when it cannot run here.

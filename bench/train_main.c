@@ -16,6 +16,8 @@
 #include <time.h>
 
 #include "bench/image_data.h"
+#include "dist/train_ddp.h"
+#include "kernels/gpu_device.h"
 #include "kernels/check.h"
 #include "kernels/clock.h"
 #include "kernels/core.h"
@@ -35,10 +37,14 @@ typedef struct TrainArgs {
     const char *dataset_preset; // images: generated preset (NULL: chosen by image size)
     int num_workers;            // images: loader worker processes (0: in this process)
     bool skip_bad_files;
+    int loader_timeout_s;       // images: a batch taking longer is an error (0: no limit)
+    int64_t max_image_pixels;   // images: largest JPEG decoded (0: PIL's default)
     float holdout;              // images: fraction of each class held out for evaluation
     float crop_scale_min;       // images: smallest random-resized-crop area fraction
     bool classes_set;           // --classes was given
     bool verbose;               // print the convolution algorithms in use
+    bool ddp;                   // DistributedDataParallel over the launcher's world
+    int nproc_per_node;         // > 0: start this many local ranks (implies ddp)
 } TrainArgs;
 
 static void usage(FILE *f)
@@ -65,8 +71,17 @@ static void usage(FILE *f)
         "                         relative to the working folder), reused afterwards\n"
         "  --num-workers N        images: loader worker processes; 0 decodes in this process\n"
         "                         (default 2). Workers are forked before CUDA is touched.\n"
-        "  --skip-bad-files       images: skip (and count) undecodable files instead of\n"
-        "                         stopping with an error that names the file\n"
+        "  --skip-bad-files       images: skip (and count) bad files instead of stopping with\n"
+        "                         an error that names the file: undecodable JPEGs, ones over\n"
+        "                         --max-image-pixels, and .jpg names that are not regular\n"
+        "                         files (a FIFO, a socket, a dangling link; never opened). A\n"
+        "                         skipped file is remembered: later epochs skip it unread\n"
+        "  --max-image-pixels N   images: the largest JPEG (width x height) decoded; a file\n"
+        "                         whose header claims more is bad input, rejected before any\n"
+        "                         allocation (default 0: PIL's limit, 178956970 pixels)\n"
+        "  --loader-timeout S     images: seconds a batch may take before training stops with\n"
+        "                         an error naming the stuck worker's pid, the batch and the\n"
+        "                         epoch (with workers; default %d; 0: wait forever)\n"
         "  --holdout F            images: fraction of each class's files held out (default 0.2)\n"
         "  --crop-scale-min F     images: smallest area fraction of the random-resized crop\n"
         "                         (default 0.25; torchvision's is 0.08)\n"
@@ -125,7 +140,16 @@ static void usage(FILE *f)
         "                         (torch.backends.cudnn.deterministic = True)\n"
         "  --verbose              print the cuDNN algorithm and math type used for every\n"
         "                         convolution shape after the first step\n"
-        "  --help                 this text\n");
+        "\nDistributed (dist/; --data tensor only for now):\n"
+        "  --ddp                  DistributedDataParallel: this process is one rank of the\n"
+        "                         world of torchrun variables (RANK, WORLD_SIZE, LOCAL_RANK,\n"
+        "                         MASTER_ADDR, MASTER_PORT), mpirun or srun; --batch-size is\n"
+        "                         the global batch, each rank takes batch/world of it. CPU\n"
+        "                         ranks all-reduce over Open MPI (launch with mpirun), GPU\n"
+        "                         ranks over NCCL, GPU = LOCAL_RANK (--device is ignored)\n"
+        "  --nproc-per-node N     start N local ranks of this command with --ddp (mpirun on\n"
+        "                         the CPU backend; forked ranks + TCP rendezvous on GPUs)\n"
+        "  --help                 this text\n", LOADER_PROGRAM_TIMEOUT_S);
 }
 
 enum {
@@ -135,7 +159,8 @@ enum {
     OPT_DECAY, OPT_WARMUP, OPT_STEP_SIZE, OPT_STEP_GAMMA, OPT_LINEAR, OPT_REF_BATCH, OPT_CLIP,
     OPT_INIT_SCALE, OPT_GROWTH, OPT_WORKSPACE, OPT_MIN_LR, OPT_DATA, OPT_DATA_DIR,
     OPT_DATASET_PRESET, OPT_NUM_WORKERS, OPT_SKIP_BAD, OPT_HOLDOUT, OPT_CROP_SCALE,
-    OPT_DETERMINISTIC, OPT_VERBOSE, OPT_THREADS, OPT_HELP,
+    OPT_DETERMINISTIC, OPT_VERBOSE, OPT_THREADS, OPT_LOADER_TIMEOUT, OPT_MAX_PIXELS, OPT_HELP,
+    OPT_DDP, OPT_NPROC,
 };
 
 static const struct option options[] = {
@@ -157,8 +182,10 @@ static const struct option options[] = {
     {"dataset-preset", 1, 0, OPT_DATASET_PRESET}, {"num-workers", 1, 0, OPT_NUM_WORKERS},
     {"skip-bad-files", 0, 0, OPT_SKIP_BAD}, {"holdout", 1, 0, OPT_HOLDOUT},
     {"crop-scale-min", 1, 0, OPT_CROP_SCALE}, {"deterministic", 0, 0, OPT_DETERMINISTIC},
-    {"verbose", 0, 0, OPT_VERBOSE},
-    {"threads", 1, 0, OPT_THREADS}, {"help", 0, 0, OPT_HELP}, {0, 0, 0, 0},
+    {"verbose", 0, 0, OPT_VERBOSE}, {"loader-timeout", 1, 0, OPT_LOADER_TIMEOUT},
+    {"max-image-pixels", 1, 0, OPT_MAX_PIXELS},
+    {"threads", 1, 0, OPT_THREADS}, {"help", 0, 0, OPT_HELP},
+    {"ddp", 0, 0, OPT_DDP}, {"nproc-per-node", 1, 0, OPT_NPROC}, {0, 0, 0, 0},
 };
 
 // --verbose: the cuDNN algorithms and math types chosen for each convolution shape.
@@ -203,6 +230,21 @@ static int parse_int(const char *flag, const char *v, int min, int *out)
         return -1;
     }
     *out = (int)x;
+    return 0;
+}
+
+// A whole decimal integer in [min, INT64_MAX]; -1 (message printed) otherwise.
+static int parse_int64(const char *flag, const char *v, int64_t min, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end || errno || x < min) {
+        fprintf(stderr, "train: bad value '%s' for --%s: need an integer >= %lld (see --help)\n",
+                v, flag, (long long)min);
+        return -1;
+    }
+    *out = (int64_t)x;
     return 0;
 }
 
@@ -305,10 +347,18 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
         case OPT_DATASET_PRESET: a->dataset_preset = v; break;
         case OPT_NUM_WORKERS: if (parse_int(name, v, 0, &a->num_workers)) return -1; break;
         case OPT_SKIP_BAD: a->skip_bad_files = true; break;
+        case OPT_LOADER_TIMEOUT:
+            // seconds, in milliseconds an int must hold
+            if (parse_int(name, v, 0, &a->loader_timeout_s)) return -1;
+            if (a->loader_timeout_s > INT_MAX / 1000) return parse_fail(name, v);
+            break;
+        case OPT_MAX_PIXELS: if (parse_int64(name, v, 0, &a->max_image_pixels)) return -1; break;
         case OPT_HOLDOUT: if (parse_float(name, v, 0.0f, &a->holdout)) return -1; break;
         case OPT_CROP_SCALE: if (parse_float(name, v, 0.0f, &a->crop_scale_min)) return -1; break;
         case OPT_DETERMINISTIC: cfg->deterministic = true; break;
         case OPT_VERBOSE: a->verbose = true; break;
+        case OPT_DDP: a->ddp = true; break;
+        case OPT_NPROC: if (parse_int(name, v, 1, &a->nproc_per_node)) return -1; a->ddp = true; break;
         case OPT_HELP: usage(stdout); return 1;
         default: usage(stderr); return -1;
         }
@@ -326,6 +376,10 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
     }
     if (a->data == TRAIN_DATA_TENSOR && (a->data_dir || a->dataset_preset)) {
         fprintf(stderr, "train: --data-dir and --dataset-preset need --data images\n");
+        return -1;
+    }
+    if (a->ddp && a->data == TRAIN_DATA_IMAGES) {
+        fprintf(stderr, "train: --ddp needs --data tensor (the loader has no per-rank shards yet)\n");
         return -1;
     }
     if (a->data_dir && a->dataset_preset) {
@@ -355,6 +409,8 @@ static int open_images(const TrainArgs *a, CoreConfig *cfg, ImageData *d)
     ic.seed = cfg->seed;
     ic.num_workers = a->num_workers;
     ic.skip_bad_files = a->skip_bad_files;
+    ic.timeout_ms = a->loader_timeout_s * 1000;
+    ic.max_image_pixels = a->max_image_pixels;
     ic.holdout = a->holdout;
     ic.crop_scale_min = a->crop_scale_min;
     if (image_data_open(&ic, d) != 0) {
@@ -373,6 +429,11 @@ static int open_images(const TrainArgs *a, CoreConfig *cfg, ImageData *d)
     printf("train: dataset %s: %d classes, %lld train + %lld held-out images, "
            "%d loader workers\n", d->root, d->all.num_classes, (long long)d->train.num_samples,
            (long long)d->heldout.num_samples, a->num_workers);
+    if (d->all.num_irregular > 0) {  // counted and named, never silently dropped
+        char summary[4096];
+        dataset_summary(&d->all, summary, sizeof summary);
+        printf("train: dataset %s\n", summary);
+    }
     return 0;
 }
 
@@ -396,16 +457,27 @@ int main(int argc, char **argv)
     CoreConfig cfg;
     TrainArgs a = {.preset = "tiny", .steps = 200, .log_every = 20, .eval_batches = -1,
                    .noise = 0.5f, .target_accuracy = -1.0f, .data = TRAIN_DATA_IMAGES,
-                   .num_workers = 2,
+                   .num_workers = 2, .loader_timeout_s = LOADER_PROGRAM_TIMEOUT_S,
                    .holdout = 0.2f, .crop_scale_min = 0.25f};
     int rc = parse_args(argc, argv, &cfg, &a);
     if (rc != 0) return rc > 0 ? 0 : 1;
     bool images = a.data == TRAIN_DATA_IMAGES;
     if (!images && a.eval_batches < 0) a.eval_batches = 4;
+    if (a.ddp) {  // --nproc-per-node: start the ranks and wait for them; a rank goes on
+        int code = 0;
+        bool cpu = cfg.backend == CORE_BACKEND_CPU || cfg.backend == CORE_BACKEND_CPU_REF ||
+                   (cfg.backend == CORE_BACKEND_AUTO && !gpu_device_available(NULL, 0));
+        int launched = dist_train_launch(a.nproc_per_node, cpu, argc, argv, &code);
+        if (launched < 0) fprintf(stderr, "train: %s\n", error_message());
+        if (launched != 0) return launched < 0 ? 1 : code;
+        const char *local_rank = getenv("LOCAL_RANK") ? getenv("LOCAL_RANK") : getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+        if (!cpu && local_rank) cfg.device = atoi(local_rank);  // one GPU per rank
+    }
 
     // The loader (and its workers) first: fork must come before CUDA is initialised.
     ImageData data = {0};
     Core *core = NULL;
+    DistTrain *ddp = NULL;  // --ddp
     float *images_buf = NULL;
     int32_t *labels_buf = NULL;
     int status = 1;
@@ -414,6 +486,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "train: cannot create the core: %s\n", error_message());
         goto out;
     }
+    if (a.ddp && dist_train_create(core, &cfg, cfg.batch_size, &ddp) != 0) {
+        fprintf(stderr, "train: --ddp: %s\n", error_message());
+        goto out;
+    }
+    if (ddp) printf("train: DDP rank %d of %d, %d images per rank\n", dist_train_rank(ddp), dist_train_world(ddp),
+                    cfg.batch_size / dist_train_world(ddp));
     CoreStats st;
     core_stats(core, &st);
     const CoreModelConfig *m = &cfg.model;
@@ -456,7 +534,9 @@ int main(int argc, char **argv)
             synth_batch(&task, (uint64_t)s, cfg.batch_size, images_buf, labels_buf);
         }
         CoreStepResult r;
-        if (core_step(core, &batch, &r) != 0) {
+        CoreBatch local = batch;
+        if (ddp ? dist_train_local_batch(ddp, &batch, &local) != 0 || dist_train_step(ddp, &local, &r) != 0
+                : core_step(core, &batch, &r) != 0) {
             fprintf(stderr, "train: step %d failed%s: %s\n", s,
                     error_kind() == ERROR_OUT_OF_MEMORY ? " (out of memory)" : "", error_message());
             goto out;
@@ -511,9 +591,9 @@ int main(int argc, char **argv)
         loader_get_stats(data.train_loader, &ls);
         loader_get_stats(data.eval_loader, &es);
         printf("loader: %d workers, %lld epochs started, waited %.2f s for batches, "
-               "skipped %lld bad files in training and %lld held out\n", a.num_workers,
-               (long long)data.epoch + 1, ls.wait_seconds, (long long)ls.skipped,
-               (long long)es.skipped);
+               "skipped %lld bad files in training (%lld distinct, each read at most once) "
+               "and %lld held out\n", a.num_workers, (long long)data.epoch + 1, ls.wait_seconds,
+               (long long)ls.skipped, (long long)ls.bad_files, (long long)es.skipped);
         if (ls.last_skip[0]) printf("loader: last skipped in training: %s\n", ls.last_skip);
         if (es.last_skip[0]) printf("loader: last skipped held out: %s\n", es.last_skip);
     }
@@ -526,6 +606,7 @@ int main(int argc, char **argv)
         status = 2;
     }
 out:
+    dist_train_free(ddp);
     core_free(core);
     image_data_close(&data);
     free(images_buf);

@@ -28,6 +28,25 @@ static bool cache_get(const ConvKey *k, ConvAlgos *out)
     return hit;
 }
 
+static unsigned cache_generation;  // under cache_lock
+
+unsigned conv_cache_generation(void)
+{
+    pthread_mutex_lock(&cache_lock);
+    unsigned g = cache_generation;
+    pthread_mutex_unlock(&cache_lock);
+    return g;
+}
+
+extern "C" void core_conv_cache_clear(void)
+{
+    pthread_mutex_lock(&cache_lock);
+    cache_count = 0;
+    cache_next = 0;
+    cache_generation++;
+    pthread_mutex_unlock(&cache_lock);
+}
+
 static void cache_put(const ConvKey *k, const ConvAlgos *a)
 {
     pthread_mutex_lock(&cache_lock);

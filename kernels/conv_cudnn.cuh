@@ -55,6 +55,9 @@ typedef struct ConvTrialBuffers { void *x, *y; const void *w; void *dw; } ConvTr
 // Counters of algorithm selection, added to by conv_plan_set.
 typedef struct ConvTuneStats { double tune_ms; int hits, misses; } ConvTuneStats;
 
+// Changes whenever the algorithm cache is cleared (core_conv_cache_clear): plans made
+// under an older generation must be made again.
+unsigned conv_cache_generation(void);
 // Creates a plan's descriptors (once).
 int conv_plan_create(ConvPlan *p);
 // Frees a plan's descriptors; a plan never created is fine.

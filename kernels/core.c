@@ -146,7 +146,79 @@ int core_step(Core *core, const CoreBatch *batch, CoreStepResult *result)
     TRY(check_batch(core, batch));
     CoreStepResult r = {.step = core->step};
     r.lr = core_lr_at(&core->cfg.optim, batch->n, core->step);
-    TRY(core->ops->step(core, batch, r.lr, &r));
+    core->hooks_armed = true;
+    int rc = core->ops->step(core, batch, r.lr, &r);
+    core->hooks_armed = false;
+    TRY(rc);
+    core->step++;
+    if (result) *result = r;
+    return 0;
+}
+
+// ---- split step and gradient hooks -------------------------------------------------
+
+// The flat parameter range [offset, offset + count) of one op (count 0: no parameters).
+static size_t op_param_count(const ModelOp *op)
+{
+    switch (op->kind) {
+    case OP_CONV: return (size_t)op->cout * op->cin * op->k * op->k;
+    case OP_BN: return 2 * (size_t)op->cin;
+    case OP_LINEAR: return (size_t)op->cout * op->cin + (size_t)op->cout;
+    default: return 0;
+    }
+}
+
+int core_set_grad_hooks(Core *core, const CoreGradHooks *hooks)
+{
+    if (hooks && (!hooks->ready || !hooks->before_update))
+        return error_set(ERROR_BAD_USAGE, "core_set_grad_hooks: ready and before_update are both needed");
+    if (hooks && (!core->ops->forward_backward || !core->ops->update))
+        return error_set(ERROR_BAD_USAGE, "core_set_grad_hooks: the %s backend has no split step",
+                         core_backend_name(core->backend));
+    memset(&core->hooks, 0, sizeof core->hooks);
+    if (hooks) core->hooks = *hooks;
+    return 0;
+}
+
+bool core_grad_hook_armed(const Core *core) { return core->hooks_armed && core->hooks.ready; }
+
+int core_report_grads_ready(Core *core, int op_index, float *grads, void *event, void *stream)
+{
+    if (!core_grad_hook_armed(core)) return 0;
+    const ModelOp *op = &core->graph.ops[op_index];
+    CoreGradReady ready = {.offset = op->w_off, .count = op_param_count(op), .grads = grads,
+                           .event = event, .stream = stream};
+    if (ready.count == 0) return 0;
+    return core->hooks.ready(core->hooks.user, &ready);
+}
+
+int core_report_before_update(Core *core, float *grads, void *stream)
+{
+    if (!core->hooks.before_update) return 0;
+    return core->hooks.before_update(core->hooks.user, grads, core->graph.n_params, stream);
+}
+
+int core_forward_backward(Core *core, const CoreBatch *batch, bool accumulate)
+{
+    TRY(check_batch(core, batch));
+    if (!core->ops->forward_backward)
+        return error_set(ERROR_BAD_USAGE, "core_forward_backward: the %s backend has no split step",
+                         core_backend_name(core->backend));
+    core->hooks_armed = true;
+    int rc = core->ops->forward_backward(core, batch, accumulate);
+    core->hooks_armed = false;
+    return rc;
+}
+
+int core_apply_update(Core *core, int lr_batch, CoreStepResult *result)
+{
+    if (lr_batch <= 0) return error_set(ERROR_BAD_USAGE, "core_apply_update: lr_batch must be > 0");
+    if (!core->ops->update)
+        return error_set(ERROR_BAD_USAGE, "core_apply_update: the %s backend has no split step",
+                         core_backend_name(core->backend));
+    CoreStepResult r = {.step = core->step};
+    r.lr = core_lr_at(&core->cfg.optim, lr_batch, core->step);
+    TRY(core->ops->update(core, r.lr, &r));
     core->step++;
     if (result) *result = r;
     return 0;
@@ -163,6 +235,36 @@ int core_loss_grad(Core *core, const CoreBatch *batch, float *loss, float *grad)
     TRY(check_batch(core, batch));
     return core->ops->loss_grad(core, batch, loss, grad);
 }
+
+int core_set_image_size(Core *core, int image_size)
+{
+    if (image_size < 0) return error_set(ERROR_BAD_USAGE, "core_set_image_size: size %d < 0", image_size);
+    CoreModelConfig m = core->cfg.model;
+    if (image_size > 0) m.image_size = image_size;
+    if (m.image_size == core->graph.shapes[0].h) return 0;
+    ModelGraph *g = malloc(sizeof *g);
+    if (!g) return error_set(ERROR_OUT_OF_MEMORY, "core_set_image_size: out of memory");
+    if (model_build(&m, g) != 0) {
+        free(g);
+        return error_wrap("images of %dx%d", m.image_size, m.image_size);
+    }
+    // The same ops and parameters at another size; only the activations' shapes change.
+    const ModelGraph *old = &core->graph;
+    bool same = g->n_ops == old->n_ops && g->n_tensors == old->n_tensors &&
+                g->n_params == old->n_params && g->n_stats == old->n_stats &&
+                g->n_saved == old->n_saved;
+    if (!same) {
+        free(g);
+        return error_set(ERROR_BAD_USAGE, "core_set_image_size: %dx%d images change the "
+                         "model's parameters (the MLP's first layer fixes its input size; only "
+                         "the ResNet models take any size)", m.image_size, m.image_size);
+    }
+    core->graph = *g;  // the backends re-plan for it when its first batch arrives
+    free(g);
+    return 0;
+}
+
+int core_image_size(const Core *core) { return core->graph.shapes[0].h; }
 
 int core_sync(Core *core) { return core->ops->sync(core); }
 

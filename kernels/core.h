@@ -122,6 +122,8 @@ typedef struct CoreConfig {
 // HOST memory (pinned or not) can be reused as soon as core_step/core_eval return.
 // DEVICE memory is read on the core's own stream: it must be ready before the call
 // and stay unchanged until the step's work is done (core_sync).
+// H = W is the core's current image size: the config's model.image_size until
+// core_set_image_size changes it.
 typedef struct CoreBatch {
     const float *images;
     const int32_t *labels;
@@ -187,6 +189,16 @@ int core_eval(Core *core, const CoreBatch *batch, CoreEvalResult *result);
 // Training-mode forward (and backward when grad != NULL) without updating anything:
 // writes the mean loss and the unscaled fp32 gradient of every parameter (param_count).
 int core_loss_grad(Core *core, const CoreBatch *batch, float *loss, float *grad);
+// The image size (H = W) of the batches from the next call on; 0: the config's. Any
+// size works for the ResNet models (global average pooling makes them size-agnostic;
+// the MLP's first layer fixes its input: another size is ERROR_BAD_USAGE), so training
+// can change it every step, as variable-resolution training does. Each new (n, size) is
+// planned once, when a batch of it arrives: buffers grow, and the cuDNN algorithms come
+// from the per-shape cache, so an autotuning core times the candidates of every shape it
+// has not met before (what cudnn.benchmark = True does on a new input shape).
+int core_set_image_size(Core *core, int image_size);
+// The image size the next batch must have.
+int core_image_size(const Core *core);
 // Waits until all queued device work of this core is done (no-op on the CPU).
 int core_sync(Core *core);
 // Reads counters and figures (synchronises with the device).
@@ -211,6 +223,43 @@ int core_inject_grad_fault(Core *core, float value);
 float core_lr_at(const CoreOptimConfig *optim, int batch_size, int step);
 // Frees everything; NULL is fine.
 void core_free(Core *core);
+
+// ---- split step and gradient hooks (DistributedDataParallel, gradient accumulation) ----
+// core_step = core_forward_backward(accumulate = false) + core_apply_update(lr_batch = n).
+// With hooks set, backward reports each op's parameter gradients as soon as they are final,
+// so a caller can reduce them (in buckets) while backward goes on; the update waits for
+// before_update, so the GradScaler's inf check, clipping and SGD see what it leaves.
+typedef struct CoreGradReady {
+    size_t offset, count; // the op's range in the flat parameter order of core_params_get
+    float *grads;         // the core's whole fp32 gradient buffer (device memory on CUDA)
+    void *event;          // CUDA: cudaEvent_t recorded on `stream` after the range was
+                          // written (wait on it from a communication stream); NULL on the CPU
+    void *stream;         // CUDA: the core's compute stream (cudaStream_t); NULL on the CPU
+} CoreGradReady;
+
+typedef struct CoreGradHooks {
+    // During the backward of core_step / core_forward_backward, once per op with
+    // parameters, in backward order. Returns 0 or -1 (the step fails).
+    int (*ready)(void *user, const CoreGradReady *ready);
+    // After backward, before the inf/nan check, clipping and SGD: must leave the final
+    // gradients (count floats) in grads; on CUDA ordered before the update on `stream`.
+    int (*before_update)(void *user, float *grads, size_t count, void *stream);
+    void *user;
+} CoreGradHooks;
+
+// Installs the hooks (NULL removes them); core_loss_grad never calls them.
+int core_set_grad_hooks(Core *core, const CoreGradHooks *hooks);
+// Forward, loss and backward of one (micro-)batch, no update: gradients replace those
+// held, or are added to them when accumulate (no_sync accumulation). Loss and accuracy
+// count per call and are read back by core_apply_update.
+int core_forward_backward(Core *core, const CoreBatch *batch, bool accumulate);
+// The update after core_forward_backward: before_update hook, GradScaler check, clipping,
+// SGD at the learning rate of this step for lr_batch images (the global batch under DDP).
+int core_apply_update(Core *core, int lr_batch, CoreStepResult *result);
+// Forgets every cached cuDNN algorithm choice (process-wide, as a fresh PyTorch process
+// starts with an empty cudnn.benchmark cache); the next step of every CUDA core plans its
+// shape again (autotuning cores time the candidates again). A no-op without CUDA work.
+void core_conv_cache_clear(void);
 
 // Threads of the fast CPU backend, process-wide like torch.set_num_threads: every CPU
 // core uses this many from its next call on. n <= 0 restores the default, the CPUs the

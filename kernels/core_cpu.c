@@ -210,8 +210,9 @@ typedef struct CpuCore {
     CpuWorkspace ws;       // threads and per-thread scratch (im2col, weight-gradient parts)
     float *params, *grads, *mom, *stats, *saved;
     float *act[MODEL_MAX_TENSORS], *dact[MODEL_MAX_TENSORS];
+    size_t act_cap[MODEL_MAX_TENSORS]; // floats allocated for act[t] and for dact[t]
+    int ws_image_size;     // the image size the workspace was laid out for
     const float *input;
-    int cap_n;
     AmpScaler scaler;
     int skipped;
     bool fault_pending;
@@ -235,32 +236,37 @@ static float *cpu_alloc(CpuCore *c, size_t count)
     return p;
 }
 
-static void free_activations(CpuCore *c, const ModelGraph *g)
+static void free_tensor(CpuCore *c, int t)
 {
-    for (int t = 0; t < g->n_tensors; t++) {
-        if (c->act[t]) c->bytes -= 2 * (size_t)c->cap_n * model_tensor_size(g, t) * sizeof(float);
-        free(c->act[t]); free(c->dact[t]);
-        c->act[t] = c->dact[t] = NULL;
-    }
-    c->cap_n = 0;
+    if (c->act[t] || c->dact[t]) c->bytes -= 2 * c->act_cap[t] * sizeof(float);
+    free(c->act[t]); free(c->dact[t]);
+    c->act[t] = c->dact[t] = NULL;
+    c->act_cap[t] = 0;
 }
 
-// Activations and their gradients for n samples; reallocated only when n grows.
+// Sized by what each tensor holds, not by the graph: the image size may have changed.
+static void free_activations(CpuCore *c)
+{
+    for (int t = 0; t < MODEL_MAX_TENSORS; t++) free_tensor(c, t);
+}
+
+// Activations and their gradients for n samples of the current image size; a tensor is
+// reallocated only when it grows (a larger batch or larger images).
 static int ensure_capacity(Core *core, int n)
 {
     CpuCore *c = cpu(core);
     const ModelGraph *g = &core->graph;
-    if (n <= c->cap_n) return 0;
-    free_activations(c, g);
     for (int t = 1; t < g->n_tensors; t++) {
         size_t count = (size_t)n * model_tensor_size(g, t);
+        if (count <= c->act_cap[t]) continue;
+        free_tensor(c, t);
+        c->act_cap[t] = count;  // what free_tensor takes off, also after a partial failure
         if (!(c->act[t] = cpu_alloc(c, count)) || !(c->dact[t] = cpu_alloc(c, count))) {
-            c->cap_n = n;
-            free_activations(c, g);
+            if (c->act[t] && !c->dact[t]) c->bytes += count * sizeof(float);  // the pair's share
+            free_activations(c);
             return -1;
         }
     }
-    c->cap_n = n;
     return 0;
 }
 
@@ -270,7 +276,9 @@ static const float *tensor(CpuCore *c, int t) { return t == 0 ? c->input : c->ac
 static int ensure_workspace(CpuCore *c, const ModelGraph *g)
 {
     int threads = c->fast ? core_cpu_threads() : 1;
-    if (c->ws.scratch && c->ws.threads == threads) return 0;
+    // Scratch is laid out per convolution shape (chunks of images, not monotone in the
+    // size): a new image size gets its own.
+    if (c->ws.scratch && c->ws.threads == threads && g->shapes[0].h == c->ws_image_size) return 0;
     c->bytes -= cpu_workspace_bytes(&c->ws);
     cpu_workspace_free(&c->ws);
     ConvShape convs[MODEL_MAX_OPS];
@@ -278,6 +286,7 @@ static int ensure_workspace(CpuCore *c, const ModelGraph *g)
     for (int i = 0; i < g->n_ops; i++)
         if (g->ops[i].kind == OP_CONV) convs[count++] = model_conv_shape(g, &g->ops[i], 1);
     TRY(cpu_workspace_init(&c->ws, convs, count, threads));
+    c->ws_image_size = g->shapes[0].h;
     c->bytes += cpu_workspace_bytes(&c->ws);
     if (c->bytes > c->peak) c->peak = c->bytes;
     return 0;
@@ -330,8 +339,9 @@ static void forward(Core *core, int n, FwdMode mode)
     }
 }
 
-// Gradients of all parameters into c->grads (added when accum_params, else written).
-static void backward(Core *core, int n, bool accum_params)
+// Gradients of all parameters into c->grads (added when accum_params, else written);
+// each op's are reported to the gradients-ready hook as soon as they are final.
+static int backward(Core *core, int n, bool accum_params)
 {
     CpuCore *c = cpu(core);
     const CpuLayers *L = c->layers;
@@ -367,10 +377,14 @@ static void backward(Core *core, int n, bool accum_params)
                           op->in_accum, c->grads + op->w_off, c->grads + op->b_off, accum_params);
             break;
         }
+        TRY(core_report_grads_ready(core, i, c->grads, NULL, NULL));
     }
+    return 0;
 }
 
-static int cpu_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r)
+// Forward, loss and backward of one (micro-)batch; gradients replace those held or, when
+// accumulate, are added to them. Loss and accuracy join the read-back window.
+static int cpu_forward_backward(Core *core, const CoreBatch *b, bool accumulate)
 {
     CpuCore *c = cpu(core);
     const CoreConfig *cfg = &core->cfg;
@@ -380,14 +394,31 @@ static int cpu_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r)
     c->input = b->images;
     bool fp16 = cfg->precision == CORE_PRECISION_FP16;
     bool memset_mode = cfg->zero_grad == CORE_ZERO_GRAD_MEMSET;
-    if (memset_mode) memset(c->grads, 0, np * sizeof(float));
+    if (memset_mode && !accumulate) memset(c->grads, 0, np * sizeof(float));
 
     forward(core, b->n, FWD_TRAIN);
     float scale = fp16 ? c->scaler.scale : 1.0f;
     int correct = 0;
     double loss = softmax_ce_cpu(b->n, g->shapes[g->logits].c, c->act[g->logits], b->labels,
                                  scale, c->dact[g->logits], &correct) / b->n;
-    backward(core, b->n, memset_mode);
+    TRY(backward(core, b->n, memset_mode || accumulate));
+    c->loss_accum += loss;
+    c->loss_count++;
+    c->correct_accum += correct;
+    c->samples_accum += b->n;
+    return 0;
+}
+
+// The update: the before_update hook (DDP's reduced gradients), the GradScaler's inf/nan
+// check, clipping, SGD, the scaler's update and the loss read-back.
+static int cpu_update(Core *core, float lr, CoreStepResult *r)
+{
+    CpuCore *c = cpu(core);
+    const CoreConfig *cfg = &core->cfg;
+    size_t np = core->graph.n_params;
+    bool fp16 = cfg->precision == CORE_PRECISION_FP16;
+    float scale = fp16 ? c->scaler.scale : 1.0f;
+    TRY(core_report_before_update(core, c->grads, NULL));
     if (c->fault_pending) {  // one step only, whatever happens next
         c->fault_pending = false;
         c->grads[np / 2] = c->fault_value;
@@ -410,10 +441,6 @@ static int cpu_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r)
         c->skipped += found_inf;
     }
 
-    c->loss_accum += loss;
-    c->loss_count++;
-    c->correct_accum += correct;
-    c->samples_accum += b->n;
     bool ready = cfg->readback == CORE_READBACK_EVERY_STEP || c->loss_count >= cfg->readback_interval;
     if (ready) {
         r->loss = (float)(c->loss_accum / c->loss_count);
@@ -425,6 +452,12 @@ static int cpu_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r)
         c->correct_accum = c->samples_accum = 0;
     }
     return 0;
+}
+
+static int cpu_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r)
+{
+    TRY(cpu_forward_backward(core, b, false));
+    return cpu_update(core, lr, r);
 }
 
 static int cpu_eval(Core *core, const CoreBatch *b, CoreEvalResult *r)
@@ -454,7 +487,7 @@ static int cpu_loss_grad(Core *core, const CoreBatch *b, float *loss, float *gra
                               1.0f, c->dact[g->logits], NULL);
     if (loss) *loss = (float)(l / b->n);
     if (grad) {
-        backward(core, b->n, false);
+        TRY(backward(core, b->n, false));
         memcpy(grad, c->grads, g->n_params * sizeof(float));
     }
     return 0;
@@ -497,7 +530,7 @@ static void cpu_destroy(Core *core)
 {
     CpuCore *c = cpu(core);
     if (!c) return;
-    free_activations(c, &core->graph);
+    free_activations(c);
     cpu_workspace_free(&c->ws);
     free(c->params); free(c->grads); free(c->mom); free(c->stats); free(c->saved);
     free(c);
@@ -508,6 +541,7 @@ static const CoreOps cpu_ops = {
     .step = cpu_step, .eval = cpu_eval, .loss_grad = cpu_loss_grad, .sync = cpu_sync,
     .stats = cpu_stats, .params_get = cpu_params_get, .params_set = cpu_params_set,
     .inject = cpu_inject, .destroy = cpu_destroy,
+    .forward_backward = cpu_forward_backward, .update = cpu_update,
 };
 
 int core_cpu_init(Core *core)

@@ -28,7 +28,8 @@ typedef struct CudaCore {
     bool staged;                 // weights cast/permuted per step; conv dW gathered back
     float *params, *grads, *mom, *stats, *saved, *bn_scratch;
     void *wc;                    // compute-type weight copy (staged)
-    void *gc;                    // compute-type conv filter gradient (staged)
+    void *gc;                    // compute-type conv filter gradient (staged); always the
+                                 // candidate trials' filter-gradient scratch
     void *act[MODEL_MAX_TENSORS], *dact[MODEL_MAX_TENSORS];
     float *in_stage[2];          // device copies of host batches, ping-pong
     int32_t *lab_stage[2];
@@ -39,7 +40,12 @@ typedef struct CudaCore {
     void *ws;
     size_t ws_size;
     ConvPlan plans[MODEL_MAX_OPS];
-    int cur_n, cap_n;
+    size_t act_cap[MODEL_MAX_TENSORS];  // elements allocated for act[t]
+    size_t dact_cap[MODEL_MAX_TENSORS]; // elements allocated for dact[t]
+    size_t in_cap[2];            // floats of in_stage[i]
+    size_t lab_cap[2];           // labels of lab_stage[i]
+    int cur_n, cur_size;         // the (n, image size) the plans are for; 0: none
+    unsigned plan_generation;    // conv_cache_generation() when they were made
     DevScalars *dsc;             // device scalars
     DevScalars *hsc;             // pinned host mirror
     int loss_count;              // steps in the current read-back window
@@ -51,6 +57,7 @@ typedef struct CudaCore {
     size_t free_at_create;       // cudaMemGetInfo's free bytes before the core allocated
     size_t device_used_peak;     // largest drop of free bytes since then
     ConvTuneStats tune;
+    cudaEvent_t grad_ready[MODEL_MAX_OPS]; // per op, recorded after its gradients (DDP hooks)
 } CudaCore;
 
 // cuBLAS's workspace per handle, as PyTorch sizes it on Hopper and later (4 MiB x 8;
@@ -100,39 +107,53 @@ static void dev_free(CudaCore *c, void **p, size_t bytes)
 
 static size_t in_elems(const Core *core, int n) { return (size_t)n * model_tensor_size(&core->graph, 0); }
 
-static size_t act_bytes(const Core *core, int t, int n)
-{
-    return (size_t)n * model_tensor_size(&core->graph, t) * dtype_size(cu((Core *)core)->dt);
-}
-
+// Buffers are sized by what each one holds (its capacity), never by the graph: the image
+// size, and so the graph's shapes, may have changed since they were allocated.
 static void free_activations(Core *core)
 {
     CudaCore *c = cu(core);
-    const ModelGraph *g = &core->graph;
-    for (int t = 0; t < g->n_tensors; t++) {
-        DEV_FREE(c, c->act[t], act_bytes(core, t, c->cap_n));
-        DEV_FREE(c, c->dact[t], act_bytes(core, t, c->cap_n));
+    size_t es = dtype_size(c->dt);
+    for (int t = 0; t < MODEL_MAX_TENSORS; t++) {
+        DEV_FREE(c, c->act[t], c->act_cap[t] * es);
+        DEV_FREE(c, c->dact[t], c->dact_cap[t] * es);
+        c->act_cap[t] = c->dact_cap[t] = 0;
     }
     for (int i = 0; i < 2; i++) {
-        DEV_FREE(c, c->in_stage[i], in_elems(core, c->cap_n) * sizeof(float));
-        DEV_FREE(c, c->lab_stage[i], (size_t)c->cap_n * sizeof(int32_t));
+        DEV_FREE(c, c->in_stage[i], c->in_cap[i] * sizeof(float));
+        DEV_FREE(c, c->lab_stage[i], c->lab_cap[i] * sizeof(int32_t));
+        c->in_cap[i] = c->lab_cap[i] = 0;
     }
-    c->cap_n = 0;
     c->cur_n = 0;
+    c->cur_size = 0;
 }
 
+// (Re)allocates *p for `need` elements of `elem` bytes when *cap is smaller. On failure
+// *p is NULL and *cap 0, so that free_activations stays exact.
+static int grow(CudaCore *c, void **p, size_t *cap, size_t need, size_t elem)
+{
+    if (need <= *cap) return 0;
+    dev_free(c, p, *cap * elem);
+    *cap = 0;
+    TRY(dev_alloc(c, p, need * elem));
+    *cap = need;
+    return 0;
+}
+
+// Activations, their gradients and the upload buffers for n samples of the current image
+// size; a buffer is reallocated only when it must grow (a larger batch or larger images).
 static int alloc_activations(Core *core, int n)
 {
     CudaCore *c = cu(core);
     const ModelGraph *g = &core->graph;
-    c->cap_n = n;  // free_activations sizes by cap_n, also after a partial failure
+    size_t es = dtype_size(c->dt);
     for (int t = 0; t < g->n_tensors; t++) {
-        if (t > 0 || c->staged) TRY(dev_alloc(c, &c->act[t], act_bytes(core, t, n)));
-        if (t > 0) TRY(dev_alloc(c, &c->dact[t], act_bytes(core, t, n)));
+        size_t need = (size_t)n * model_tensor_size(g, t);
+        if (t > 0 || c->staged) TRY(grow(c, &c->act[t], &c->act_cap[t], need, es));
+        if (t > 0) TRY(grow(c, &c->dact[t], &c->dact_cap[t], need, es));
     }
     for (int i = 0; i < 2; i++) {
-        TRY(DEV_ALLOC(c, c->in_stage[i], in_elems(core, n) * sizeof(float)));
-        TRY(DEV_ALLOC(c, c->lab_stage[i], (size_t)n * sizeof(int32_t)));
+        TRY(grow(c, (void **)&c->in_stage[i], &c->in_cap[i], in_elems(core, n), sizeof(float)));
+        TRY(grow(c, (void **)&c->lab_stage[i], &c->lab_cap[i], (size_t)n, sizeof(int32_t)));
     }
     return 0;
 }
@@ -140,25 +161,27 @@ static int alloc_activations(Core *core, int n)
 static void *weight(const Core *core, const ModelOp *op);
 static int sample_device_used(CudaCore *c);
 
-// Buffers for n samples (reallocated only when n grows) and conv plans for exactly n.
+// Buffers for n samples of the current image size (reallocated only when they grow) and
+// conv plans for exactly that shape. Plans are made again for a new (n, size), and after
+// core_conv_cache_clear (a new cache generation).
 static int prepare(Core *core, int n)
 {
     CudaCore *c = cu(core);
     const ModelGraph *g = &core->graph;
-    if (n == c->cur_n) return 0;
+    int size = g->shapes[0].h;
+    unsigned generation = conv_cache_generation();
+    if (n == c->cur_n && size == c->cur_size && generation == c->plan_generation) return 0;
     CUDA_TRY(cudaStreamSynchronize(c->s));
     CUDA_TRY(cudaStreamSynchronize(c->cs));
     c->cur_n = 0;  // until everything below succeeds
-    if (n > c->cap_n) {
+    c->cur_size = 0;
+    if (alloc_activations(core, n) != 0) {
+        char why[1024];
+        ErrorKind kind = error_kind();
+        snprintf(why, sizeof why, "%s", error_message());
         free_activations(core);
-        if (alloc_activations(core, n) != 0) {
-            char why[1024];
-            ErrorKind kind = error_kind();
-            snprintf(why, sizeof why, "%s", error_message());
-            free_activations(core);
-            error_restore(kind, why);
-            return error_wrap("buffers for a batch of %d", n);
-        }
+        error_restore(kind, why);
+        return error_wrap("buffers for a batch of %d at %dx%d", n, size, size);
     }
     size_t ws_need = 0;
     for (int i = 0; i < g->n_ops; i++) {
@@ -169,13 +192,13 @@ static int prepare(Core *core, int n)
         ConvKey key = conv_key_make(c->device, &shape, c->dt, c->nhwc, cfg->precision, cfg->conv_algo,
                                     cfg->deterministic, cfg->workspace_limit);
         // Candidate trials run on this step's own buffers: nothing holds data yet (both
-        // streams are idle), and the filter gradient goes to scratch (staged) or to
-        // gradients that every step zeroes or overwrites before use.
+        // streams are idle), and the filter gradient goes to scratch, never to the
+        // gradients (a new shape may come between accumulated micro-batches).
         ConvTrialBuffers trial;
         trial.x = op->in > 0 || c->staged ? c->act[op->in] : (void *)c->in_stage[0];
         trial.y = c->act[op->out];
         trial.w = weight(core, op);
-        trial.dw = c->staged ? c->gc : (void *)(c->grads + op->w_off);
+        trial.dw = c->gc;
         TRY(conv_plan_set(&c->plans[i], c->dnn, &key, &trial, &c->tune));
         const ConvPlan *p = &c->plans[i];
         size_t need = p->ws_fwd > p->ws_bwd_data ? p->ws_fwd : p->ws_bwd_data;
@@ -189,6 +212,8 @@ static int prepare(Core *core, int n)
         c->ws_size = ws_need;
     }
     c->cur_n = n;
+    c->cur_size = size;
+    c->plan_generation = generation;
     return sample_device_used(c);
 }
 
@@ -382,6 +407,13 @@ static int backward(Core *core, int n, bool accum_params)
             break;
         }
         }
+        if (core_grad_hook_armed(core) && (op->kind == OP_CONV || op->kind == OP_BN ||
+                                           op->kind == OP_LINEAR)) {
+            if (!c->grad_ready[i])
+                CUDA_TRY(cudaEventCreateWithFlags(&c->grad_ready[i], cudaEventDisableTiming));
+            CUDA_TRY(cudaEventRecord(c->grad_ready[i], c->s));
+            TRY(core_report_grads_ready(core, i, c->grads, (void *)c->grad_ready[i], (void *)c->s));
+        }
     }
     return 0;
 }
@@ -393,7 +425,9 @@ static int read_scalars(CudaCore *c)
     return 0;
 }
 
-static int cuda_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r)
+// Forward, loss and backward of one (micro-)batch; gradients replace those held or, when
+// accumulate, are added to them. Loss and accuracy join the read-back window.
+static int cuda_forward_backward(Core *core, const CoreBatch *b, bool accumulate)
 {
     CudaCore *c = cu(core);
     const CoreConfig *cfg = &core->cfg;
@@ -401,12 +435,11 @@ static int cuda_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r
     size_t np = g->n_params;
     bool fp16 = cfg->precision == CORE_PRECISION_FP16;
     bool memset_mode = cfg->zero_grad == CORE_ZERO_GRAD_MEMSET;
-    bool clip = cfg->optim.clip_norm > 0.0f;
     CUDA_TRY(cudaSetDevice(c->device));
     TRY(prepare(core, b->n));
     TRY(upload(core, b));
     TRY(cast_weights(core));
-    if (memset_mode) CUDA_TRY(cudaMemsetAsync(c->grads, 0, np * sizeof(float), c->s));
+    if (memset_mode && !accumulate) CUDA_TRY(cudaMemsetAsync(c->grads, 0, np * sizeof(float), c->s));
     if (c->loss_count == 0) {
         CUDA_TRY(cudaMemsetAsync(&c->dsc->loss_sum, 0, sizeof(float), c->s));
         CUDA_TRY(cudaMemsetAsync(&c->dsc->train_correct, 0, sizeof(int), c->s));
@@ -416,8 +449,24 @@ static int cuda_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r
     TRY(cuda_softmax_ce(c->act[g->logits], c->dt, c->labels, b->n, g->shapes[g->logits].c,
                         fp16 ? &c->dsc->scale : NULL, c->dact[g->logits], &c->dsc->loss_sum,
                         &c->dsc->train_correct, c->s));
-    TRY(backward(core, b->n, memset_mode));
+    TRY(backward(core, b->n, memset_mode || accumulate));
     TRY(release_batch(core, b));
+    c->loss_count++;
+    c->window_samples += b->n;
+    return 0;
+}
+
+// The update: the before_update hook (DDP's reduced gradients, ordered on the compute
+// stream), the GradScaler's inf/nan check, clipping, SGD, the scaler and the read-back.
+static int cuda_update(Core *core, float lr, CoreStepResult *r)
+{
+    CudaCore *c = cu(core);
+    const CoreConfig *cfg = &core->cfg;
+    size_t np = core->graph.n_params;
+    bool fp16 = cfg->precision == CORE_PRECISION_FP16;
+    bool clip = cfg->optim.clip_norm > 0.0f;
+    CUDA_TRY(cudaSetDevice(c->device));
+    TRY(core_report_before_update(core, c->grads, (void *)c->s));
     if (c->fault_pending) {  // one step only, even if the launch below fails
         c->fault_pending = false;
         TRY(cuda_set_value(c->grads + np / 2, c->fault_value, c->s));
@@ -428,8 +477,6 @@ static int cuda_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r
                  clip ? &c->dsc->sumsq : NULL, cfg->optim.clip_norm,
                  fp16 ? &c->dsc->found_inf : NULL, c->s));
     if (fp16) TRY(cuda_scaler_update(c->dsc, cfg->scaler, c->s));
-    c->loss_count++;
-    c->window_samples += b->n;
     if (cfg->readback == CORE_READBACK_EVERY_STEP || c->loss_count >= cfg->readback_interval) {
         TRY(read_scalars(c));
         r->loss = c->hsc->loss_sum / (float)c->loss_count;
@@ -439,6 +486,12 @@ static int cuda_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r
         c->loss_count = 0;
     }
     return 0;
+}
+
+static int cuda_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r)
+{
+    TRY(cuda_forward_backward(core, b, false));
+    return cuda_update(core, lr, r);
 }
 
 static int cuda_eval(Core *core, const CoreBatch *b, CoreEvalResult *r)
@@ -565,6 +618,8 @@ static void cuda_destroy(Core *core)
     DEV_FREE(c, c->dsc, sizeof(DevScalars));
     if (c->hsc) cudaFreeHost(c->hsc);
     for (int i = 0; i < g->n_ops; i++) conv_plan_destroy(&c->plans[i]);
+    for (int i = 0; i < MODEL_MAX_OPS; i++)
+        if (c->grad_ready[i]) cudaEventDestroy(c->grad_ready[i]);
     for (int i = 0; i < 2; i++) {
         if (c->copied[i]) cudaEventDestroy(c->copied[i]);
         if (c->consumed[i]) cudaEventDestroy(c->consumed[i]);
@@ -614,6 +669,7 @@ static const CoreOps cuda_ops = {
     .step = cuda_step, .eval = cuda_eval, .loss_grad = cuda_loss_grad, .sync = cuda_sync,
     .stats = cuda_stats, .params_get = cuda_params_get, .params_set = cuda_params_set,
     .inject = cuda_inject, .conv_algos = cuda_conv_algos, .destroy = cuda_destroy,
+    .forward_backward = cuda_forward_backward, .update = cuda_update,
 };
 
 static int cuda_init_state(Core *core)
@@ -658,10 +714,8 @@ static int cuda_init_state(Core *core)
     TRY(DEV_ALLOC(c, c->stats, g->n_stats * sizeof(float)));
     TRY(DEV_ALLOC(c, c->saved, g->n_saved * sizeof(float)));
     TRY(DEV_ALLOC(c, c->bn_scratch, 2 * (size_t)max_c * sizeof(float)));
-    if (c->staged) {
-        TRY(DEV_ALLOC(c, c->wc, np * dtype_size(c->dt)));
-        TRY(DEV_ALLOC(c, c->gc, max_filter * dtype_size(c->dt)));
-    }
+    if (c->staged) TRY(DEV_ALLOC(c, c->wc, np * dtype_size(c->dt)));
+    TRY(DEV_ALLOC(c, c->gc, max_filter * dtype_size(c->dt)));
     TRY(DEV_ALLOC(c, c->dsc, sizeof(DevScalars)));
     CUDA_TRY(cudaMallocHost((void **)&c->hsc, sizeof(DevScalars)));
 

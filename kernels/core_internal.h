@@ -21,6 +21,9 @@ typedef struct CoreOps {
     int (*inject)(Core *core, float value);
     int (*conv_algos)(Core *core, CoreConvAlgoInfo *out, int max); // NULL: no convolutions
     void (*destroy)(Core *core);
+    // The split step (NULL: the backend has none): core_forward_backward, core_apply_update.
+    int (*forward_backward)(Core *core, const CoreBatch *batch, bool accumulate);
+    int (*update)(Core *core, float lr, CoreStepResult *result);
 } CoreOps;
 
 struct Core {
@@ -30,6 +33,8 @@ struct Core {
     const CoreOps *ops;
     void *impl;            // backend state
     int step;              // next step index
+    CoreGradHooks hooks;   // core_set_grad_hooks; hooks.ready == NULL: none
+    bool hooks_armed;      // inside a training step's backward (not core_loss_grad)
 };
 
 // Sets up a CPU backend (fast or reference, by core->backend) on a Core whose cfg and
@@ -37,6 +42,11 @@ struct Core {
 int core_cpu_init(Core *core);
 // Sets up the CUDA backend likewise.
 int core_cuda_init(Core *core);
+// Backends call these: whether a gradients-ready hook wants op `op_index`'s gradients
+// now, and the report itself (event/stream: CUDA's, NULL on the CPU).
+bool core_grad_hook_armed(const Core *core);
+int core_report_grads_ready(Core *core, int op_index, float *grads, void *event, void *stream);
+int core_report_before_update(Core *core, float *grads, void *stream);
 
 #ifdef __cplusplus
 }

@@ -42,10 +42,30 @@ size_t augment_sample_bytes(const AugmentConfig *cfg);
 AugmentCrop augment_choose_crop(const AugmentConfig *cfg, int width, int height, uint64_t seed);
 // Applies the transform chosen by seed to src, writing (3, H, W) elements to out.
 void augment_apply(const AugmentConfig *cfg, const Image *src, uint64_t seed, void *out);
+// The part of a source image one sample is resampled from, in the source's pixels: a
+// crop, or the crop mapped onto a region decoded at a reduced scale (then fractional).
+typedef struct {
+    double x, y, width, height;
+} AugmentWindow;
+// Resizes the window of src to the output size (bilinear, align_corners=False), mirrored
+// when flip, normalised, into (3, H, W) elements at out. augment_apply is this with the
+// window of the crop drawn from the seed.
+void augment_resample(const AugmentConfig *cfg, const Image *src, const AugmentWindow *win,
+                      bool flip, void *out);
 // IEEE half-precision bits of f, rounded to nearest even.
 uint16_t augment_float_to_half(float f);
 // The float value of IEEE half-precision bits.
 float augment_half_to_float(uint16_t h);
+// n floats to half-precision bits, as augment_float_to_half rounds them (nearest even; a
+// nan stays a nan, quieted, keeping its payload's top bits): with F16C where the CPU has
+// it (checked at run time), else augment_floats_to_halves_scalar. Both give the same bits.
+void augment_floats_to_halves(const float *in, uint16_t *out, size_t n);
+void augment_floats_to_halves_scalar(const float *in, uint16_t *out, size_t n);
+// Whether this CPU has F16C (and AVX), so augment_floats_to_halves uses it.
+bool augment_have_f16c(void);
+// Whether this CPU has AVX2, so the horizontal resize pass gathers 8 pixels at a time
+// (same arithmetic, same bits as the scalar pass).
+bool augment_have_avx2(void);
 
 #ifdef __cplusplus
 }

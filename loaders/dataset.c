@@ -15,35 +15,47 @@
 #include <sys/stat.h>
 
 typedef struct {
-    char **items;
+    char *name;
+    uint8_t kind; // DatasetFileKind (files only)
+} NameEntry;
+
+typedef struct {
+    NameEntry *items;
     int64_t count, cap;
 } NameList;
 
-static int list_push(NameList *l, const char *s)
+static int list_push(NameList *l, const char *s, DatasetFileKind kind)
 {
     if (l->count == l->cap) {
         int64_t cap = l->cap ? 2 * l->cap : 64;
-        char **p = realloc(l->items, (size_t)cap * sizeof *p);
+        NameEntry *p = realloc(l->items, (size_t)cap * sizeof *p);
         if (!p) return error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
         l->items = p;
         l->cap = cap;
     }
-    l->items[l->count] = strdup(s);
-    if (!l->items[l->count]) return error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
+    l->items[l->count].name = strdup(s);
+    l->items[l->count].kind = (uint8_t)kind;
+    if (!l->items[l->count].name) return error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
     l->count++;
     return 0;
 }
 
+static void list_clear(NameList *l)
+{
+    for (int64_t i = 0; i < l->count; i++) free(l->items[i].name);
+    l->count = 0;
+}
+
 static void list_free(NameList *l)
 {
-    for (int64_t i = 0; i < l->count; i++) free(l->items[i]);
+    list_clear(l);
     free(l->items);
     memset(l, 0, sizeof *l);
 }
 
-static int cmp_str(const void *a, const void *b)
+static int cmp_entry(const void *a, const void *b)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    return strcmp(((const NameEntry *)a)->name, ((const NameEntry *)b)->name);
 }
 
 static int is_jpeg_name(const char *name)
@@ -60,8 +72,40 @@ static char *join_path(const char *a, const char *b)
     return p;
 }
 
-// Lists entries of dir (skipping dot-files) that are directories (want_dirs) or
-// regular JPEG files, sorted.
+const char *dataset_file_kind_name(DatasetFileKind kind)
+{
+    switch (kind) {
+    case DATASET_FILE_REGULAR: return "a regular file";
+    case DATASET_FILE_FIFO: return "a FIFO";
+    case DATASET_FILE_SOCKET: return "a socket";
+    case DATASET_FILE_DEVICE: return "a device";
+    case DATASET_FILE_DANGLING_LINK: return "a dangling symbolic link";
+    case DATASET_FILE_UNREADABLE: return "a file that cannot be examined";
+    }
+    return "an unknown kind of file";
+}
+
+// What a directory entry named .jpg/.jpeg is; -1 when it is to be left out (a folder,
+// or an entry that vanished since readdir). stat only: nothing is opened (a FIFO blocks).
+static int file_kind(const char *full)
+{
+    struct stat sb;
+    if (stat(full, &sb) == 0) {
+        if (S_ISREG(sb.st_mode)) return DATASET_FILE_REGULAR;
+        if (S_ISDIR(sb.st_mode)) return -1;
+        if (S_ISFIFO(sb.st_mode)) return DATASET_FILE_FIFO;
+        if (S_ISSOCK(sb.st_mode)) return DATASET_FILE_SOCKET;
+        return DATASET_FILE_DEVICE;
+    }
+    int e = errno;
+    if (lstat(full, &sb) != 0) return -1; // gone since readdir
+    if (S_ISLNK(sb.st_mode) && (e == ENOENT || e == ELOOP || e == ENOTDIR))
+        return DATASET_FILE_DANGLING_LINK;
+    return DATASET_FILE_UNREADABLE;
+}
+
+// Lists entries of dir (skipping dot-files), sorted: folders (want_dirs), or everything
+// else named .jpg/.jpeg with its kind (regular files and the rest, see file_kind).
 static int list_dir(const char *dir, int want_dirs, NameList *out)
 {
     DIR *d = opendir(dir);
@@ -69,24 +113,28 @@ static int list_dir(const char *dir, int want_dirs, NameList *out)
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.') continue;
+        if (!want_dirs && !is_jpeg_name(e->d_name)) continue;
         char *full = join_path(dir, e->d_name);
         if (!full) {
             closedir(d);
             return error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
         }
-        struct stat sb;
-        int ok = stat(full, &sb) == 0;
-        int keep = ok && (want_dirs ? S_ISDIR(sb.st_mode)
-                                    : S_ISREG(sb.st_mode) && is_jpeg_name(e->d_name));
+        int kind;
+        if (want_dirs) {
+            struct stat sb;
+            kind = stat(full, &sb) == 0 && S_ISDIR(sb.st_mode) ? DATASET_FILE_REGULAR : -1;
+        } else {
+            kind = file_kind(full);
+        }
         free(full);
-        if (keep && list_push(out, e->d_name) != 0) {
+        if (kind >= 0 && list_push(out, e->d_name, (DatasetFileKind)kind) != 0) {
             closedir(d);
             return -1;
         }
     }
     closedir(d);
     // An empty folder leaves items NULL, and qsort's array must not be NULL even for 0 items.
-    if (out->count > 1) qsort(out->items, (size_t)out->count, sizeof *out->items, cmp_str);
+    if (out->count > 1) qsort(out->items, (size_t)out->count, sizeof *out->items, cmp_entry);
     return 0;
 }
 
@@ -97,6 +145,7 @@ void dataset_free(Dataset *ds)
     free(ds->class_names);
     free(ds->paths);
     free(ds->labels);
+    free(ds->kinds);
     free(ds->root);
     memset(ds, 0, sizeof *ds);
 }
@@ -124,15 +173,15 @@ int dataset_scan(const char *root, Dataset *ds)
         goto fail;
     }
     for (int64_t c = 0; c < classes.count; c++) {
-        ds->class_names[c] = strdup(classes.items[c]);
+        ds->class_names[c] = strdup(classes.items[c].name);
         ds->num_classes++;
-        char *dir = join_path(root, classes.items[c]);
+        char *dir = join_path(root, classes.items[c].name);
         if (!ds->class_names[c] || !dir) {
             free(dir);
             error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
             goto fail;
         }
-        files.count = 0;
+        list_clear(&files);
         if (list_dir(dir, 0, &files) != 0) {
             free(dir);
             goto fail;
@@ -148,7 +197,9 @@ int dataset_scan(const char *root, Dataset *ds)
             if (p) ds->paths = p;
             int32_t *l = realloc(ds->labels, (size_t)ncap * sizeof *l);
             if (l) ds->labels = l;
-            if (!p || !l) {
+            uint8_t *k = realloc(ds->kinds, (size_t)ncap * sizeof *k);
+            if (k) ds->kinds = k;
+            if (!p || !l || !k) {
                 free(dir);
                 error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
                 goto fail;
@@ -156,18 +207,19 @@ int dataset_scan(const char *root, Dataset *ds)
             cap = ncap;
         }
         for (int64_t i = 0; i < files.count; i++) {
-            ds->paths[total] = join_path(dir, files.items[i]);
+            ds->paths[total] = join_path(dir, files.items[i].name);
             if (!ds->paths[total]) {
                 free(dir);
                 error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
                 goto fail;
             }
             ds->labels[total] = (int32_t)c;
+            ds->kinds[total] = files.items[i].kind;
+            ds->num_irregular += files.items[i].kind != DATASET_FILE_REGULAR;
             total++;
             ds->num_samples = total;
         }
-        for (int64_t i = 0; i < files.count; i++) free(files.items[i]);
-        files.count = 0;
+        list_clear(&files);
         free(dir);
     }
     list_free(&classes);
@@ -189,7 +241,8 @@ static int copy_header(const Dataset *ds, int64_t capacity, Dataset *out)
     out->class_names = calloc((size_t)ds->num_classes, sizeof *out->class_names);
     out->paths = calloc(cap, sizeof *out->paths);
     out->labels = calloc(cap, sizeof *out->labels);
-    if (!out->root || !out->class_names || !out->paths || !out->labels) goto fail;
+    out->kinds = calloc(cap, sizeof *out->kinds);
+    if (!out->root || !out->class_names || !out->paths || !out->labels || !out->kinds) goto fail;
     for (int c = 0; c < ds->num_classes; c++) {
         out->class_names[c] = strdup(ds->class_names[c]);
         if (!out->class_names[c]) goto fail;
@@ -251,6 +304,8 @@ int dataset_split(const Dataset *ds, double heldout_fraction, uint64_t seed, Dat
             error_set(ERROR_OUT_OF_MEMORY, "dataset: out of memory");
             goto out;
         }
+        d->kinds[d->num_samples] = (uint8_t)dataset_file_kind(ds, i);
+        d->num_irregular += d->kinds[d->num_samples] != DATASET_FILE_REGULAR;
         d->labels[d->num_samples++] = ds->labels[i];
     }
     rc = 0;
@@ -261,4 +316,30 @@ out:
         dataset_free(heldout);
     }
     return rc;
+}
+
+void dataset_summary(const Dataset *ds, char *buf, size_t size)
+{
+    if (!size) return;
+    size_t root_len = ds->root ? strlen(ds->root) : 0;
+    int n = snprintf(buf, size, "%s: %d classes, %lld files", ds->root ? ds->root : "?",
+                     ds->num_classes, (long long)ds->num_samples);
+    if (ds->num_irregular > 0 && n >= 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n,
+                      "; %lld of them not regular files, never opened and treated as bad "
+                      "input (like a corrupt JPEG):",
+                      (long long)ds->num_irregular);
+    enum { NAMED = 5 };
+    int64_t named = 0;
+    for (int64_t i = 0; i < ds->num_samples && named < NAMED && n >= 0 && (size_t)n < size; i++) {
+        DatasetFileKind k = dataset_file_kind(ds, i);
+        if (k == DATASET_FILE_REGULAR) continue;
+        const char *p = ds->paths[i];
+        if (root_len && strncmp(p, ds->root, root_len) == 0 && p[root_len] == '/') p += root_len + 1;
+        n += snprintf(buf + n, size - (size_t)n, "%s %s (%s)", named ? "," : "", p,
+                      dataset_file_kind_name(k));
+        named++;
+    }
+    if (ds->num_irregular > named && n >= 0 && (size_t)n < size)
+        snprintf(buf + n, size - (size_t)n, " and %lld more", (long long)(ds->num_irregular - named));
 }

@@ -31,13 +31,14 @@ int dataset_gen_preset(const char *name, DatasetGenConfig *cfg)
         {"small", {10, 30, 64, 64, 90, 1234}},
         {"bench", {10, 200, 160, 160, 90, 1234}},
         {"large", {100, 300, 256, 256, 90, 1234}},
+        {"imagenet", {10, 100, 500, 375, 90, 1234}}, // ImageNet's typical source size
     };
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (strcmp(presets[i].name, name) == 0) {
             *cfg = presets[i].cfg;
             return 0;
         }
-    return error_set(ERROR_BAD_USAGE, "dataset_gen: unknown preset '%s' (tiny, small, bench, large)", name);
+    return error_set(ERROR_BAD_USAGE, "dataset_gen: unknown preset '%s' (tiny, small, bench, large, imagenet)", name);
 }
 
 static int inside(int shape, double dx, double dy, double r)

@@ -20,7 +20,9 @@ typedef struct {
     uint64_t seed;
 } DatasetGenConfig;
 
-// Named presets: "tiny" (tests), "small", "bench" (make bench default), "large". 0 or -1.
+// Named presets: "tiny" (tests), "small", "bench" (make bench default: 160x160 sources),
+// "large", "imagenet" (1000 sources of 500x375, ImageNet's typical size, for 224 output:
+// where cropped and DCT-scaled decode matter most). 0 or -1.
 int dataset_gen_preset(const char *name, DatasetGenConfig *cfg);
 // Renders image `index` of class `label` as RGB (H, W, 3) into rgb.
 void dataset_gen_render(const DatasetGenConfig *cfg, int label, int index, uint8_t *rgb);

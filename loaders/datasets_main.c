@@ -19,9 +19,11 @@ static void usage(FILE *f)
                "       datasets check DIR [WORKERS]\n"
                "  generate  writes a synthetic ImageFolder dataset (DIR/<class>/*.jpg) of the\n"
                "            preset's size; DIR must not exist yet\n"
-               "  check     scans DIR, lists every undecodable file and why, then reads one\n"
-               "            epoch through the loader with WORKERS worker processes (0..256,\n"
-               "            default 2; 0 decodes in this process)\n"
+               "  check     scans DIR, lists every undecodable file and why (and every\n"
+               "            .jpg/.jpeg name that is not a regular file: a FIFO, a socket, a\n"
+               "            dangling link; never opened), then reads one epoch through the\n"
+               "            loader with WORKERS worker processes (0..256, default 2; 0 decodes\n"
+               "            in this process), skipping and counting the bad files\n"
                "Exit status: 0 when everything is fine, 1 on bad files or errors, 2 on bad usage.\n");
 }
 
@@ -46,16 +48,22 @@ static int check(const char *dir, int workers)
         fprintf(stderr, "datasets: %s\n", error_message());
         return 1;
     }
-    printf("datasets: %s: %d classes, %lld files\n", dir, ds.num_classes,
-           (long long)ds.num_samples);
+    char summary[4096];
+    dataset_summary(&ds, summary, sizeof summary);
+    printf("datasets: %s\n", summary);
     JpegDecoder *dec = jpeg_decoder_create();
     Image img = {0};
     int64_t bad = 0;
-    for (int64_t i = 0; dec && i < ds.num_samples; i++)
-        if (jpeg_decode_file(dec, ds.paths[i], &img) != 0) {
+    for (int64_t i = 0; dec && i < ds.num_samples; i++) {
+        DatasetFileKind kind = dataset_file_kind(&ds, i);
+        if (kind != DATASET_FILE_REGULAR) { // never opened: a FIFO would block
+            printf("bad: %s: %s, not a regular file\n", ds.paths[i], dataset_file_kind_name(kind));
+            bad++;
+        } else if (jpeg_decode_file(dec, ds.paths[i], &img) != 0) {
             printf("bad: %s\n", error_message());
             bad++;
         }
+    }
     image_free(&img);
     jpeg_decoder_destroy(dec);
     LoaderConfig c = loader_default_config(&ds, 32);
@@ -72,7 +80,7 @@ static int check(const char *dir, int workers)
         LoaderStats st;
         loader_get_stats(l, &st);
         printf("datasets: loader with %d workers delivered %lld images, skipped %lld bad files\n",
-               workers, (long long)images, (long long)st.skipped);
+               workers, (long long)images, (long long)st.bad_files);
     }
     loader_destroy(l);
     dataset_free(&ds);

@@ -1,6 +1,9 @@
-// jpeg.h: JPEG decode and encode through libjpeg-turbo's TurboJPEG API.
+// jpeg.h: JPEG decode through libjpeg-turbo's libjpeg API, and encode through TurboJPEG.
 // Decoding is strict: a truncated or corrupt stream (a libjpeg warning included)
 // is an error that names the file, so bad data never silently becomes a batch.
+// Greyscale, YCbCr, RGB, CMYK and YCCK files (Adobe-inverted CMYK too) all come out RGB.
+// A file can be decoded whole, or header first and then only a region, optionally at
+// 1/2, 1/4 or 1/8 scale (libjpeg's DCT scaling), for a sample that needs only a crop.
 #ifndef LOADERS_JPEG_H
 #define LOADERS_JPEG_H
 
@@ -19,16 +22,42 @@ typedef struct {
     size_t capacity; // bytes allocated in pixels
 } Image;
 
-// A reusable decoder: one TurboJPEG handle plus a file buffer (one per thread/process).
+// A reusable decoder: one libjpeg decompressor plus a file buffer (one per thread/process).
 typedef struct JpegDecoder JpegDecoder;
 
 // Creates a decoder; NULL (with the error set) on failure.
 JpegDecoder *jpeg_decoder_create(void);
+// The largest image (width x height) this decoder will decode; a file whose header claims
+// more is rejected before anything is allocated. 0: the default, JPEG_DEFAULT_MAX_PIXELS.
+#define JPEG_DEFAULT_MAX_PIXELS 178956970LL // PIL's Image.MAX_IMAGE_PIXELS
+void jpeg_decoder_set_max_pixels(JpegDecoder *dec, int64_t max_pixels);
 // Frees a decoder (NULL is fine).
 void jpeg_decoder_destroy(JpegDecoder *dec);
 // Decodes JPEG bytes into img (RGB); `name` is used in error messages. 0 or -1.
 int jpeg_decode_mem(JpegDecoder *dec, const uint8_t *data, size_t size, const char *name,
                     Image *img);
+// Decoding part of an image, in two steps: jpeg_decode_header reads the header (the
+// dimensions, checked against the pixel limit before anything sized by them is
+// allocated); then jpeg_decode_region decodes the pixels covering `want`. The data (and
+// name) passed to jpeg_decode_header must stay valid until jpeg_decode_region returns.
+typedef struct {
+    int x, y, width, height;
+} JpegRect;
+// Where a decoded region lies: its top-left pixel in the (scaled) image, and the size of
+// the whole scaled image (width, height: ceil(full / scale)).
+typedef struct {
+    int x, y, width, height;
+} JpegRegion;
+// Reads the header of JPEG bytes; sets the full image's size. 0 or -1 (naming `name`).
+int jpeg_decode_header(JpegDecoder *dec, const uint8_t *data, size_t size, const char *name,
+                       int *width, int *height);
+// After jpeg_decode_header: decodes at 1/scale (1, 2, 4 or 8) a region of the image that
+// covers `want` (full-size pixels; NULL: the whole image) with a few pixels to spare,
+// into img (RGB, img->width x img->height pixels); *got (may be NULL) says where the
+// region lies. The rest of the stream is still read and checked, as in a full decode,
+// so a file is accepted or rejected whatever its region. 0 or -1.
+int jpeg_decode_region(JpegDecoder *dec, const JpegRect *want, int scale, Image *img,
+                       JpegRegion *got);
 // Reads the file at path and decodes it into img; errors name the file. 0 or -1.
 int jpeg_decode_file(JpegDecoder *dec, const char *path, Image *img);
 // Reads the whole file at path into the decoder's buffer; sets *data/*size. 0 or -1.

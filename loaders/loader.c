@@ -23,7 +23,7 @@ LoaderConfig loader_default_config(const Dataset *ds, int batch_size)
         .dataset = ds, .batch_size = batch_size, .num_workers = 0, .prefetch_factor = 2,
         .shuffle = true, .seed = 0, .drop_last = false, .persistent_workers = true,
         .skip_bad_files = false, .pin = LOADER_PIN_NONE,
-        .augment = augment_default_config(224), .timeout_ms = 0,
+        .augment = augment_default_config(224), .timeout_ms = 0, .max_image_pixels = 0,
     };
     return c;
 }
@@ -41,6 +41,9 @@ static int check_config(const LoaderConfig *c)
     if (c->pin != LOADER_PIN_NONE && c->pin != LOADER_PIN_COPY && c->pin != LOADER_PIN_REGISTER)
         return error_set(ERROR_BAD_USAGE, "loader: unknown pin mode %d", (int)c->pin);
     if (c->timeout_ms < 0) return error_set(ERROR_BAD_USAGE, "loader: timeout_ms must be >= 0");
+    if (c->max_image_pixels < 0)
+        return error_set(ERROR_BAD_USAGE, "loader: max_image_pixels must be >= 0 (0: the default, %lld)",
+                         (long long)JPEG_DEFAULT_MAX_PIXELS);
     return augment_check_config(&c->augment);
 }
 
@@ -109,6 +112,25 @@ static int create_pin_thread(Loader *l)
     return pin_thread_create(&pc, &l->pin_thread);
 }
 
+// Files the scan found not to be regular (a FIFO, a dangling link...) are bad input from
+// the start: an error naming the first, or (skip_bad_files) marked bad, so that every
+// epoch skips them without opening them. 0 or -1.
+static int mark_irregular_files(Loader *l)
+{
+    if (l->ds->num_irregular == 0) return 0;
+    _Atomic uint64_t *bits = ring_bad_bits(&l->lay, l->ring);
+    for (int64_t i = 0; i < l->ds->num_samples; i++) {
+        DatasetFileKind kind = dataset_file_kind(l->ds, i);
+        if (kind == DATASET_FILE_REGULAR) continue;
+        if (!l->cfg.skip_bad_files)
+            return error_set(ERROR_BAD_DATA, "loader: '%s' is %s, not a regular file, so it cannot be "
+                             "read as a JPEG (skip_bad_files skips it and counts it)",
+                             l->ds->paths[i], dataset_file_kind_name(kind));
+        if (bad_bit_set(bits, i)) atomic_fetch_add(&ring_header(l->ring)->bad_files, 1);
+    }
+    return 0;
+}
+
 int loader_create(const LoaderConfig *cfg, Loader **out)
 {
     *out = NULL;
@@ -137,7 +159,7 @@ int loader_create(const LoaderConfig *cfg, Loader **out)
     l->nslots = n > 0 ? n * l->cfg.prefetch_factor + 1 : 1;
     int task_cap = l->cfg.prefetch_factor + 3;
     l->lay = loader_ring_layout(n, l->nslots, task_cap, n > 0 ? l->ds->num_samples : 0,
-                                cfg->batch_size, l->sample_bytes);
+                                l->ds->num_samples, cfg->batch_size, l->sample_bytes);
     if (n > 0) {
         l->pids = calloc((size_t)n, sizeof *l->pids);
         if (!l->pids) {
@@ -151,6 +173,7 @@ int loader_create(const LoaderConfig *cfg, Loader **out)
         }
         l->perm = (int64_t *)(l->ring + l->lay.perm_off);
         loader_ring_reset(l);
+        if (mark_irregular_files(l) != 0) goto fail;
         // Fork before anything touches CUDA (the pinning stage below is the first).
         if (cfg->persistent_workers && loader_workers_start(l) != 0) goto fail;
     } else {
@@ -162,6 +185,8 @@ int loader_create(const LoaderConfig *cfg, Loader **out)
             goto fail;
         }
         memset(l->ring, 0, l->lay.total);
+        jpeg_decoder_set_max_pixels(l->dec, cfg->max_image_pixels);
+        if (mark_irregular_files(l) != 0) goto fail;
     }
     // Without a GPU these fail with "no CUDA device ..." and the workers are stopped.
     if (cfg->pin == LOADER_PIN_REGISTER) {
@@ -212,7 +237,8 @@ static void issue(Loader *l, int64_t b)
     sem_post(&ws->tasks_ready);
 }
 
-// Checks every worker; on a death, fails the loader naming the worker and its batch.
+// Checks every worker; on a death, fails the loader naming the worker, its pid, how it
+// ended and the batch it held (or waiting_for, the batch awaited from it; -1: none).
 static int check_workers(Loader *l, int64_t waiting_for)
 {
     for (int w = 0; w < l->cfg.num_workers; w++) {
@@ -221,41 +247,73 @@ static int check_workers(Loader *l, int64_t waiting_for)
         struct rusage ru;
         pid_t r = wait4(l->pids[w], &status, WNOHANG, &ru);
         if (r == 0) continue;
-        char how[96];
-        if (r > 0 && WIFSIGNALED(status))
-            snprintf(how, sizeof how, "killed by signal %d (%s)", WTERMSIG(status),
-                     strsignal(WTERMSIG(status)));
-        else if (r > 0 && WIFEXITED(status))
-            snprintf(how, sizeof how, "exited with status %d", WEXITSTATUS(status));
-        else
+        char how[128];
+        if (r > 0) {
+            loader_record_reaped(l, &ru);
+            if (!loader_describe_exit(status, how, sizeof how))
+                snprintf(how, sizeof how, "exited with status 0 without being asked to");
+        } else {
             snprintf(how, sizeof how, "vanished");
-        if (r > 0) loader_record_reaped(l, &ru);
+        }
+        l->stats.worker_failures++;
         int64_t cur = atomic_load(&ring_worker(&l->lay, l->ring, w)->current_batch);
-        int64_t batch = cur >= 0 ? cur : waiting_for;
-        error_set(ERROR_LIBRARY,
-                  "loader: worker %d (pid %d) %s while loading batch %lld of epoch %lld", w,
-                  (int)l->pids[w], how, (long long)batch, (long long)l->epoch);
+        int64_t batch = cur >= 0 ? cur : waiting_for >= 0 && waiting_for % l->cfg.num_workers == w
+                                             ? waiting_for : -1;
+        char when[96];
+        if (batch >= 0) snprintf(when, sizeof when, "while loading batch %lld", (long long)batch);
+        else snprintf(when, sizeof when, waiting_for < 0 ? "after its last batch" : "between batches");
+        error_set(ERROR_LIBRARY, "loader: worker %d (pid %d) %s %s of epoch %lld", w,
+                  (int)l->pids[w], how, when, (long long)l->epoch);
         l->pids[w] = 0;
         return loader_failed(l);
     }
     return 0;
 }
 
-// True (with the error set) when batch b has been waited for longer than timeout_ms.
-static bool timed_out(const Loader *l, int64_t b, double start)
+// The time a wait for one batch has lasted, not counting gaps of over a second between
+// two polls (20 ms apart): then this process itself was stopped (Ctrl-Z) or starved of
+// CPU, which is no worker's fault and must not end a run as a timeout.
+typedef struct {
+    double start, last;
+} WaitClock;
+
+static WaitClock wait_clock_start(void)
 {
-    if (l->cfg.timeout_ms <= 0 || (clock_seconds() - start) * 1000 <= l->cfg.timeout_ms)
-        return false;
-    error_set(ERROR_LIBRARY, "loader: timed out after %d ms waiting for batch %lld (worker %d)",
-              l->cfg.timeout_ms, (long long)b, (int)(b % l->cfg.num_workers));
-    return true;
+    double t = clock_seconds();
+    return (WaitClock){t, t};
+}
+
+static double wait_clock_waited(WaitClock *c)
+{
+    double t = clock_seconds();
+    if (t - c->last > 1.0) c->start += t - c->last;
+    c->last = t;
+    return t - c->start;
+}
+
+// When batch b has been waited for longer than timeout_ms: kills the worker that holds
+// it (stopped or stuck, it would never finish) and fails the loader naming the worker,
+// its pid and state, the batch and the epoch. 0 while within the limit, else -1.
+static int check_timeout(Loader *l, int64_t b, WaitClock *c)
+{
+    if (l->cfg.timeout_ms <= 0 || wait_clock_waited(c) * 1000 <= l->cfg.timeout_ms) return 0;
+    int w = (int)(b % l->cfg.num_workers);
+    pid_t pid = l->pids[w];
+    char state[64] = "not running";
+    if (pid > 0) loader_proc_state(pid, state, sizeof state);
+    error_set(ERROR_LIBRARY, "loader: timed out after %d ms waiting for batch %lld of epoch %lld "
+              "from worker %d (pid %d, %s); the worker was killed", l->cfg.timeout_ms,
+              (long long)b, (long long)l->epoch, w, (int)pid, state);
+    loader_kill_worker(l, w);
+    l->stats.worker_failures++;
+    return loader_failed(l);
 }
 
 // Waits for batch b's slot; dead workers and the timeout end the wait with an error.
 static int wait_slot(Loader *l, int64_t b)
 {
     SlotHeader *h = (SlotHeader *)ring_slot(&l->lay, l->ring, (int)(b % l->nslots));
-    double start = clock_seconds();
+    WaitClock clock = wait_clock_start();
     for (;;) {
         int rc = slot_wait_20ms(h);
         if (rc == 1) return 0;
@@ -265,7 +323,7 @@ static int wait_slot(Loader *l, int64_t b)
             return loader_failed(l);
         }
         if (check_workers(l, b) != 0) return -1;
-        if (timed_out(l, b, start)) return loader_failed(l);
+        if (check_timeout(l, b, &clock) != 0) return -1;
     }
 }
 
@@ -292,7 +350,7 @@ static void stop_pin_thread(Loader *l)
 // wait_slot does; *base is the pinned copy of the slot.
 static int wait_pinned(Loader *l, int64_t b, uint8_t **base)
 {
-    double start = clock_seconds();
+    WaitClock clock = wait_clock_start();
     for (;;) {
         void *buf;
         size_t bytes;
@@ -304,7 +362,7 @@ static int wait_pinned(Loader *l, int64_t b, uint8_t **base)
         }
         if (rc < 0) return loader_failed(l);
         if (check_workers(l, b) != 0) return -1;
-        if (timed_out(l, b, start)) return loader_failed(l);
+        if (check_timeout(l, b, &clock) != 0) return -1;
     }
 }
 
@@ -316,8 +374,8 @@ int loader_begin_epoch(Loader *l, int64_t epoch)
     if (l->epoch_active && n > 0) {
         if (l->cfg.persistent_workers) {
             if (drain(l) != 0) return -1;
-        } else {
-            loader_workers_stop(l);
+        } else if (loader_workers_stop(l) != 0) {
+            return loader_failed(l);
         }
     }
     l->epoch = epoch;
@@ -334,11 +392,15 @@ int loader_begin_epoch(Loader *l, int64_t epoch)
     return 0;
 }
 
-static void end_epoch(Loader *l)
+// Ends the epoch: re-spawned workers are joined, persistent ones checked, so that a
+// worker that died after its last batch is reported too. 0 or -1.
+static int end_epoch(Loader *l)
 {
     l->epoch_active = false;
     stop_pin_thread(l);
-    if (l->cfg.num_workers > 0 && !l->cfg.persistent_workers) loader_workers_stop(l);
+    if (l->cfg.num_workers == 0) return 0;
+    if (!l->cfg.persistent_workers) return loader_workers_stop(l) != 0 ? loader_failed(l) : 0;
+    return check_workers(l, -1);
 }
 
 int loader_next_batch(Loader *l, LoaderBatch *batch)
@@ -356,10 +418,7 @@ int loader_next_batch(Loader *l, LoaderBatch *batch)
             // The caller is done with batch next-1: its slot takes the next batch.
             if (l->issued < l->nbatches) issue(l, l->issued++);
         }
-        if (l->next >= l->nbatches) {
-            end_epoch(l);
-            return 0;
-        }
+        if (l->next >= l->nbatches) return end_epoch(l) != 0 ? -1 : 0;
         int64_t b = l->next;
         int slot = (int)(b % l->nslots);
         double t0 = clock_seconds();
@@ -430,6 +489,7 @@ void loader_get_stats(const Loader *l, LoaderStats *s)
     *s = l->stats;
     s->pin_seconds += 1e-9 * (double)atomic_load(&l->pin_copy_ns);
     s->worker_cpu_seconds = l->reaped_cpu;
+    s->bad_files = atomic_load(&ring_header(l->ring)->bad_files);
     for (int w = 0; w < l->cfg.num_workers; w++)
         if (l->pids[w] > 0) s->worker_cpu_seconds += loader_proc_cpu_seconds(l->pids[w]);
 }

@@ -1,4 +1,11 @@
 // loader.h: the batch loader, PyTorch DataLoader semantics in C.
+// Bad input: an undecodable file (or a dataset entry that is not a regular file, found
+// at scan time) fails the loader with an error naming it, or, with skip_bad_files, is
+// skipped and counted; a skipped file is remembered for the run (a bitmap in the shared
+// ring, so every worker sees it) and never read again, so later epochs skip it at once
+// and batches stay the same for any num_workers. A worker that dies (any signal or
+// non-zero exit, even after its last batch) or takes longer than timeout_ms over a batch
+// is an error naming its pid, the batch and the epoch.
 // num_workers = 0 decodes and augments in the caller (the baseline). num_workers = N
 // forks N worker processes (before any CUDA call when workers are persistent) that fill
 // slots of a shared-memory ring; batch b goes to worker b % N and ring slot
@@ -42,7 +49,10 @@ typedef struct {
     bool skip_bad_files;      // skip undecodable files (counted) instead of failing
     LoaderPinMode pin;
     AugmentConfig augment;
-    int timeout_ms;           // >0: fail if a batch takes longer; 0: no limit
+    int timeout_ms;           // >0: fail if a batch takes longer (workers only; the stuck
+                              // worker is killed); 0: no limit
+    int64_t max_image_pixels; // largest width x height decoded; 0: PIL's default
+                              // (JPEG_DEFAULT_MAX_PIXELS); larger files are bad input
     // LOADER_PIN_COPY's buffers: NULL means cudaHostAlloc/cudaFreeHost; tests pass plain
     // allocators to run the pinning stage (and its thread) without a GPU.
     int (*pin_host_alloc)(size_t bytes, void **ptr);
@@ -67,7 +77,10 @@ typedef struct {
 typedef struct {
     int64_t batches;            // delivered so far
     int64_t images;             // delivered so far
-    int64_t skipped;            // bad files skipped so far
+    int64_t skipped;            // bad files skipped so far (a file once per epoch)
+    int64_t bad_files;          // distinct bad files found so far; each was read once (or,
+                                // not being a regular file, never) and is remembered
+    int64_t worker_failures;    // workers that died (signal, non-zero exit) or timed out
     double wait_seconds;        // time loader_next_batch spent blocked (or loading, N=0)
     double pin_seconds;         // time spent copying into pinned buffers (on the pin
                                 // thread with workers: not on the caller's)
@@ -78,6 +91,10 @@ typedef struct {
 
 typedef struct Loader Loader;
 
+// The programs' default batch timeout (build/train, the practice driver): a batch that
+// takes minutes is a stuck worker, not a measurement.
+#define LOADER_PROGRAM_TIMEOUT_S 120
+
 // Defaults: batch_size, no workers, prefetch 2, shuffle, persistent workers, training
 // augmentation to 224x224, no pinning, no timeout.
 LoaderConfig loader_default_config(const Dataset *ds, int batch_size);
@@ -87,7 +104,8 @@ int loader_create(const LoaderConfig *cfg, Loader **out);
 // epoch. Forks workers in the re-spawn mode. 0 or -1.
 int loader_begin_epoch(Loader *l, int64_t epoch);
 // Next batch of the epoch: 1 with *batch filled, 0 at the end of the epoch, -1 on error
-// (a bad file, a dead worker, a timeout; the message names it). Begins epoch 0 (or the
+// (a bad file, a dead worker, a timeout; the message names it; a worker that died after
+// its last batch of the epoch makes the end of the epoch -1). Begins epoch 0 (or the
 // one after the last) if none is running.
 int loader_next_batch(Loader *l, LoaderBatch *batch);
 // Batches per epoch.
@@ -98,7 +116,8 @@ void loader_epoch_order(const Loader *l, int64_t *order);
 int loader_worker_pid(const Loader *l, int i);
 // Counters since creation.
 void loader_get_stats(const Loader *l, LoaderStats *stats);
-// Stops the workers, unpins and unmaps everything. NULL is fine.
+// Stops the workers, unpins and unmaps everything (a stopped worker is continued or
+// killed; none is left behind). NULL is fine.
 void loader_destroy(Loader *l);
 
 #ifdef __cplusplus

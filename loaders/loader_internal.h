@@ -43,12 +43,13 @@ typedef struct {
 } SlotHeader;
 
 typedef struct {
-    _Atomic int32_t shutdown; // workers stop at their next sample when set
+    _Atomic int32_t shutdown;  // workers stop at their next sample when set
+    _Atomic int64_t bad_files; // distinct bad files found (bits set in the bad-file bitmap)
 } RingHeader;
 
 // Offsets inside one mapping of the ring (identical in every process).
 typedef struct {
-    size_t workers_off, tasks_off, perm_off, slots_off;
+    size_t workers_off, tasks_off, perm_off, bad_off, slots_off;
     size_t slot_stride, labels_off, indices_off, images_off; // within a slot
     size_t total;
     int task_cap;
@@ -90,28 +91,56 @@ static inline LoaderTask *ring_tasks(const RingLayout *lay, uint8_t *ring, int w
 {
     return (LoaderTask *)(ring + lay->tasks_off) + (size_t)w * lay->task_cap;
 }
+// One bit per dataset file, set once the file is known to be bad; it lives in the shared
+// ring, so it is mapped before the workers fork and every process sees every bit.
+static inline _Atomic uint64_t *ring_bad_bits(const RingLayout *lay, uint8_t *ring)
+{
+    return (_Atomic uint64_t *)(ring + lay->bad_off);
+}
+static inline bool bad_bit_test(_Atomic uint64_t *bits, int64_t i)
+{
+    return (atomic_load_explicit(&bits[i >> 6], memory_order_relaxed) >> (i & 63)) & 1u;
+}
+// Sets bit i; true when this call set it (the file was not known to be bad before).
+static inline bool bad_bit_set(_Atomic uint64_t *bits, int64_t i)
+{
+    uint64_t mask = (uint64_t)1 << (i & 63);
+    return !(atomic_fetch_or_explicit(&bits[i >> 6], mask, memory_order_relaxed) & mask);
+}
 static inline uint8_t *ring_slot(const RingLayout *lay, uint8_t *ring, int s)
 {
     return ring + lay->slots_off + (size_t)s * lay->slot_stride;
 }
 
-// Offsets of the ring for these sizes (tasks, sampler order, slots of batch samples).
-RingLayout loader_ring_layout(int nworkers, int nslots, int task_cap, int64_t nsamples,
-                              int batch, size_t sample_bytes);
+// Offsets of the ring for these sizes (tasks, sampler order of perm_samples, the bad-file
+// bitmap of dataset_samples bits, slots of batch samples).
+RingLayout loader_ring_layout(int nworkers, int nslots, int task_cap, int64_t perm_samples,
+                              int64_t dataset_samples, int batch, size_t sample_bytes);
 // Creates and maps the ring as an unlinked POSIX shared-memory object. 0 or -1.
 int loader_ring_map(Loader *l);
 // Re-initialises semaphores and queues; no worker may be running.
 void loader_ring_reset(Loader *l);
 // CPU seconds a live process has used so far, from /proc (0 if unreadable).
 double loader_proc_cpu_seconds(pid_t pid);
+// The scheduler state of a live process from /proc ("stopped (T)", "sleeping (S)"...).
+void loader_proc_state(pid_t pid, char *buf, size_t size);
 // Adds a reaped worker's CPU time to the loader's total.
 void loader_record_reaped(Loader *l, const struct rusage *ru);
 // True while any worker process is running.
 bool loader_workers_running(const Loader *l);
 // Forks the workers (after a ring reset). 0 or -1.
 int loader_workers_start(Loader *l);
-// Asks the workers to stop, SIGKILLs them after 2 s, reaps them all.
-void loader_workers_stop(Loader *l);
+// Says how a reaped worker ended ("killed by signal 11 (Segmentation fault)", "exited
+// with status 4 (could not map the shared ring)") into buf; false for a clean exit 0.
+bool loader_describe_exit(int status, char *buf, size_t size);
+// SIGKILLs worker w and reaps it, waiting at most 2 s (a process in uninterruptible sleep,
+// on a hung network file system, dies only when its I/O returns: it is then left to be
+// reaped never rather than hang the caller). Its slot is free either way; true if reaped.
+bool loader_kill_worker(Loader *l, int w);
+// Asks the workers to stop (continuing stopped ones), SIGKILLs them after 2 s, reaps
+// them all. 0, or -1 with the error set naming the first worker that had died on its
+// own (a signal the loader did not send, a non-zero exit): every abnormal exit counts.
+int loader_workers_stop(Loader *l);
 
 // Fills ring slot `slot` with batch b of the epoch whose order is perm. Runs in a worker
 // (or in the caller when N = 0); stops early if `shutdown` becomes set.

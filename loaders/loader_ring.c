@@ -16,8 +16,8 @@
 
 #define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
 
-RingLayout loader_ring_layout(int nworkers, int nslots, int task_cap, int64_t nsamples,
-                              int batch, size_t sample_bytes)
+RingLayout loader_ring_layout(int nworkers, int nslots, int task_cap, int64_t perm_samples,
+                              int64_t dataset_samples, int batch, size_t sample_bytes)
 {
     RingLayout lay = {0};
     size_t off = ALIGN_UP(sizeof(RingHeader), 64);
@@ -27,7 +27,9 @@ RingLayout loader_ring_layout(int nworkers, int nslots, int task_cap, int64_t ns
     lay.task_cap = task_cap;
     off = ALIGN_UP(off + (size_t)nworkers * task_cap * sizeof(LoaderTask), 64);
     lay.perm_off = off;
-    off = ALIGN_UP(off + (size_t)nsamples * sizeof(int64_t), 4096);
+    off = ALIGN_UP(off + (size_t)perm_samples * sizeof(int64_t), 64);
+    lay.bad_off = off;
+    off = ALIGN_UP(off + (size_t)(dataset_samples + 63) / 64 * sizeof(uint64_t), 4096);
     lay.slots_off = off;
     lay.labels_off = ALIGN_UP(sizeof(SlotHeader), 64);
     lay.indices_off = ALIGN_UP(lay.labels_off + (size_t)batch * sizeof(int32_t), 64);
@@ -101,6 +103,25 @@ double loader_proc_cpu_seconds(pid_t pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+void loader_proc_state(pid_t pid, char *buf, size_t size)
+{
+    char path[64], text[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    snprintf(buf, size, "state unknown");
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *p = strrchr(text, ')'); // the command name may hold spaces
+    if (!p || p[1] != ' ' || !p[2]) return;
+    char c = p[2];
+    const char *what = c == 'R' ? "running" : c == 'S' ? "sleeping" : c == 'D' ? "in uninterruptible sleep"
+                     : c == 'T' ? "stopped" : c == 't' ? "stopped by a tracer" : c == 'Z' ? "a zombie"
+                     : "in another state";
+    snprintf(buf, size, "%s (%c)", what, c);
+}
+
 void loader_record_reaped(Loader *l, const struct rusage *ru)
 {
     l->reaped_cpu += ru->ru_utime.tv_sec + ru->ru_utime.tv_usec * 1e-6 + ru->ru_stime.tv_sec +
@@ -114,13 +135,81 @@ bool loader_workers_running(const Loader *l)
     return false;
 }
 
-// Asks every worker to stop, waits up to 2 s, then SIGKILLs whatever is left; reaps all.
-void loader_workers_stop(Loader *l)
+bool loader_describe_exit(int status, char *buf, size_t size)
 {
-    if (!l->pids || !loader_workers_running(l)) return;
+    if (WIFSIGNALED(status)) {
+        snprintf(buf, size, "was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+        return true;
+    }
+    if (!WIFEXITED(status)) {
+        snprintf(buf, size, "ended with wait status 0x%x", (unsigned)status);
+        return true;
+    }
+    int code = WEXITSTATUS(status);
+    // the codes of loader_worker_main's own early exits
+    const char *why = code == 3 ? " (its parent had gone)" : code == 4 ? " (could not map the shared ring)"
+                    : code == 5 ? " (could not create its JPEG decoder)" : "";
+    snprintf(buf, size, "exited with status %d%s", code, why);
+    return code != 0;
+}
+
+// Worker w has been reaped with this wait status: on an abnormal exit (the loader had only
+// asked it to stop), counts it and, unless one was reported already, sets the error; -1.
+static int reaped(Loader *l, int w, int status, const struct rusage *ru, bool reported)
+{
+    loader_record_reaped(l, ru);
+    char how[128];
+    int rc = 0;
+    if (loader_describe_exit(status, how, sizeof how)) {
+        l->stats.worker_failures++;
+        int64_t cur = atomic_load(&ring_worker(&l->lay, l->ring, w)->current_batch);
+        char when[96];
+        if (cur >= 0)
+            snprintf(when, sizeof when, "while loading batch %lld", (long long)cur);
+        else
+            snprintf(when, sizeof when, "after its last batch");
+        if (!reported)
+            error_set(ERROR_LIBRARY, "loader: worker %d (pid %d) %s %s of epoch %lld", w,
+                      (int)l->pids[w], how, when, (long long)l->epoch);
+        rc = -1;
+    }
+    l->pids[w] = 0;
+    return rc;
+}
+
+bool loader_kill_worker(Loader *l, int w)
+{
+    pid_t pid = l->pids[w];
+    if (pid <= 0) return true;
+    kill(pid, SIGKILL);
+    l->pids[w] = 0;
+    double deadline = clock_seconds() + 2.0;
+    for (;;) {
+        struct rusage ru;
+        int status;
+        pid_t r = wait4(pid, &status, WNOHANG, &ru);
+        if (r == pid) {
+            loader_record_reaped(l, &ru);
+            return true;
+        }
+        if (r < 0 || clock_seconds() > deadline) return false;
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+// Asks every worker to stop, waits up to 2 s, then SIGKILLs whatever is left; reaps all.
+int loader_workers_stop(Loader *l)
+{
+    if (!l->pids || !loader_workers_running(l)) return 0;
     atomic_store(&ring_header(l->ring)->shutdown, 1);
     for (int w = 0; w < l->cfg.num_workers; w++)
-        if (l->pids[w] > 0) sem_post(&ring_worker(&l->lay, l->ring, w)->tasks_ready);
+        if (l->pids[w] > 0) {
+            kill(l->pids[w], SIGCONT);  // a stopped worker would never see the request
+            sem_post(&ring_worker(&l->lay, l->ring, w)->tasks_ready);
+        }
+    int rc = 0;
     double deadline = clock_seconds() + 2.0;
     for (;;) {
         bool left = false;
@@ -129,8 +218,9 @@ void loader_workers_stop(Loader *l)
             struct rusage ru;
             int status;
             pid_t r = wait4(l->pids[w], &status, WNOHANG, &ru);
-            if (r == l->pids[w] || (r < 0 && errno == ECHILD)) {
-                if (r > 0) loader_record_reaped(l, &ru);
+            if (r == l->pids[w]) {
+                if (reaped(l, w, status, &ru, rc != 0) != 0) rc = -1;
+            } else if (r < 0 && errno == ECHILD) {
                 l->pids[w] = 0;
             } else {
                 left = true;
@@ -138,20 +228,15 @@ void loader_workers_stop(Loader *l)
         }
         if (!left) break;
         if (clock_seconds() > deadline) {
-            for (int w = 0; w < l->cfg.num_workers; w++) {
-                if (l->pids[w] <= 0) continue;
-                kill(l->pids[w], SIGKILL);
-                struct rusage ru;
-                int status;
-                if (wait4(l->pids[w], &status, 0, &ru) == l->pids[w]) loader_record_reaped(l, &ru);
-                l->pids[w] = 0;
-            }
+            for (int w = 0; w < l->cfg.num_workers; w++)
+                if (l->pids[w] > 0) loader_kill_worker(l, w);
             break;
         }
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
     }
     l->epoch_active = false;
+    return rc;
 }
 
 int loader_workers_start(Loader *l)

@@ -3,6 +3,7 @@
 #include "kernels/error.h"
 #include "loaders/loader_internal.h"
 #include "kernels/rng.h"
+#include "loaders/sample.h"
 
 #include <errno.h>
 #include <signal.h>
@@ -13,6 +14,22 @@
 #include <time.h>
 #include <unistd.h>
 
+// A file already known to be bad (found bad in an earlier epoch, or not a regular file):
+// skipped without reading it; why goes to the slot's error, as for any skipped file.
+static void skip_known_bad(const Loader *l, SlotHeader *h, int64_t idx)
+{
+    DatasetFileKind kind = dataset_file_kind(l->ds, idx);
+    if (kind != DATASET_FILE_REGULAR)
+        snprintf(h->error, sizeof h->error, "loader: '%s' is %s, not a regular file (never opened)",
+                 l->ds->paths[idx], dataset_file_kind_name(kind));
+    else
+        snprintf(h->error, sizeof h->error, "loader: '%s' was found bad earlier in this run "
+                 "(not read again)", l->ds->paths[idx]);
+    h->error_kind = ERROR_BAD_DATA;
+    if (l->cfg.skip_bad_files) h->skipped++;
+    else h->status = SLOT_ERROR;
+}
+
 void loader_fill_slot(const Loader *l, uint8_t *ring, const int64_t *perm, int slot,
                       int64_t b, int64_t epoch, int worker, JpegDecoder *dec, Image *img)
 {
@@ -22,7 +39,9 @@ void loader_fill_slot(const Loader *l, uint8_t *ring, const int64_t *perm, int s
     int32_t *labels = (int32_t *)(base + lay->labels_off);
     int64_t *indices = (int64_t *)(base + lay->indices_off);
     uint8_t *images = base + lay->images_off;
-    RingHeader *rh = l->cfg.num_workers > 0 ? ring_header(ring) : NULL;
+    RingHeader *head = ring_header(ring);
+    RingHeader *rh = l->cfg.num_workers > 0 ? head : NULL; // shutdown requests: workers only
+    _Atomic uint64_t *bad = ring_bad_bits(lay, ring);
 
     h->status = SLOT_OK;
     h->count = 0;
@@ -45,7 +64,19 @@ void loader_fill_slot(const Loader *l, uint8_t *ring, const int64_t *perm, int s
         }
         int64_t idx = perm[pos];
         const char *path = l->ds->paths[idx];
-        if (jpeg_decode_file(dec, path, img) != 0) {
+        if (bad_bit_test(bad, idx)) {
+            skip_known_bad(l, h, idx);
+            if (h->status != SLOT_OK) return;
+            continue;
+        }
+        uint64_t seed = rng_make(l->cfg.seed, (uint64_t)epoch, (uint64_t)idx).state;
+        if (sample_load(dec, path, &l->cfg.augment, seed, img,
+                        images + (size_t)h->count * l->sample_bytes) != 0) {
+            // Remembered for the run (every process sees the bit): later epochs skip the
+            // file without reading it. Not a machine limit (out of memory), which may pass.
+            ErrorKind kind = error_kind();
+            if ((kind == ERROR_BAD_DATA || kind == ERROR_IO) && bad_bit_set(bad, idx))
+                atomic_fetch_add_explicit(&head->bad_files, 1, memory_order_relaxed);
             if (l->cfg.skip_bad_files) {
                 h->skipped++; // the message of the last one goes back in h->error
                 h->error_kind = (int32_t)error_kind();
@@ -57,8 +88,6 @@ void loader_fill_slot(const Loader *l, uint8_t *ring, const int64_t *perm, int s
             snprintf(h->error, sizeof h->error, "%s", error_message());
             return;
         }
-        uint64_t seed = rng_make(l->cfg.seed, (uint64_t)epoch, (uint64_t)idx).state;
-        augment_apply(&l->cfg.augment, img, seed, images + (size_t)h->count * l->sample_bytes);
         labels[h->count] = l->ds->labels[idx];
         indices[h->count] = idx;
         h->count++;
@@ -90,6 +119,7 @@ _Noreturn void loader_worker_main(Loader *l, int w)
     const int64_t *perm = (const int64_t *)(ring + l->lay.perm_off);
     JpegDecoder *dec = jpeg_decoder_create();
     if (!dec) _exit(5);
+    jpeg_decoder_set_max_pixels(dec, l->cfg.max_image_pixels);
     Image img = {0};
     for (;;) {
         struct timespec ts;

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Writes DIR/report.md: how the results were made (command, GPU, driver, libraries),
-# what ran and what was skipped and why, the speedups, and the charts.
+# Writes DIR/report.md: how the results were made (command, GPU, driver, libraries), the
+# published claims against what was measured here (bench/claims.csv; the verdict rules are
+# in scripts/claims.py), what ran and what was skipped and why, the speedups, the charts.
 # usage: report.sh [RESULTS_DIR]   (default: the newest folder under results/)
+# Environment: CLAIMS_CSV  the claims file (default bench/claims.csv)
 set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+claims=${CLAIMS_CSV:-$here/../bench/claims.csv}
 dir=${1:-$(ls -1td results/*/ 2>/dev/null | head -n 1)}
 dir=${dir%/}
 if [[ -z $dir || ! -d $dir ]]; then
@@ -30,6 +34,23 @@ ctx() { sed -n "s/^$1=//p" "$dir/context.txt" 2>/dev/null | head -n 1; }
     echo
   fi
 
+  echo "## Published claims, checked on this machine"
+  echo
+  if ! command -v python3 >/dev/null; then
+    echo "(python3 is not installed here: no claims table; \`make charts\` redraws this report)"
+  elif ! python3 "$here/claims.py" table "$dir" "$claims"; then
+    echo "(the claims table could not be made: see the message of scripts/claims.py)"
+    table_failed=1
+  else
+    echo
+    echo "Verdicts: the measured 95% interval of the speedup (baseline time / tuned time)"
+    echo "against the claim: \"no effect here\" when it holds 1.00x, \"reversed here\" when it lies"
+    echo "on the other side of 1.00x, else against the claimed range where the source gives one"
+    echo "(overlapping: \"holds\"; below: \"smaller here\"; above: \"larger here\"). A single"
+    echo "repetition has no interval: then its speedup within 5% of 1.00x is \"no effect here\"."
+  fi
+  echo
+
   echo "## What ran"
   echo
   if [[ -f $dir/suite-status.tsv ]]; then
@@ -43,9 +64,9 @@ ctx() { sed -n "s/^$1=//p" "$dir/context.txt" 2>/dev/null | head -n 1; }
 
   echo "## Speedups (baseline time / tuned time)"
   echo
-  if [[ -f $dir/summary_by_variant.csv ]] && (($(wc -l <"$dir/summary_by_variant.csv") > 1)); then
-    echo "Geometric mean over each variant's parameter points; the per-point table is summary.csv."
-    echo
+  if command -v python3 >/dev/null; then
+    python3 "$here/claims.py" speedups "$dir" || table_failed=1
+  elif [[ -f $dir/summary_by_variant.csv ]] && (($(wc -l <"$dir/summary_by_variant.csv") > 1)); then
     echo "| practice | tuned variant | points | speedup |"
     echo "|---|---|---|---|"
     awk -F, 'NR > 1 { printf "| %s | %s | %s | %.2fx |\n", $1, $2, $5, $6 }' "$dir/summary_by_variant.csv"
@@ -58,6 +79,10 @@ ctx() { sed -n "s/^$1=//p" "$dir/context.txt" 2>/dev/null | head -n 1; }
   echo
   shopt -s nullglob
   pngs=("$dir"/charts/*.png)
+  # the headline chart first
+  for i in "${!pngs[@]}"; do
+    [[ $(basename "${pngs[$i]}") == summary_speedup.png ]] && pngs=("${pngs[$i]}" "${pngs[@]:0:$i}" "${pngs[@]:$((i + 1))}") && break
+  done
   if ((${#pngs[@]} == 0)); then
     echo "No charts: nothing was measured that has a chart."
   fi
@@ -76,3 +101,4 @@ ctx() { sed -n "s/^$1=//p" "$dir/context.txt" 2>/dev/null | head -n 1; }
   echo "- \`summary.csv\`, \`summary_by_variant.csv\`: speedups; \`logs/\`: console output"
 } >"$report" || { echo "report: cannot write $report" >&2; exit 1; }
 echo "report: $report"
+exit ${table_failed:-0}

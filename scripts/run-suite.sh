@@ -9,6 +9,9 @@
 #   BENCH_ARGS_<name>  extra flags for one program, after BENCH_ARGS (e.g.
 #                  BENCH_ARGS_batch_size='--preset=tiny' for build/bench_batch_size)
 #   BENCH_FILTER   run only programs whose name matches this regex (e.g. pin_memory)
+#   BENCH_REPETITIONS  repetitions of every benchmark (default 5; make bench passes it),
+#                  randomly interleaved so that drift hits baseline and tuned alike; each
+#                  repetition's value goes to <name>.reps.csv and into the statistics
 #   BENCH_TIMEOUT  seconds one program may run before it is stopped (default 1800; 0: no limit)
 #   RESULTS_DIR    write here instead of results/<slug>_<date>
 #   BENCH_NO_CHARTS=1  skip the charts (a machine without gnuplot; `make charts` later)
@@ -23,6 +26,13 @@ build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 timeout_s=${BENCH_TIMEOUT:-1800}
 read -r -a extra_args <<<"${BENCH_ARGS:-}"
+repetitions=${BENCH_REPETITIONS:-5}
+if [[ ! $repetitions =~ ^[0-9]+$ ]] || ((repetitions < 1)); then
+  echo "run-suite: BENCH_REPETITIONS='$repetitions' is not a whole number >= 1" >&2
+  exit 1
+fi
+rep_args=(--benchmark_repetitions="$repetitions")
+((repetitions > 1)) && rep_args+=(--benchmark_enable_random_interleaving=true)
 if [[ ! $timeout_s =~ ^[0-9]+$ ]]; then # 0: no limit, as for timeout(1)
   echo "run-suite: BENCH_TIMEOUT='$timeout_s' is not a whole number of seconds" >&2
   exit 1
@@ -54,6 +64,7 @@ printf 'program\tstatus\tok\tskipped\terrors\tseconds\treason\n' >"$status"
 "$build/context" >"$out/context.txt"
 {
   echo "command: ${BENCH_COMMAND:-make bench${BENCH_ARGS:+ BENCH_ARGS=\"$BENCH_ARGS\"}${BENCH_FILTER:+ BENCH_FILTER=\"$BENCH_FILTER\"}}"
+  echo "repetitions: $repetitions${rep_args[1]:+ (randomly interleaved)}"
   for v in $(compgen -v BENCH_ARGS_); do echo "$v: ${!v}"; done
   echo "git: $(git -C "$here/.." describe --always --dirty 2>/dev/null || echo unknown)"
 } >"$out/command.txt"
@@ -88,7 +99,7 @@ for prog in "${programs[@]}"; do
   # SIGINT first (the harness keeps what it measured), SIGKILL kill_after seconds later
   timeout --signal=INT --kill-after="$kill_after" "$limit" "$prog" \
     --benchmark_out="$out/$name.json" --benchmark_out_format=json \
-    --harness_csv="$out/$name.csv" "${extra_args[@]}" "${prog_args[@]}" 2>&1 | tee "$out/logs/$name.log"
+    --harness_csv="$out/$name.csv" "${rep_args[@]}" "${extra_args[@]}" "${prog_args[@]}" 2>&1 | tee "$out/logs/$name.log"
   rc=${PIPESTATUS[0]}
   secs=$((SECONDS - start))
   ok=0 skipped=0 errors=0 reason=""
@@ -116,8 +127,14 @@ echo "run-suite: summary, charts and report"
 bash "$here/summarize.sh" "$out" || any_failed=1
 if [[ -z ${BENCH_NO_CHARTS:-} ]]; then bash "$here/charts.sh" "$out" || any_failed=1; fi
 bash "$here/report.sh" "$out" || any_failed=1
+# results/README.md: one line per run (GPU, driver, date, headline speedups)
+python3 "$here/stats.py" index "$(dirname "$out")" || any_failed=1
 
 echo
 echo "Results: $out"
 column -t -s $'\t' "$status" 2>/dev/null || cat "$status"
+# The last lines: the machine, how many benchmarks ran / were skipped / failed, the three
+# largest measured effects and where the report is (scripts/claims.py digest).
+echo
+python3 "$here/claims.py" digest "$out" 2>/dev/null || echo "Report:     $out/report.md"
 exit $any_failed

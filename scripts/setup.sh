@@ -8,10 +8,12 @@ needs=(
   "/usr/include/benchmark/benchmark.h libbenchmark-dev"
   "/usr/include/cmocka.h              libcmocka-dev"
   "/usr/include/turbojpeg.h           libturbojpeg0-dev"
+  "/usr/include/jpeglib.h             libjpeg62-turbo-dev"
   "/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h libopenblas-dev"
   "gnuplot                            gnuplot-nox"
   "mpicc                              libopenmpi-dev"
   "mpirun                             openmpi-bin"
+  "python3                            python3"
 )
 
 missing=()

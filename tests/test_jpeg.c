@@ -315,6 +315,96 @@ static void test_fp16_output_matches_fp32(void **state)
     free(img.pixels);
 }
 
+// F16C (when the CPU has it) and the scalar conversion give the same bits on a sweep:
+// every half value, the exact ties between neighbours and a float ulp either side, float
+// subnormals, overflow to inf, infs and nans (quiet, signalling, with payloads), and a
+// stride through all 2^32 float bit patterns.
+static void test_fp16_vector_matches_scalar(void **state)
+{
+    (void)state;
+    size_t cap = 65536 * 4 + 70000 + 64, n = 0;
+    uint32_t *bits = malloc(cap * sizeof *bits);
+    assert_non_null(bits);
+    for (uint32_t h = 0; h < 65536; h++) {
+        float lo = augment_half_to_float((uint16_t)h);
+        uint32_t x;
+        memcpy(&x, &lo, 4);
+        bits[n++] = x;
+        if ((h & 0x7C00u) == 0x7C00u) continue; // inf / nan: no neighbour above
+        float hi = augment_half_to_float((uint16_t)(h + 1));
+        float mid = lo + (hi - lo) * 0.5f; // exact: halves have 11 significant bits
+        memcpy(&x, &mid, 4);
+        bits[n++] = x;     // the tie
+        bits[n++] = x + 1; // a float ulp away (magnitude up)
+        bits[n++] = x - 1; // and down
+    }
+    for (uint64_t x = 0; x <= 0xFFFFFFFFull; x += 65537) bits[n++] = (uint32_t)x;
+    const uint32_t specials[] = {0x00000001u, 0x007FFFFFu, 0x80000001u, 0x33000000u, 0x33000001u,
+                                 0x477FE000u, 0x477FEFFFu, 0x477FF000u, 0x7F7FFFFFu, 0x7F800000u,
+                                 0xFF800000u, 0x7FC00000u, 0x7F800001u, 0x7FBFFFFFu, 0xFFFFFFFFu,
+                                 0x7FC02000u, 0x80000000u};
+    for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) bits[n++] = specials[i];
+    assert_true(n <= cap);
+    float *in = malloc(n * sizeof *in);
+    uint16_t *fast = malloc(n * sizeof *fast), *slow = malloc(n * sizeof *slow);
+    assert_true(in && fast && slow);
+    memcpy(in, bits, n * sizeof *in);
+    augment_floats_to_halves(in, fast, n);
+    augment_floats_to_halves_scalar(in, slow, n);
+    for (size_t i = 0; i < n; i++)
+        if (fast[i] != slow[i])
+            fail_msg("float bits 0x%08x: vector path gives 0x%04x, scalar 0x%04x", bits[i], fast[i],
+                     slow[i]);
+    // a few known answers: ties go to even, 65520 rounds up to inf, nans stay nans
+    float ties[] = {1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65520.0f, 65519.996f};
+    uint16_t want[] = {0x3C00, 0x3C02, 0x7C00, 0x7BFF};
+    for (int i = 0; i < 4; i++) assert_int_equal(augment_float_to_half(ties[i]), want[i]);
+    float qnan;
+    uint32_t qn = 0x7FC00000u;
+    memcpy(&qnan, &qn, 4);
+    assert_int_equal(augment_float_to_half(qnan), 0x7E00);
+    print_message("fp16: %zu values, %s path against the scalar one\n", n,
+                  augment_have_f16c() ? "F16C" : "no F16C on this CPU: the scalar");
+    free(bits);
+    free(in);
+    free(fast);
+    free(slow);
+}
+
+// The AVX2 horizontal pass gives the scalar pass's bits. The last row of an image always
+// takes the scalar pass (the vector loads would read past the buffer); with one more row below,
+// the same row takes the AVX2 pass: the outputs over the same window must be identical.
+static void test_avx2_resize_matches_scalar(void **state)
+{
+    (void)state;
+    const int sizes[][4] = {{61, 47, 16, 16}, {61, 47, 37, 90}, {200, 9, 128, 3}, {13, 5, 24, 24},
+                            {1, 7, 9, 4}, {2, 3, 17, 5}};
+    for (int k = 0; k < 6; k++) {
+        int w = sizes[k][0], h = sizes[k][1];
+        Image tall = solid_image(w, h + 1, 0, 0, 0), img = solid_image(w, h, 0, 0, 0);
+        for (int i = 0; i < w * (h + 1) * 3; i++) tall.pixels[i] = (uint8_t)((i * 7919 + i / 7) % 256);
+        memcpy(img.pixels, tall.pixels, (size_t)w * h * 3);
+        AugmentConfig c = augment_default_config(8);
+        c.out_width = sizes[k][2];
+        c.out_height = sizes[k][3];
+        size_t n = 3 * (size_t)c.out_width * c.out_height;
+        float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+        assert_true(a && b);
+        for (int flip = 0; flip < 2; flip++) {
+            AugmentWindow win = {0, h / 3, w, h - h / 3};
+            augment_resample(&c, &img, &win, flip, a);
+            augment_resample(&c, &tall, &win, flip, b);
+            assert_memory_equal(a, b, n * sizeof *a);
+        }
+        free(a);
+        free(b);
+        free(img.pixels);
+        free(tall.pixels);
+    }
+    print_message("resize: %s horizontal pass against the scalar one\n",
+                  augment_have_avx2() ? "AVX2" : "no AVX2 on this CPU: the scalar");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +422,8 @@ int main(void)
         cmocka_unit_test(test_matches_reference_bilinear),
         cmocka_unit_test(test_fp16_conversion),
         cmocka_unit_test(test_fp16_output_matches_fp32),
+        cmocka_unit_test(test_fp16_vector_matches_scalar),
+        cmocka_unit_test(test_avx2_resize_matches_scalar),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

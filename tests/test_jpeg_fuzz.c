@@ -9,6 +9,8 @@
 // a cap: the loop runs in a child process whose address space may grow by at most
 // FUZZ_ADDRESS_SPACE_GROWTH, so an allocation sized from a lying header fails, and an
 // out-of-memory rejection is reported as a failure, never counted as a clean rejection.
+// Each variant also goes through sample_load (the loader's path: header, crop, region
+// and DCT-scaled decode), which must accept and reject exactly the same files.
 // JPEG_FUZZ_VARIANTS and JPEG_FUZZ_SEED in the environment change the count and the seed.
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 
 #include "loaders/augment.h"
 #include "loaders/jpeg.h"
+#include "loaders/sample.h"
 #include "kernels/rng.h"
 #include "tests/loader_support.h"
 
@@ -342,7 +345,7 @@ static void fuzz_run(const FuzzFixture *f, int64_t variants, uint64_t seed, Fuzz
     void *out = malloc(augment_sample_bytes(&(AugmentConfig){.out_height = 24, .out_width = 24,
                                                              .dtype = AUGMENT_FLOAT32}));
     JpegDecoder *dec = jpeg_decoder_create(); // one decoder for all, as a loader worker has
-    Image img = {0};
+    Image img = {0}, sample_img = {0};
     char path[128], ops[128];
     if (!buf || !out || !dec) {
         snprintf(res->failure, sizeof res->failure, "setup: out of memory or no decoder: %s",
@@ -381,7 +384,26 @@ static void fuzz_run(const FuzzFixture *f, int64_t variants, uint64_t seed, Fuzz
         res->tried++;
         res->inflated += inflated;
         error_clear();
-        int rc = jpeg_decode_file(dec, path, &img); // what loader_fill_slot calls
+        int rc = jpeg_decode_file(dec, path, &img); // a whole decode
+        // The loader's own path (sample_load: header, crop, region decode, DCT-scaled
+        // for the small output) must accept and reject exactly the same files.
+        ErrorKind whole_kind = error_kind();
+        char whole_msg[1024];
+        snprintf(whole_msg, sizeof whole_msg, "%s", error_message());
+        Rng sr = rng_make(seed, 0x5A3F1E, (uint64_t)v);
+        AugmentConfig scfg = augment_default_config(rng_below(&sr, 2) ? 24 : 4);
+        error_clear();
+        int sample_rc = sample_load(dec, path, &scfg, rng_next(&sr), &sample_img, out);
+        if (sample_rc != rc || (sample_rc != 0 && !strstr(error_message(), path)) ||
+            (sample_rc == 0 && !sample_ok(&scfg, out))) {
+            snprintf(res->failure, sizeof res->failure, "variant %lld (%s of %s): a whole decode "
+                     "says '%.300s' (rc %d), sample_load says '%.300s' (rc %d)", (long long)v, ops,
+                     src->kind, rc ? whole_msg : "ok", rc, sample_rc ? error_message() : "ok",
+                     sample_rc);
+            unlink(path);
+            goto done;
+        }
+        error_restore(whole_kind, whole_msg);
         unlink(path);
         if ((int64_t)img.capacity > res->max_pixel_bytes) res->max_pixel_bytes = (int64_t)img.capacity;
         const char *msg = error_message();
@@ -421,6 +443,7 @@ static void fuzz_run(const FuzzFixture *f, int64_t variants, uint64_t seed, Fuzz
     }
 done:
     image_free(&img);
+    image_free(&sample_img);
     jpeg_decoder_destroy(dec);
     free(out);
     free(buf);

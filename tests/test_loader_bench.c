@@ -1,9 +1,10 @@
 // test_loader_bench.c: end to end, build/bench_workers on a tiny generated dataset in a
 // temporary cache: the loader, raw-decode and loader+training rows come out "ok" with
 // images/s > 0 and every epoch complete in the tidy CSV, and scripts/charts/workers.gp
-// draws both charts from it (PNG and SVG); a bad BENCH_WORKERS_* value is refused at
+// (while it exists) draws both charts from it (PNG and SVG); a bad BENCH_WORKERS_* value is refused at
 // start-up and a missing dataset fails every run with the reason; a run stopped midway
-// keeps its measured rows.
+// keeps its measured rows; the loader options (--loader-timeout, --max-image-pixels) are
+// checked and reach every loader.
 // Skipped when the program is not built.
 #include <setjmp.h>
 #include <stdarg.h>
@@ -120,7 +121,11 @@ static void test_bench_workers_end_to_end(void **state)
         assert_true(r->images_per_second > 0);
         assert_true(r->wrong_epochs == 0);
     }
-    if (system("command -v gnuplot >/dev/null 2>&1") == 0) {
+    // The old gnuplot script, while it exists (charts are moving to scripts/charts/
+    // *.charts descriptions drawn by render.py, which has tests of its own).
+    char gp[600];
+    snprintf(gp, sizeof gp, "%s/scripts/charts/workers.gp", root);
+    if (access(gp, R_OK) == 0 && system("command -v gnuplot >/dev/null 2>&1") == 0) {
         snprintf(cmd, sizeof cmd,
                  "mkdir -p %s/charts && gnuplot -e \"csv='%s'; outdir='%s/charts'\" "
                  "%s/scripts/charts/workers.gp 2>%s/gnuplot.txt", tmp, csv, tmp, root, tmp);
@@ -219,12 +224,60 @@ static void test_bench_workers_keeps_rows_when_stopped(void **state)
     testutil_rm_tree(tmp);
 }
 
+// The loader options every program on the practice driver has: a bad value is refused
+// at start-up (exit status 2) naming the flag; --max-image-pixels reaches the loaders of
+// the loader-alone rows (0 and 1 workers) and of the practice driver's training rows,
+// which fail naming the limit.
+static void test_bench_workers_loader_options(void **state)
+{
+    (void)state;
+    char prog[512];
+    if (!bench_workers_path(prog, sizeof prog)) skip();
+    char tmp[64], cmd[2048], csv[128], log[128];
+    assert_int_equal(testutil_tmpdir(tmp), 0);
+    snprintf(log, sizeof log, "%s/log.txt", tmp);
+    const char *bad[][2] = {{"--loader-timeout=-1", "--loader-timeout='-1'"},
+                            {"--loader-timeout=2m", "--loader-timeout='2m'"},
+                            {"--max-image-pixels=abc", "--max-image-pixels='abc'"}};
+    for (int c = 0; c < 3; c++) {
+        snprintf(cmd, sizeof cmd, "%s %s --benchmark_filter=decode_ref >%s 2>&1", prog, bad[c][0], log);
+        int rc = system(cmd);
+        if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 2) fail_msg("%s: exit %d, want 2", bad[c][0], rc);
+        size_t size;
+        unsigned char *text = testutil_read(log, &size);
+        assert_non_null(text);
+        text[size ? size - 1 : 0] = '\0';
+        if (!strstr((char *)text, bad[c][1])) fail_msg("%s: message lacks it: %s", bad[c][0], text);
+        free(text);
+    }
+    snprintf(csv, sizeof csv, "%s/pixels.csv", tmp);
+    snprintf(cmd, sizeof cmd,
+             "BENCH_CACHE_DIR=%s/cache BENCH_WORKERS_PRESET=tiny BENCH_WORKERS_BATCH=8 "
+             "BENCH_WORKERS_SIZE=32 BENCH_WORKERS_TRAIN_SIZE=16 %s --max-image-pixels=100 "
+             "--loader-timeout=60 --benchmark_min_time=0.01 --harness_csv=%s "
+             "--benchmark_filter='^num_workers/workers_[01]/|^num_workers_train/workers_1/' >%s 2>&1",
+             tmp, prog, csv, log);
+    int rc = system(cmd);
+    if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 1) fail_msg("--max-image-pixels=100: exit %d, want 1", rc);
+    static Row rows[16];
+    int n = read_rows(csv, rows, 16);
+    if (n != 3) fail_msg("%d rows in %s, want 3", n, csv);
+    for (int i = 0; i < n; i++) {
+        assert_string_equal(rows[i].status, "error");
+        if (!strstr(rows[i].reason, "pixel limit of 100"))
+            fail_msg("%s/%s: reason '%s' does not name the limit", rows[i].practice, rows[i].variant,
+                     rows[i].reason);
+    }
+    testutil_rm_tree(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bench_workers_end_to_end),
         cmocka_unit_test(test_bench_workers_bad_environment),
         cmocka_unit_test(test_bench_workers_keeps_rows_when_stopped),
+        cmocka_unit_test(test_bench_workers_loader_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,7 +3,9 @@
 // the tiny preset on the CPU reaches the stated held-out accuracy on the tensor task and
 // on the generated JPEG dataset (--target-accuracy makes train exit non-zero when it
 // does not), and a missing folder, a corrupt JPEG
-// and a class count that contradicts the dataset are clear errors naming the culprit.
+// and a class count that contradicts the dataset are clear errors naming the culprit; a
+// FIFO named .jpg is named (and skipped with --skip-bad-files) without being opened, and
+// a stopped loader worker ends training after --loader-timeout, naming its pid.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -102,6 +104,11 @@ static void test_bad_number_is_refused(void **state)
         {"--eval-batches abc", "'abc' for --eval-batches"},
         {"--target-accuracy nan", "'nan' for --target-accuracy"},
         {"--threads 0", "'0' for --threads"}, {"--threads two", "'two' for --threads"},
+        {"--loader-timeout -1", "'-1' for --loader-timeout"},
+        {"--loader-timeout 2m", "'2m' for --loader-timeout"},
+        {"--loader-timeout 99999999", "'99999999' for --loader-timeout"},
+        {"--max-image-pixels -5", "'-5' for --max-image-pixels"},
+        {"--max-image-pixels 1e9", "'1e9' for --max-image-pixels"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char flags[256];
@@ -164,7 +171,8 @@ static void test_help_lists_data_flags(void **state)
     (void)state;
     const char *flags[] = {"--data ", "images", "tensor", "--data-dir", "--dataset-preset",
                            "--num-workers", "--skip-bad-files", "--holdout", "--crop-scale-min",
-                           "BENCH_CACHE_DIR", "held-out"};
+                           "BENCH_CACHE_DIR", "held-out", "--loader-timeout", "--max-image-pixels",
+                           "FIFO"};
     assert_help_mentions(flags, sizeof flags / sizeof flags[0]);
 }
 
@@ -251,6 +259,89 @@ static void test_corrupt_file_is_named_or_skipped(void **state)
     free(dir);
 }
 
+// A FIFO named .jpg is counted and named in the scan summary and never opened (that
+// would block: the command runs under `timeout`): without --skip-bad-files training
+// stops with an error naming it; with it, it is skipped and counted, and training ends.
+static void test_fifo_is_named_or_skipped(void **state)
+{
+    (void)state;
+    char *dir = test_temp_dir();
+    make_tiny_dataset(dir);
+    assert_int_equal(test_run("mkfifo '%s/data/class_001/pipe.jpg'", dir), 0);
+    char flags[1024];
+    snprintf(flags, sizeof flags, "--data-dir '%s/data' --batch-size 8 --steps 10 "
+             "--num-workers 2", dir);
+    assert_int_equal(test_run("timeout 60 '%s/train' --backend cpu --preset tiny %s > '%s/out.txt' 2>&1",
+                              test_build_dir(), flags, dir), 1);
+    assert_true(output_has(dir, "pipe.jpg' is a FIFO, not a regular file"));
+    snprintf(flags, sizeof flags, "--data-dir '%s/data' --batch-size 8 --steps 10 "
+             "--num-workers 2 --skip-bad-files", dir);
+    assert_int_equal(test_run("timeout 60 '%s/train' --backend cpu --preset tiny %s > '%s/out.txt' 2>&1",
+                              test_build_dir(), flags, dir), 0);
+    assert_true(output_has(dir, "1 of them not regular files"));
+    assert_true(output_has(dir, "class_001/pipe.jpg (a FIFO)"));
+    assert_true(output_has(dir, "eval: loss"));
+    test_remove_tree(dir);
+    free(dir);
+}
+
+// --max-image-pixels reaches the loaders' decoders: below the images' size every file is
+// bad input, an error naming the limit; with --skip-bad-files nothing is left to train on.
+static void test_max_image_pixels_reaches_the_loader(void **state)
+{
+    (void)state;
+    char *dir = test_temp_dir();
+    make_tiny_dataset(dir);
+    char flags[1024];
+    snprintf(flags, sizeof flags, "--data-dir '%s/data' --batch-size 8 --steps 2 --num-workers 2 "
+             "--max-image-pixels 100", dir);
+    assert_int_equal(run_train(dir, flags), 1);
+    assert_true(output_has(dir, "pixel limit of 100"));
+    snprintf(flags, sizeof flags, "--data-dir '%s/data' --batch-size 8 --steps 2 --num-workers 0 "
+             "--max-image-pixels 100000000", dir);
+    assert_int_equal(run_train(dir, flags), 0);
+    test_remove_tree(dir);
+    free(dir);
+}
+
+// A stopped (SIGSTOP'd) loader worker: with --loader-timeout 1, train stops within
+// seconds with an error naming the worker's pid, the batch and the epoch, instead of
+// hanging; the stopped worker does not outlive it.
+static void test_stopped_worker_times_out(void **state)
+{
+    (void)state;
+    char *dir = test_temp_dir();
+    make_tiny_dataset(dir);
+    // train runs in the background under `timeout` (its child); once its loader workers
+    // (train's children) exist, the first is stopped.
+    int rc = test_run(
+        "cd '%s' && { timeout 60 '%s/train' --backend cpu --preset tiny --data-dir data "
+        "--batch-size 4 --steps 1000000 --log-every 100000 --num-workers 2 --loader-timeout 1 "
+        "> out.txt 2>&1 & tp=$!; w=; for i in $(seq 100); do t=$(ps -o pid= --ppid $tp | head -n 1); "
+        "[ -n \"$t\" ] && w=$(ps -o pid= --ppid $t | head -n 1 | tr -d ' '); "
+        "[ -n \"$w\" ] && break; sleep 0.05; done; [ -n \"$w\" ] || exit 90; "
+        "kill -STOP $w; echo $w > stopped.txt; wait $tp; echo $? > rc.txt; sleep 0.2; "
+        "kill -0 $w 2>/dev/null && exit 91; exit 0; }", dir, test_build_dir());
+    if (rc != 0) fail_msg("the script failed with %d (90: no worker found, 91: it survived)", rc);
+    char path[512];
+    snprintf(path, sizeof path, "%s/rc.txt", dir);
+    char *text = test_read_file(path, NULL);
+    assert_non_null(text);
+    assert_int_equal(atoi(text), 1);  // an error, not the 124 of `timeout`
+    free(text);
+    snprintf(path, sizeof path, "%s/stopped.txt", dir);
+    text = test_read_file(path, NULL);
+    assert_non_null(text);
+    char want[64];
+    snprintf(want, sizeof want, "(pid %d, stopped (T))", atoi(text));
+    free(text);
+    assert_true(output_has(dir, "timed out after 1000 ms waiting for batch"));
+    assert_true(output_has(dir, want));
+    assert_true(output_has(dir, " of epoch "));
+    test_remove_tree(dir);
+    free(dir);
+}
+
 // The model's class count follows the dataset; a contradicting --classes is an error.
 static void test_class_count_follows_dataset(void **state)
 {
@@ -288,6 +379,9 @@ int main(void)
         cmocka_unit_test(test_missing_dataset_is_named),
         cmocka_unit_test(test_corrupt_file_is_named_or_skipped),
         cmocka_unit_test(test_class_count_follows_dataset),
+        cmocka_unit_test(test_fifo_is_named_or_skipped),
+        cmocka_unit_test(test_max_image_pixels_reaches_the_loader),
+        cmocka_unit_test(test_stopped_worker_times_out),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

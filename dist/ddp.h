@@ -1,0 +1,62 @@
+// ddp.h: DistributedDataParallel over the shared core. Construction broadcasts rank 0's
+// parameters (every replica starts equal) and groups the gradients into buckets in
+// reverse parameter order: a first bucket of first_bucket_bytes, then bucket_cap_bytes
+// each (PyTorch: 1 MiB, then bucket_cap_mb = 25 MiB). During backward, the core's
+// gradients-ready hook counts each bucket down; when a bucket's last gradient is written,
+// its all-reduce (sum, then / world) starts on the communication stream (CUDA: after the
+// event of that gradient; CPU: a communication thread with MPI), in bucket order, while
+// backward goes on. The update waits for every bucket, so the GradScaler's inf check and
+// clipping see the reduced gradients. no_sync: accumulation_steps micro-batches, only the
+// last one all-reduces (divided by world x accumulation_steps: the large batch's mean).
+#ifndef DIST_DDP_H
+#define DIST_DDP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "dist/comm.h"
+#include "kernels/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define DDP_DEFAULT_BUCKET_CAP_BYTES ((size_t)25 << 20)
+#define DDP_DEFAULT_FIRST_BUCKET_BYTES ((size_t)1 << 20)
+
+typedef struct DdpConfig {
+    size_t bucket_cap_bytes;   // 0: all gradients in one bucket
+    size_t first_bucket_bytes; // 0: the first bucket is capped like the others
+    bool overlap;              // false: one all-reduce of every gradient after backward
+    int accumulation_steps;    // micro-batches per update (no_sync for all but the last)
+} DdpConfig;
+
+// PyTorch's defaults: 25 MiB buckets, 1 MiB first bucket, overlapped, no accumulation.
+DdpConfig ddp_config_default(void);
+
+typedef struct DdpStats {
+    int buckets;             // bucket count
+    size_t largest_bucket;   // bytes
+    double comm_ms;          // CPU: time the communication thread spent in all-reduces
+    double wait_ms;          // time the update waited for the last all-reduce (exposed)
+    int steps;
+} DdpStats;
+
+typedef struct Ddp Ddp;
+
+// Wraps core (its backend: CPU with an MPI communicator, CUDA with NCCL). Broadcasts rank
+// 0's parameters to every rank and installs the core's gradient hooks.
+int ddp_create(Core *core, DistComm *comm, const DdpConfig *cfg, Ddp **out);
+// One optimizer step from this rank's micro-batches (cfg.accumulation_steps of them):
+// forward/backward each, all-reducing only during the last, then the update at the LR of
+// global_batch images (the sum of every rank's micro-batches).
+int ddp_step(Ddp *ddp, const CoreBatch *micro_batches, int global_batch, CoreStepResult *result);
+// Bucket layout and timings so far.
+void ddp_stats(const Ddp *ddp, DdpStats *stats);
+// Removes the hooks and frees (the core and communicator stay the caller's); NULL is fine.
+void ddp_free(Ddp *ddp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

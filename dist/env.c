@@ -1,0 +1,96 @@
+// env.c: rank, world and local rank from the launcher's environment (see env.h).
+#include "dist/env.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/error.h"
+
+int dist_parse_int(const char *text, const char *what, int min, int max, int *out)
+{
+    if (!text || !*text)
+        return error_set(ERROR_BAD_USAGE, "%s is empty: expected a whole number in [%d, %d]", what, min, max);
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (errno || *end != '\0' || end == text)
+        return error_set(ERROR_BAD_USAGE, "%s='%s' is not a whole number", what, text);
+    if (v < min || v > max)
+        return error_set(ERROR_BAD_USAGE, "%s=%ld is out of range [%d, %d]", what, v, min, max);
+    *out = (int)v;
+    return 0;
+}
+
+// One launcher's variable names.
+typedef struct {
+    DistLaunch launch;
+    const char *rank, *world, *local_rank, *local_world;
+} Names;
+
+static const Names launchers[] = {
+    {DIST_LAUNCH_TORCHRUN, "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE"},
+    {DIST_LAUNCH_MPI, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+     "OMPI_COMM_WORLD_LOCAL_SIZE"},
+    {DIST_LAUNCH_SLURM, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+};
+
+static int read_var(const char *name, int min, int max, int def, int *out)
+{
+    const char *v = getenv(name);
+    if (!v) { *out = def; return 0; }
+    return dist_parse_int(v, name, min, max, out);
+}
+
+int dist_env_detect(DistEnv *env)
+{
+    memset(env, 0, sizeof *env);
+    env->world = env->local_world = 1;
+    const Names *found = NULL;
+    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0] && !found; i++)
+        if (getenv(launchers[i].world) || getenv(launchers[i].rank)) found = &launchers[i];
+    const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
+    if (addr) snprintf(env->master_addr, sizeof env->master_addr, "%s", addr);
+    if (port && dist_parse_int(port, "MASTER_PORT", 1, 65535, &env->master_port) != 0) return -1;
+    if (!found) return 0;
+    env->launch = found->launch;
+    if (!getenv(found->world))
+        return error_set(ERROR_BAD_USAGE, "%s is set but %s is missing: set both (the rank and the world size)",
+                         found->rank, found->world);
+    if (!getenv(found->rank))
+        return error_set(ERROR_BAD_USAGE, "%s is set but %s is missing: every process needs its rank",
+                         found->world, found->rank);
+    TRY(read_var(found->world, 1, 1 << 20, 1, &env->world));
+    TRY(read_var(found->rank, 0, env->world - 1, 0, &env->rank));
+    TRY(read_var(found->local_rank, 0, env->world - 1, env->rank, &env->local_rank));
+    // SLURM_NTASKS_PER_NODE may read "2(x3)" on heterogeneous allocations: only a plain
+    // number counts there; the local world is informative only.
+    const char *lw = getenv(found->local_world);
+    if (lw && (found->launch != DIST_LAUNCH_SLURM || strspn(lw, "0123456789") == strlen(lw)))
+        TRY(read_var(found->local_world, 1, env->world, env->world, &env->local_world));
+    else
+        env->local_world = found->launch == DIST_LAUNCH_SLURM && !lw ? 1 : env->world;
+    if (env->local_rank >= env->local_world && lw)
+        return error_set(ERROR_BAD_USAGE, "rank %d: %s=%d is not below %s=%d", env->rank,
+                         found->local_rank, env->local_rank, found->local_world, env->local_world);
+    return 0;
+}
+
+bool dist_env_has_mpi(const DistEnv *env)
+{
+    (void)env;
+    return getenv("OMPI_COMM_WORLD_SIZE") != NULL || getenv("PMIX_RANK") != NULL;
+}
+
+const char *dist_launch_name(DistLaunch launch)
+{
+    switch (launch) {
+    case DIST_LAUNCH_SINGLE: return "single";
+    case DIST_LAUNCH_TORCHRUN: return "torchrun";
+    case DIST_LAUNCH_MPI: return "mpirun";
+    case DIST_LAUNCH_SLURM: return "srun";
+    }
+    return "?";
+}

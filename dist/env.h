@@ -1,0 +1,42 @@
+// env.h: who this process is in a distributed run. The rank, world size and local rank
+// come from, in this order: torchrun-style variables (RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open MPI's (OMPI_COMM_WORLD_RANK, _SIZE,
+// _LOCAL_RANK, _LOCAL_SIZE), SLURM's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID); with
+// none of them, a world of one. Every bad value is an ERROR_BAD_USAGE naming the variable.
+#ifndef DIST_ENV_H
+#define DIST_ENV_H
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    DIST_LAUNCH_SINGLE,   // no launcher: a world of one
+    DIST_LAUNCH_TORCHRUN, // RANK/WORLD_SIZE (torchrun, or our --nproc-per-node spawner)
+    DIST_LAUNCH_MPI,      // mpirun (Open MPI)
+    DIST_LAUNCH_SLURM,    // srun
+} DistLaunch;
+
+typedef struct DistEnv {
+    DistLaunch launch;
+    int rank, world, local_rank, local_world;
+    char master_addr[256]; // "" when not set (needed only by the TCP rendezvous)
+    int master_port;       // 0 when not set
+} DistEnv;
+
+// Reads the environment as described above.
+int dist_env_detect(DistEnv *env);
+// True when MPI started this process (mpirun, or srun with Open MPI's PMIx), so that
+// MPI_Init joins the launcher's world.
+bool dist_env_has_mpi(const DistEnv *env);
+// "single", "torchrun", "mpirun", "srun".
+const char *dist_launch_name(DistLaunch launch);
+// Parses a whole decimal int in [min, max]; -1 (ERROR_BAD_USAGE naming `what`) otherwise.
+int dist_parse_int(const char *text, const char *what, int min, int max, int *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,31 @@
+// spawn.h: the built-in local launcher (`--nproc-per-node N`, the seed's mp.spawn):
+// forks N ranks of a command on this machine with the torchrun variables set (RANK,
+// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and watches them:
+// when one fails (non-zero exit or a signal), the others get SIGTERM, then SIGKILL
+// after a grace period, so nothing hangs and nothing is orphaned.
+#ifndef DIST_SPAWN_H
+#define DIST_SPAWN_H
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct DistSpawnConfig {
+    int nproc;               // ranks to start (>= 1)
+    const char *master_addr; // NULL: MASTER_ADDR from the environment, else 127.0.0.1
+    int master_port;         // 0: MASTER_PORT from the environment, else 29500
+    bool use_mpirun;         // CPU ranks: run `mpirun -np N` (MPI ranks need an MPI launcher)
+    int grace_ms;            // SIGTERM -> SIGKILL delay for the survivors of a failure
+} DistSpawnConfig;
+
+// Runs argv (argv[0] a path or a name on PATH) as cfg->nproc ranks and waits for all.
+// Returns 0 when every rank exited 0, else the first failure's exit code (128 + signal
+// for a rank killed by a signal), having stopped the others; -1 if nothing could start.
+int dist_spawn_local(const DistSpawnConfig *cfg, char *const argv[]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,629 @@
+#!/usr/bin/env python3
+"""render.py: draws a results folder's charts with gnuplot, PNG and SVG (Python standard
+library only; scripts/charts.sh is the command to use).
+
+  render.py RESULTS_DIR OUT_DIR DESCRIPTIONS_DIR CLAIMS_CSV
+  render.py --points RESULTS_DIR DESCRIPTIONS_DIR   prints every described chart's points,
+      one line each: chart, series, x, y, error-bar low, error-bar high, noisy (tab-separated;
+      what would be drawn, for tests and for checking a new description)
+
+Two kinds of chart:
+
+* Every chart described in DESCRIPTIONS_DIR/<csvname>.charts, drawn from
+  RESULTS_DIR/<csvname>.csv. A description file holds sections:
+
+      # comment
+      [amp_gemm_tflops]          # chart name -> OUT_DIR/amp_gemm_tflops.png and .svg
+      practice = amp_gemm        # rows whose `practice` column is one of these (comma-separated)
+      x = param_size             # a CSV column: axes are param_<axis>, counters by their name
+      y = tflops                 # a CSV column; `time` = the time column, in ms
+      series = variant           # column(s) whose values become the lines or bar groups
+                                 # (default variant; comma-separated columns are joined)
+      filter = param_preset=tiny # optional: only rows where column=value (comma-separated, all hold)
+      kind = lines               # lines (numeric x) or bars (categorical x)
+      logx = yes                 # optional (default no); logy likewise
+      title = GEMM throughput by precision
+      xlabel = matrix size (n = m = k)
+      ylabel = TFLOP/s
+
+  Optional keys this renderer adds:
+      file = batch_size.curves   # read RESULTS_DIR/<file>.csv instead of <csvname>.csv
+                                 # (a CSV without a status column: every row is drawn)
+      yscale = 1e-9              # multiply y (and its error bars) by this: a unit change
+                                 # such as bytes/s -> GB/s, never a constant of the C code
+      xformat = bytes            # x tick labels with binary prefixes (4KiB, 1MiB, ...)
+      labels = yes               # print each bar's value above it (bars only)
+
+  Only rows with status=ok are drawn (when the CSV has a status column). A chart whose
+  rows are all missing (the practice was skipped) is not drawn, and says so; a CSV that is
+  not a results CSV is an error. A description naming a column the CSV lacks draws no
+  chart and says so (a results folder older than the description); with --points it is
+  an error, so a test of a description catches a typo.
+
+  Error bars, where there are repetitions, from the first of:
+    1. a sibling RESULTS_DIR/<csvname>.reps.csv, one row per repetition (practice, variant,
+       params and the y column): the bar spans the repetitions' minimum to maximum;
+    2. several rows of the tidy CSV for the same practice, variant and params (repetition
+       rows): the point is their median, the bar spans their minimum to maximum;
+    3. the tidy CSV's <y>_stddev column, or for y = time its time_stddev, where
+       repetitions > 1: the point is the mean, the bar +-1 standard deviation.
+  A noisy row gets a "!" beside its point or bar: its `noisy` column is set, or its
+  time_cv (the repetitions' coefficient of variation) exceeds the threshold of
+  scripts/stats.py (STATS_NOISE_CV, 2% by default).
+
+* The headline chart, summary_speedup: every practice's best tuned variant (its largest
+  geometric-mean speedup in summary_by_variant.csv) as a horizontal bar from 1x, sorted,
+  with its confidence interval (ci_low/ci_high) where summarize.sh wrote one, and the range
+  a published claim gives for that practice (CLAIMS_CSV) drawn beside it. Titled with the
+  GPU, driver and date of the run (RESULTS_DIR/context.txt).
+
+Safety: no path, title or CSV value is ever pasted into gnuplot code unquoted. Data and
+outputs go through files with fixed names in a private temporary folder (the charts are
+moved into OUT_DIR afterwards), and every string in the generated script is a
+single-quoted gnuplot string (no backquote or macro substitution happens there).
+
+Exit status: 0 when every chart that has data was drawn, 1 when any CSV, description or
+gnuplot run failed (the message says which), 2 for bad arguments.
+"""
+import csv
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+TIME_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+KNOWN_KEYS = {"practice", "x", "y", "series", "filter", "kind", "logx", "logy", "title",
+              "xlabel", "ylabel", "file", "yscale", "xformat", "labels"}
+COLORS = ["#4472c4", "#ed7d31", "#70ad47", "#7030a0", "#c00000", "#00a0b0", "#7f6000",
+          "#a5a5a5", "#264478", "#9e480e"]
+PNG_TERM = "set terminal pngcairo size {w},{h} font ',13' linewidth 1.5 noenhanced"
+SVG_TERM = "set terminal svg size {w},{h} dynamic font ',13' linewidth 1.5 noenhanced"
+
+
+class ChartError(Exception):
+    pass
+
+
+class MissingColumn(ChartError):
+    """A description names a column the CSV lacks: an older run, or a typo."""
+
+
+def q(text):
+    """A gnuplot single-quoted string: no substitution inside, '' for a quote."""
+    return "'" + str(text).replace("\n", " ").replace("\r", " ").replace("'", "''") + "'"
+
+
+def number(text):
+    """float(text) or None for empty / non-numeric / non-finite."""
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def nan(v):
+    """A data-file field: the number, or NaN (a point gnuplot leaves out)."""
+    return "NaN" if v is None else repr(v)
+
+
+def noise_threshold():
+    """The coefficient of variation above which a row is noisy: scripts/stats.py's."""
+    try:
+        sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+        import stats
+        return stats.noise_cv()
+    except Exception:  # stats.py absent or STATS_NOISE_CV unusable (it reports that itself)
+        return 0.02
+
+
+NOISE_CV = noise_threshold()
+
+
+def row_is_noisy(row):
+    cv = number(row.get("time_cv"))
+    return truthy(row.get("noisy", "")) or (cv is not None and (number(row.get("repetitions")) or 1) > 1
+                                            and cv > NOISE_CV)
+
+
+def truthy(text):
+    return str(text).strip().lower() in ("1", "yes", "true", "on")
+
+
+# ---- reading ----------------------------------------------------------------------------
+
+def read_csv(path, need=("practice",)):
+    """(header, rows as dicts) of a results CSV; ChartError when it is not one."""
+    name = os.path.basename(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            table = list(csv.reader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise ChartError(f"{name}: cannot read it as CSV ({e})")
+    if not table or not table[0]:
+        raise ChartError(f"{name}: empty file, not a results CSV")
+    header = table[0]
+    missing = [c for c in need if c not in header]
+    if missing:
+        raise ChartError(f"{name}: not a results CSV (no {'/'.join(missing)} column)")
+    rows = []
+    for i, fields in enumerate(table[1:], start=2):
+        if not fields:
+            continue
+        if len(fields) != len(header):
+            raise ChartError(f"{name}: line {i} has {len(fields)} fields, the header {len(header)}")
+        rows.append(dict(zip(header, fields)))
+    if "status" in header:
+        for i, r in enumerate(rows, start=2):
+            if r["status"] not in ("ok", "skipped", "error"):
+                raise ChartError(f"{name}: line {i}: status '{r['status']}' is not ok/skipped/error")
+            if r["status"] == "ok" and "time" in header and (number(r["time"]) is None or float(r["time"]) <= 0):
+                raise ChartError(f"{name}: line {i}: time '{r['time']}' of a measured row is not a positive number")
+    return header, rows
+
+
+def parse_descriptions(path):
+    """[(chart name, {key: value})] of one .charts file; ChartError on a malformed line."""
+    charts, current = [], None
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, start=1):
+            line = re.sub(r"(^|\s)#.*$", "", line).strip()
+            if not line:
+                continue
+            m = re.fullmatch(r"\[([A-Za-z0-9_.-]+)\]", line)
+            if m:
+                current = {}
+                charts.append((m.group(1), current))
+                continue
+            m = re.fullmatch(r"([A-Za-z_]+)\s*=\s*(.*)", line)
+            if not m or current is None:
+                raise ChartError(f"{os.path.basename(path)}:{n}: expected [chart] or key = value")
+            key = m.group(1)
+            if key not in KNOWN_KEYS:
+                raise ChartError(f"{os.path.basename(path)}:{n}: unknown key '{key}'")
+            current[key] = m.group(2).strip()
+    for name, d in charts:
+        for key in ("practice", "x", "y"):
+            if key not in d:
+                raise ChartError(f"{os.path.basename(path)}: [{name}] has no '{key}'")
+        if d.get("kind", "lines") not in ("lines", "bars"):
+            raise ChartError(f"{os.path.basename(path)}: [{name}] kind must be lines or bars")
+    return charts
+
+
+def read_context(results):
+    ctx = {}
+    try:
+        with open(os.path.join(results, "context.txt"), encoding="utf-8") as f:
+            for line in f:
+                k, sep, v = line.rstrip("\n").partition("=")
+                if sep and k not in ctx:
+                    ctx[k] = v
+    except OSError:
+        pass
+    return ctx
+
+
+# ---- values and error bars ---------------------------------------------------------------
+
+def y_value(row, y, header):
+    """The y value of a row (time in ms), or None."""
+    if y == "time":
+        v = number(row.get("time"))
+        unit = TIME_TO_MS.get(row.get("time_unit", "ms"))
+        return None if v is None or unit is None else v * unit
+    return number(row.get(y))
+
+
+def spread_from_row(row, y, header, value):
+    """(low, high) from the stddev columns of a row with repetitions > 1, or None."""
+    reps = number(row.get("repetitions")) or 1
+    if reps <= 1 or value is None:
+        return None
+    if y == "time":
+        sd = number(row.get("time_stddev"))
+        unit = TIME_TO_MS.get(row.get("time_unit", "ms"))
+        sd = None if sd is None or unit is None else sd * unit
+    else:
+        sd = number(row.get(y + "_stddev"))
+    if sd is None or sd <= 0:
+        return None
+    return value - sd, value + sd
+
+
+def key_of(row):
+    return (row.get("practice"), row.get("variant"), row.get("params"))
+
+
+def load_reps(path, y):
+    """{(practice, variant, params): [values]} from a per-repetition CSV, or {}."""
+    if not os.path.exists(path):
+        return {}
+    header, rows = read_csv(path)
+    if y != "time" and y not in header:
+        return {}
+    out = {}
+    for r in rows:
+        if r.get("status", "ok") != "ok":
+            continue
+        v = y_value(r, y, header)
+        if v is not None:
+            out.setdefault(key_of(r), []).append(v)
+    return out
+
+
+def median(values):
+    s = sorted(values)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+# ---- the described charts ---------------------------------------------------------------
+
+def chart_points(name, d, header, rows, reps):
+    """{series: [(x, y, low, high, noisy)]} of one described chart (x as text)."""
+    practices = {p.strip() for p in d["practice"].split(",") if p.strip()}
+    series_cols = [c.strip() for c in d.get("series", "variant").split(",") if c.strip()]
+    filters = []
+    for f in filter(None, (s.strip() for s in d.get("filter", "").split(","))):
+        col, sep, val = f.partition("=")
+        if not sep:
+            raise ChartError(f"[{name}] filter '{f}' is not column=value")
+        filters.append((col.strip(), val.strip()))
+    chosen = [r for r in rows if r.get("status", "ok") == "ok" and r["practice"] in practices]
+    if not chosen:
+        return {}  # nothing measured: a skipped run writes no counter columns to check
+    for col in [d["x"]] + series_cols + [c for c, _ in filters] + [d["y"]]:
+        if col not in header:
+            raise MissingColumn(f"[{name}] the CSV has no column '{col}'")
+    chosen = [r for r in chosen if all(r.get(c) == v for c, v in filters)]
+    groups = {}
+    for r in chosen:
+        v = y_value(r, d["y"], header)
+        if v is None or r[d["x"]] == "":
+            continue
+        label = " ".join(r[c] if c in ("variant", "practice") or len(series_cols) == 1
+                         else f"{c.replace('param_', '')}={r[c]}" for c in series_cols)
+        groups.setdefault((label, r[d["x"]]), []).append((v, r))
+    scale = number(d.get("yscale", "1"))
+    if scale is None:
+        raise ChartError(f"[{name}] yscale '{d.get('yscale')}' is not a number")
+    out = {}
+    for (label, x), items in groups.items():
+        values = [v for v, _ in items]
+        row = items[0][1]
+        noisy = any(row_is_noisy(r) for _, r in items)
+        rep_values = reps.get(key_of(row)) if len(items) == 1 else None
+        if rep_values and len(rep_values) > 1:
+            y, low, high = values[0], min(rep_values), max(rep_values)
+        elif len(values) > 1:
+            y, low, high = median(values), min(values), max(values)
+        else:
+            spread = spread_from_row(row, d["y"], header, values[0])
+            y = values[0]
+            low, high = spread if spread else (None, None)
+        s = lambda v: None if v is None else v * scale
+        out.setdefault(label, []).append((x, s(y), s(low), s(high), noisy))
+    return out
+
+
+def y_range(points, logy, headroom):
+    """[low, high] of the y axis holding every point and error bar, with headroom."""
+    ys = []
+    for pts in points.values():
+        for _, y, low, high, _ in pts:
+            ys += [v for v in (y, low, high) if v is not None]
+    lo, hi = min(ys), max(ys)
+    if logy:
+        positive = [v for v in ys if v > 0]
+        if not positive:
+            raise ChartError("logy with no positive value")
+        lo, hi = min(positive), max(positive)
+        return lo / (1.6 if lo < hi else 2.0), hi * (headroom * 1.6 if lo < hi else 2.0)
+    lo = min(lo, 0.0)
+    hi = max(hi, 0.0)
+    if hi == lo:
+        hi = lo + 1.0
+    return (lo * headroom if lo < 0 else 0.0), (hi * headroom if hi > 0 else 0.0)
+
+
+def common_settings(d):
+    lines = ["set datafile separator tab",
+             "set grid", "set key below noenhanced",
+             "set title " + q(d.get("title", "")),
+             "set xlabel " + q(d.get("xlabel", d["x"])),
+             "set ylabel " + q(d.get("ylabel", d["y"]))]
+    return lines
+
+
+def script_lines(name, d, points, tmp):
+    """gnuplot commands drawing one described chart into tmp/out.png and tmp/out.svg."""
+    kind = d.get("kind", "lines")
+    logx, logy, labels = truthy(d.get("logx", "no")), truthy(d.get("logy", "no")), truthy(d.get("labels", "no"))
+    has_err = any(p[2] is not None for pts in points.values() for p in pts)
+    any_noisy = any(p[4] for pts in points.values() for p in pts)
+    ylo, yhi = y_range(points, logy, 1.22 if labels or any_noisy else 1.12)
+    cmds = common_settings(d)
+    if logy:
+        cmds.append("set logscale y")
+    cmds.append(f"set yrange [{ylo!r}:{yhi!r}]")
+    plots = []
+    if kind == "bars":
+        cats = []
+        for pts in points.values():
+            for p in pts:
+                if p[0] not in cats:
+                    cats.append(p[0])
+        if all(number(c) is not None for c in cats):
+            cats.sort(key=float)
+        n = len(points)
+        width = 0.8 / n
+        base = ylo if logy else 0.0
+        cmds.append("set xtics (" + ", ".join(f"{q(c)} {i}" for i, c in enumerate(cats)) + ")")
+        if sum(len(c) + 2 for c in cats) > 70:  # long or many categories: slanted, still readable
+            cmds.append("set xtics rotate by 30 right")
+        cmds.append(f"set xrange [-0.6:{len(cats) - 0.4}]")
+        cmds.append("set style fill solid 0.85 border -1")
+        for j, (label, pts) in enumerate(points.items()):
+            path = os.path.join(tmp, f"s{j}.dat")
+            with open(path, "w", encoding="utf-8") as f:
+                for x, y, low, high, noisy in pts:
+                    pos = cats.index(x) + (j - (n - 1) / 2) * width
+                    text = (f"{y:.3g}" if labels else "") + (" !" if noisy else "")
+                    top = y if high is None else max(y, high)
+                    f.write(f"{pos!r}\t{y!r}\t{pos - width * 0.45!r}\t{pos + width * 0.45!r}\t"
+                            f"{min(base, y)!r}\t{max(base, y)!r}\t{nan(low)}\t{nan(high)}\t{top!r}\t{text or '-'}\n")
+            color = COLORS[j % len(COLORS)]
+            plots.append(f"{q(path)} using 1:2:3:4:5:6 with boxxyerror lc rgb {q(color)} title {q(label)}")
+            if has_err:
+                plots.append(f"{q(path)} using 1:2:7:8 with yerrorbars pt 0 lc rgb 'black' notitle")
+            if labels or any_noisy:
+                plots.append(f"{q(path)} using 1:9:(strcol(10) eq '-' ? '' : strcol(10)) with labels offset 0,0.8 notitle")
+    else:
+        xs = [number(p[0]) for pts in points.values() for p in pts]
+        if any(v is None for v in xs):
+            raise ChartError(f"[{name}] kind = lines needs a numeric x ({d['x']}); use kind = bars")
+        lo, hi = min(xs), max(xs)
+        if logx:
+            if lo <= 0:
+                raise ChartError(f"[{name}] logx with x <= 0")
+            cmds.append("set logscale x 2")
+            cmds.append(f"set xrange [{lo / 1.4!r}:{hi * 1.4!r}]")
+        else:
+            pad = (hi - lo) * 0.04 or 0.5
+            cmds.append(f"set xrange [{lo - pad!r}:{hi + pad!r}]")
+        if d.get("xformat") == "bytes":
+            cmds.append("set format x '%.0b%BB'")
+        for j, (label, pts) in enumerate(points.items()):
+            path = os.path.join(tmp, f"s{j}.dat")
+            pts = sorted(pts, key=lambda p: float(p[0]))
+            with open(path, "w", encoding="utf-8") as f:
+                for x, y, low, high, noisy in pts:
+                    f.write(f"{float(x)!r}\t{y!r}\t{nan(low)}\t{nan(high)}\t{'!' if noisy else '-'}\n")
+            color = COLORS[j % len(COLORS)]
+            plots.append(f"{q(path)} using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb {q(color)} title {q(label)}")
+            if has_err:
+                plots.append(f"{q(path)} using 1:2:3:4 with yerrorbars pt 0 lc rgb {q(color)} notitle")
+            if any_noisy:
+                plots.append(f"{q(path)} using 1:2:(strcol(5) eq '-' ? '' : '!') with labels offset 1,0.6 notitle")
+    if any_noisy:
+        cmds.append("set label 1 '! noisy (coefficient of variation over the threshold)' at graph 0.01, graph 0.97")
+    height = 560 + 18 * max(0, len(points) - 4)
+    return cmds, plots, height
+
+
+def render_script(cmds, plots, tmp, width, height):
+    text = "\n".join(cmds) + "\n"
+    for term, ext in ((PNG_TERM, "png"), (SVG_TERM, "svg")):
+        text += term.format(w=width, h=height) + "\n"
+        text += "set output " + q(os.path.join(tmp, "out." + ext)) + "\n"
+        text += "plot " + ", \\\n     ".join(plots) + "\n"
+        text += "set output\n"
+    return text
+
+
+def run_gnuplot(script, tmp, out_dir, name):
+    path = os.path.join(tmp, "chart.gp")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(script)
+    try:
+        done = subprocess.run(["gnuplot", path], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise ChartError(f"{name}: gnuplot did not run ({e})")
+    if done.returncode != 0 or not os.path.exists(os.path.join(tmp, "out.png")):
+        raise ChartError(f"{name}: gnuplot failed: {done.stderr.strip()[-2000:]}")
+    for ext in ("png", "svg"):
+        shutil.move(os.path.join(tmp, "out." + ext), os.path.join(out_dir, f"{name}.{ext}"))
+
+
+# ---- the headline chart ------------------------------------------------------------------
+
+def load_claims(path):
+    """{practice: [claim dicts]}; a claims file that is not one is an error."""
+    if not path or not os.path.exists(path):
+        return {}
+    header, rows = read_csv(path, need=("practice", "tuned", "effect_low", "effect_high", "source"))
+    out = {}
+    for r in rows:
+        out.setdefault(r["practice"], []).append(r)
+    return out
+
+
+def best_variants(results):
+    """[(practice, tuned, speedup, ci_low, ci_high, noisy)] from summary_by_variant.csv,
+    the best tuned variant of each practice; None when the file is absent or empty."""
+    path = os.path.join(results, "summary_by_variant.csv")
+    if not os.path.exists(path):
+        return None
+    header, rows = read_csv(path, need=("practice", "tuned", "geomean_speedup"))
+    best = {}
+    for i, r in enumerate(rows, start=2):
+        s = number(r["geomean_speedup"])
+        if s is None or s <= 0:
+            raise ChartError(f"summary_by_variant.csv: line {i}: speedup '{r['geomean_speedup']}' is not a positive number")
+        if r["practice"] not in best or s > best[r["practice"]][2]:
+            low, high = number(r.get("ci_low")), number(r.get("ci_high"))
+            if low is None or high is None or low <= 0 or high <= 0:
+                low = high = None
+            best[r["practice"]] = (r["practice"], r["tuned"], s, low, high,
+                                   truthy(r.get("noisy", "")) or r.get("contended", "") not in ("", "0"))
+    return sorted(best.values(), key=lambda b: b[2])
+
+
+def headline(results, claims, tmp, out_dir):
+    bars = best_variants(results)
+    if not bars:
+        return False
+    ctx = read_context(results)
+    gpu = ctx.get("gpu_name", "none")
+    if gpu in ("", "none"):
+        machine = f"no GPU (CPU run on {ctx.get('host', 'unknown host')})"
+    else:
+        machine = f"{gpu}, driver {ctx.get('driver_version', '?')}"
+    date = ctx.get("run_date", "")[:10] or "undated"
+    values, widest = [], 0
+    with open(os.path.join(tmp, "bars.dat"), "w", encoding="utf-8") as f, \
+            open(os.path.join(tmp, "claims.dat"), "w", encoding="utf-8") as c:
+        for i, (practice, tuned, s, low, high, flagged) in enumerate(bars):
+            lo_err = "NaN" if low is None else repr(low)
+            hi_err = "NaN" if high is None else repr(high)
+            text = f"{s:.2f}x" + (f" ({low:.2f}-{high:.2f})" if low is not None else "") + (" !" if flagged else "")
+            widest = max(widest, len(text))
+            f.write(f"{s!r}\t{i - 0.12!r}\t{min(1.0, s)!r}\t{max(1.0, s)!r}\t{i - 0.38!r}\t{i + 0.14!r}\t"
+                    f"{lo_err}\t{hi_err}\t{max(1.0, s, high or s)!r}\t{text}\n")
+            values += [v for v in (s, low, high) if v is not None]
+            for claim in claims.get(practice, []):
+                cl, ch = number(claim["effect_low"]), number(claim["effect_high"])
+                if cl is None or ch is None or cl <= 0 or ch <= 0:
+                    continue
+                if ch / cl < 1.04:  # a point claim ("~7x"): a visible sliver around it
+                    cl, ch = cl / 1.02, ch * 1.02
+                c.write(f"{(cl + ch) / 2!r}\t{i + 0.27!r}\t{cl!r}\t{ch!r}\t{i + 0.2!r}\t{i + 0.36!r}\n")
+                values += [cl, ch]
+                break
+    has_claims = os.path.getsize(os.path.join(tmp, "claims.dat")) > 0
+    lo, hi = min(values + [1.0]), max(values + [1.0])
+    xlo, xhi = lo / 1.5, hi * 1.5
+    n = len(bars)
+    cmds = ["set datafile separator tab",
+            "set label 2 " + q("Best tuned variant per practice: speedup over its baseline")
+            + " at screen 0.5, screen 0.985 center font ',14'",
+            "set label 3 " + q(f"{machine}; {date}") + " at screen 0.5, screen 0.985 center offset 0,-1.4",
+            "set tmargin 4.5", "set bmargin 7", f"set rmargin {widest + 3}",
+            "set xlabel 'speedup (log scale; > 1: tuned is faster)'",
+            "set xtics (" + ", ".join(f"'{t:g}x' {t!r}" for t in (2.0 ** k for k in range(-8, 9)) if xlo <= t <= xhi) + ")",
+            "set logscale x", f"set xrange [{xlo!r}:{xhi!r}]", f"set yrange [-0.7:{n - 0.3}]",
+            # two-line tick labels, practice over variant ("\n" outside the quoted data)
+            "set ytics (" + ", ".join(f"{q(b[0])} . \"\\n\" . {q(b[1])} {i}" for i, b in enumerate(bars)) + ")",
+            "set grid xtics", "set key at screen 0.5, screen 0.01 center bottom horizontal noenhanced",
+            "set style fill solid 0.85 border -1",
+            "set arrow 1 from first 1, graph 0 to first 1, graph 1 nohead dt 2 lc rgb '#555555'"]
+    bars_path, claims_path = q(os.path.join(tmp, "bars.dat")), q(os.path.join(tmp, "claims.dat"))
+    plots = [f"{bars_path} using 1:2:3:4:5:6 with boxxyerror lc rgb '#4472c4' title 'measured here'",
+             f"{bars_path} using 1:2:7:8 with xerrorbars pt 0 lc rgb 'black' title '95% interval'",
+             # the values in a column right of the frame (in the right margin)
+             f"{bars_path} using ({xhi!r}):2:10 with labels left offset 1,0 notitle"]
+    if has_claims:
+        plots.append(f"{claims_path} using 1:2:3:4:5:6 with boxxyerror fs solid 0.35 border lc rgb '#ed7d31' "
+                     "lc rgb '#ed7d31' title 'published claim (range)'")
+    if not any(b[3] is not None for b in bars):
+        del plots[1]  # no interval anywhere (a single repetition): no error bars
+    if any(b[5] for b in bars):
+        cmds.append("set label 1 '! noisy or contended' at screen 0.99, screen 0.03 right")
+    height = 260 + 50 * n
+    run_gnuplot(render_script(cmds, plots, tmp, 1000, height), tmp, out_dir, "summary_speedup")
+    return True
+
+
+# ---- main --------------------------------------------------------------------------------
+
+def main(argv):
+    points_only = len(argv) == 4 and argv[1] == "--points"
+    if len(argv) != 5 and not points_only:
+        print("usage: render.py RESULTS_DIR OUT_DIR DESCRIPTIONS_DIR CLAIMS_CSV\n"
+              "       render.py --points RESULTS_DIR DESCRIPTIONS_DIR", file=sys.stderr)
+        return 2
+    if points_only:
+        results, out_dir, desc_dir, claims_path = argv[2], None, argv[3], None
+    else:
+        results, out_dir, desc_dir, claims_path = argv[1:]
+    failed, drawn = False, 0
+
+    def fail(message):
+        nonlocal failed
+        failed = True
+        print(f"charts: {message}", file=sys.stderr)
+
+    # Every results CSV is read (a garbage one is an error even without a chart).
+    tables = {}
+    for fname in sorted(os.listdir(results)):
+        path = os.path.join(results, fname)
+        if not fname.endswith(".csv") or not os.path.isfile(path) or fname.startswith("summary"):
+            continue
+        stem = fname[:-4]
+        need = ("practice",) if stem.endswith(".curves") or stem.endswith(".reps") else ("practice", "status", "time")
+        try:
+            tables[stem] = read_csv(path, need)
+        except ChartError as e:
+            fail(str(e))
+    descriptions = []
+    for fname in sorted(os.listdir(desc_dir)):
+        if fname.endswith(".charts"):
+            try:
+                descriptions += [(fname[:-7], n, d) for n, d in parse_descriptions(os.path.join(desc_dir, fname))]
+            except (ChartError, OSError, UnicodeDecodeError) as e:
+                fail(str(e))
+    for stem, name, d in descriptions:
+        source = d.get("file", stem)
+        if source not in tables:
+            continue  # not run here, or already reported as garbage
+        header, rows = tables[source]
+        with tempfile.TemporaryDirectory(prefix="charts-") as tmp:
+            try:
+                reps = load_reps(os.path.join(results, source + ".reps.csv"), d["y"])
+                points = chart_points(name, d, header, rows, reps)
+                if not points:
+                    measured = any(r.get("status", "ok") == "ok" and r["practice"] in d["practice"].replace(" ", "").split(",")
+                                   for r in rows)
+                    why = f"its rows have no {d['y']} value" if measured else f"{source}.csv has no ok rows for it"
+                    print(f"charts: {name}: nothing measured ({why}), no chart")
+                    continue
+                if points_only:
+                    for label, pts in points.items():
+                        for p in pts:
+                            print("\t".join([name, label, p[0]] + [nan(v) for v in p[1:4]] + [str(int(p[4]))]))
+                    continue
+                cmds, plots, height = script_lines(name, d, points, tmp)
+                run_gnuplot(render_script(cmds, plots, tmp, 900, height), tmp, out_dir, name)
+                drawn += 1
+            except MissingColumn as e:
+                if points_only:  # checking descriptions: strict
+                    fail(f"{stem}.charts: {e}")
+                else:  # an older run made before the column existed: its other charts still draw
+                    print(f"charts: {stem}.charts: {e} (a run older than the description, or a typo): "
+                          "no chart", file=sys.stderr)
+            except ChartError as e:
+                fail(f"{stem}.charts: {e}")
+    if points_only:
+        return 1 if failed else 0
+    try:
+        claims = load_claims(claims_path)
+    except ChartError as e:
+        fail(f"claims: {e}")
+        claims = {}
+    with tempfile.TemporaryDirectory(prefix="charts-") as tmp:
+        try:
+            if headline(results, claims, tmp, out_dir):
+                drawn += 1
+        except ChartError as e:
+            fail(str(e))
+    print(f"charts: {drawn} charts drawn")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# `make compare RESULTS="results/A results/B ..."`: the same benchmarks on several machines
+# (GPUs, drivers, library versions) side by side. Writes a comparison folder with
+#   compare.md    each machine by GPU, driver, CUDA, cuDNN, cuBLAS, NCCL and date, what
+#                 differs, per practice the speedup of every tuned variant on every
+#                 machine with its 95% interval and whether it differs from machine A's,
+#                 and every benchmark's absolute time relative to machine A
+#   speedups.csv, times.csv   the same tables as CSV
+#   charts/compare_<practice>.png|svg   grouped bars: a group per variant, a bar per machine
+# and regenerates the index (README.md) of the folder it is written in.
+# usage: compare.sh [-o OUT_DIR] RESULTS_DIR RESULTS_DIR...
+#   OUT_DIR default: results/compare_<yyyymmdd-hhmm>. The statistics: scripts/stats.py.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+usage="usage: compare.sh [-o OUT_DIR] RESULTS_DIR RESULTS_DIR... (two or more results folders)"
+out=""
+if [[ ${1:-} == -o ]]; then
+  out=${2:-}
+  [[ -n $out ]] || { echo "compare: -o needs a folder; $usage" >&2; exit 1; }
+  shift 2
+fi
+if (($# < 2)); then
+  echo "compare: $usage" >&2
+  exit 1
+fi
+for d in "$@"; do
+  [[ -d $d ]] || { echo "compare: no results folder $d" >&2; exit 1; }
+done
+command -v python3 >/dev/null || { echo "compare: python3 is not installed" >&2; exit 1; }
+out=${out:-results/compare_$(date -u +%Y%m%d-%H%M)}
+python3 "$here/stats.py" compare "$out" "$@" || exit $?
+
+status=0
+if command -v gnuplot >/dev/null; then
+  drawn=0
+  shopt -s nullglob
+  for dat in "$out"/charts/compare_*.dat; do
+    stem=${dat%.dat}
+    practice=${stem##*/compare_}
+    if log=$(gnuplot -c "$here/compare.gp" "$dat" "$stem" "$practice: speedup on each machine (95% interval)" \
+      "$#" "$(cat "$stem.ymax")" 2>&1); then
+      drawn=$((drawn + 1))
+    else
+      echo "compare: chart of $practice failed: $log" >&2
+      status=1
+    fi
+  done
+  echo "compare: $drawn charts -> $out/charts"
+else
+  echo "compare: gnuplot is not installed: no charts (the tables are in $out/compare.md)"
+fi
+python3 "$here/stats.py" index "$(dirname "$out")" || status=1
+exit $status

@@ -1,0 +1,211 @@
+// test_bench_sync.c: the sync practice. Always (CPU): the program lists every variant and,
+// without a GPU, skips each kind of run with "no CUDA device" and exits 0; the loss check
+// (bench/sync_losses.h) accepts equal windows and catches a wrong, missing or NaN read,
+// and run on the CPU backend's deferred read-back it finds every read equal to the
+// baseline's means, and refuses a baseline that does not read every step. With a GPU:
+// every micro variant does the same work (the count kernel's result), prints when it
+// should, and times its kernels within its wall time; the CUDA core's deferred reads
+// pass the same check; the program's runs are ok and unflagged.
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "bench/sync_losses.h"
+#include "bench/sync_micro.h"
+#include "kernels/core.h"
+#include "kernels/error.h"
+#include "kernels/gpu_device.h"
+#include "tests/support.h"
+
+// Runs bench_sync with a filter into a CSV; returns the CSV text (the caller frees it).
+static char *run_program(const char *filter, char *tmp)
+{
+    int rc = test_run("'%s/bench_sync' --benchmark_filter='%s' --benchmark_min_time=0.01 "
+                      "--harness_csv='%s/sync.csv' >/dev/null 2>&1", test_build_dir(), filter, tmp);
+    if (rc != 0) fail_msg("bench_sync --benchmark_filter='%s': exit status %d", filter, rc);
+    char path[600];
+    snprintf(path, sizeof path, "%s/sync.csv", tmp);
+    return test_read_file(path, NULL);
+}
+
+static void test_lists_every_variant(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    assert_int_equal(test_run("'%s/bench_sync' --benchmark_list_tests > '%s/list' 2>/dev/null",
+                              test_build_dir(), tmp), 0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/list", tmp);
+    char *list = test_read_file(path, NULL);
+    assert_non_null(list);
+    const char *want[] = {"sync/every_step/preset:tiny/batch:8/", "sync/every_10/preset:small/batch:0/",
+                          "sync/every_100/preset:resnet18/batch:8/", "sync/at_end/preset:resnet18/batch:0/",
+                          "sync_micro/item/kernels:4/", "sync_micro/none/kernels:64/",
+                          "sync_micro/stream_sync/kernels:16/", "sync_micro/nonzero/kernels:4/",
+                          "sync_micro/print/kernels:64/", "sync_hidden_alloc/malloc_free/kernels:4/",
+                          "sync_hidden_alloc/cached/kernels:16/", "sync_hidden_copy/pageable_copy/kernels:64/",
+                          "sync_hidden_copy/pinned_copy/kernels:4/"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(list, want[i])) fail_msg("--benchmark_list_tests lacks %s", want[i]);
+    int lines = 0;
+    for (const char *p = list; *p; p++) lines += *p == '\n';
+    assert_int_equal(lines, 4 * 3 * 2 + 9 * 3);  // macro: 4 variants x 3 presets x 2 batches
+    free(list);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+// One run of each kind: skipped with the reason without a GPU, ok and unflagged with one.
+static void test_runs_or_skips_with_reason(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    bool gpu = gpu_device_available(NULL, 0);
+    char *csv = run_program("^(sync/every_10/preset:tiny/batch:8|sync_micro/nonzero/kernels:4|"
+                            "sync_hidden_alloc/malloc_free/kernels:4)/", tmp);
+    assert_non_null(csv);
+    int status = test_csv_column(csv, "status"), reason = test_csv_column(csv, "reason");
+    int rows = 0;
+    for (const char *row = strchr(csv, '\n'); row && row[1]; row = strchr(row + 1, '\n')) {
+        char st[32], why[256];
+        assert_true(test_csv_field(row + 1, status, st, sizeof st));
+        assert_true(test_csv_field(row + 1, reason, why, sizeof why));
+        if (gpu) {
+            if (strcmp(st, "ok") != 0) fail_msg("a run is %s: %s", st, why);
+        } else {
+            assert_string_equal(st, "skipped");
+            if (strncmp(why, "no CUDA device", 14) != 0) fail_msg("skip reason: %s", why);
+        }
+        rows++;
+    }
+    assert_int_equal(rows, 3);
+    if (gpu) {
+        const char *row = strstr(csv, "\nsync,every_10,");
+        assert_non_null(row);
+        char v[64];
+        assert_true(test_csv_field(row + 1, test_csv_column(csv, "loss_reads_checked"), v, sizeof v));
+        assert_true(atof(v) >= 1);
+        assert_true(test_csv_field(row + 1, test_csv_column(csv, "wrong"), v, sizeof v));
+        assert_string_equal(v, "0");
+    }
+    free(csv);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+static void test_compare_catches_wrong_missing_and_nan_reads(void **state)
+{
+    (void)state;
+    LossRead every[6];
+    for (int s = 0; s < 6; s++) every[s] = (LossRead){s, 1, 2.0f - 0.1f * s};
+    // windows of 3 steps: means of steps 0-2 and 3-5
+    LossRead ok[2] = {{2, 3, (2.0f + 1.9f + 1.8f) / 3}, {5, 3, (1.7f + 1.6f + 1.5f) / 3}};
+    LossComparison c = sync_losses_compare(every, 6, ok, 2, SYNC_LOSS_TOLERANCE);
+    assert_int_equal(c.compared, 2);
+    assert_int_equal(c.mismatched, 0);
+    assert_true(c.max_rel < 1e-6);
+    LossRead off[1] = {{5, 3, 1.6f * 1.001f}};  // 0.1 %: over the tolerance
+    c = sync_losses_compare(every, 6, off, 1, SYNC_LOSS_TOLERANCE);
+    assert_int_equal(c.mismatched, 1);
+    assert_true(c.max_rel > 5e-4);
+    LossRead last_only[1] = {{5, 1, 1.5f}};  // a window of one step is the step's own loss
+    assert_int_equal(sync_losses_compare(every, 6, last_only, 1, SYNC_LOSS_TOLERANCE).mismatched, 0);
+    LossRead missing[1] = {{7, 3, 1.5f}};  // steps the baseline never read
+    assert_int_equal(sync_losses_compare(every, 6, missing, 1, SYNC_LOSS_TOLERANCE).mismatched, 1);
+    LossRead nan_read[1] = {{2, 3, NAN}};
+    assert_int_equal(sync_losses_compare(every, 6, nan_read, 1, SYNC_LOSS_TOLERANCE).mismatched, 1);
+}
+
+static CoreConfig tiny_config(CoreBackend backend)
+{
+    CoreConfig cfg;
+    assert_int_equal(core_config_preset(&cfg, "tiny"), 0);
+    cfg.backend = backend;
+    cfg.batch_size = 8;
+    return cfg;
+}
+
+static void check_deferred(CoreBackend backend, int interval, int want_reads)
+{
+    CoreConfig base = tiny_config(backend), tuned = base;
+    tuned.readback = CORE_READBACK_DEFERRED;
+    tuned.readback_interval = interval;
+    LossComparison c;
+    if (sync_losses_check(&base, &tuned, &c) != 0) fail_msg("interval %d: %s", interval, error_message());
+    assert_int_equal(c.compared, want_reads);
+    if (c.mismatched) fail_msg("interval %d: %d reads differ (max %g)", interval, c.mismatched, c.max_rel);
+}
+
+// The core's CPU backend defers its reads as the CUDA one does: honest to check here.
+static void test_cpu_deferred_reads_equal_baseline_means(void **state)
+{
+    (void)state;
+    check_deferred(CORE_BACKEND_CPU, 10, 2);  // 20 steps, 2 reads
+    check_deferred(CORE_BACKEND_CPU, 60, 1);  // 60 steps, 1 read
+    CoreConfig base = tiny_config(CORE_BACKEND_CPU), tuned = base;
+    base.readback = CORE_READBACK_DEFERRED;  // a baseline without per-step losses
+    base.readback_interval = 10;
+    LossComparison c;
+    assert_int_equal(sync_losses_check(&base, &tuned, &c), -1);
+    assert_int_equal(error_kind(), ERROR_BAD_USAGE);
+    error_clear();
+}
+
+static void test_gpu_deferred_reads_equal_baseline_means(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    check_deferred(CORE_BACKEND_CUDA, 10, 2);
+    check_deferred(CORE_BACKEND_CUDA, 100, 1);
+}
+
+static void test_gpu_every_micro_variant_does_the_work(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    for (int v = 0; v < SYNC_VARIANT_COUNT; v++) {
+        SyncMicro m;
+        SyncMicroResult r;
+        int32_t count = -1;
+        int rc = sync_micro_create(&m, 4, 8);
+        if (rc == 0) rc = sync_micro_run(&m, (SyncVariant)v, &r);
+        if (rc == 0) rc = sync_micro_read_count(&m, &count);
+        sync_micro_free(&m);
+        if (rc != 0) fail_msg("variant %d: %s", v, error_message());
+        assert_int_equal(count, SYNC_MICRO_ELEMENTS / 2);
+        assert_int_equal(r.wrong_counts, 0);
+        assert_true(r.kernel_seconds > 0);
+        // kernel time is inside the wall time (events resolve to about 0.5 us)
+        if (r.kernel_seconds > r.wall_seconds + 1e-5)
+            fail_msg("variant %d: kernel time %g s over wall time %g s", v, r.kernel_seconds, r.wall_seconds);
+        if (v == SYNC_PRINT) assert_true(r.text_bytes > 8 * SYNC_MICRO_PRINT_VALUES);
+        else assert_int_equal(r.text_bytes, 0);
+    }
+    SyncMicro m;
+    assert_int_equal(sync_micro_create(&m, 1, 8), -1);  // the count kernel needs L >= 2
+    assert_int_equal(error_kind(), ERROR_BAD_USAGE);
+    error_clear();
+    sync_micro_free(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lists_every_variant),
+        cmocka_unit_test(test_runs_or_skips_with_reason),
+        cmocka_unit_test(test_compare_catches_wrong_missing_and_nan_reads),
+        cmocka_unit_test(test_cpu_deferred_reads_equal_baseline_means),
+        cmocka_unit_test(test_gpu_deferred_reads_equal_baseline_means),
+        cmocka_unit_test(test_gpu_every_micro_variant_does_the_work),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

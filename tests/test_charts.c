@@ -1,0 +1,325 @@
+// test_charts.c: the chart renderer (scripts/charts.sh over scripts/charts/render.py) on
+// a fixture with made-up numbers: the points and error bars it draws (repetitions from a
+// sibling .reps.csv, from repeated rows, from time_stddev), real PNG and SVG files, the
+// headline chart with its interval and the claimed range, a results folder whose name
+// holds a quote, a `$(...)` and backquotes (nothing runs), garbage CSVs (an error, not
+// "nothing measured"), and the committed CPU run drawn into a copy. Charts need gnuplot:
+// without it (the GPU machine) the drawing tests skip, visibly.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "tests/support.h"
+
+static char *dir; // a fresh temporary folder per test
+
+static const char kTidy[] =
+    "practice,variant,role,timing,params,status,reason,repetitions,iterations,time,cpu_time,"
+    "time_unit,time_median,time_stddev,time_min,time_max,param_size,rate,noisy,time_cv\n"
+    "demo,base,baseline,wall,size:1,ok,,5,10,2.0,2.0,ms,2.0,0.1,1.9,2.1,1,500,0,0.01\n"
+    "demo,base,baseline,wall,size:2,ok,,5,10,4.0,4.0,ms,4.0,0.2,3.8,4.2,2,250,0,0.01\n"
+    "demo,fast,tuned,wall,size:1,ok,,5,10,1000,1000,us,1000,50,950,1050,1,1000,1,0.01\n"
+    "demo,fast,tuned,wall,size:2,ok,,5,10,2.0,2.0,ms,2.0,0.1,1.9,2.1,2,500,0,0.05\n"
+    "demo,gpu,tuned,cuda_events,size:1,skipped,no CUDA device,1,,,,us,,,,,1,,,\n"
+    "demo_rows,v,tuned,wall,size:3,ok,,1,10,3.0,3.0,ms,3.0,0,3.0,3.0,3,1,0,0.5\n"
+    "demo_rows,v,tuned,wall,size:3,ok,,1,10,5.0,5.0,ms,5.0,0,5.0,5.0,3,1,0,\n"
+    "demo_rows,v,tuned,wall,size:3,ok,,1,10,4.0,4.0,ms,4.0,0,4.0,4.0,3,1,0,\n";
+static const char kReps[] =
+    "practice,variant,role,timing,params,repetition,time,cpu_time,time_unit,iterations,rate\n"
+    "demo,base,baseline,wall,size:1,1,1.8,1.8,ms,10,480\n"
+    "demo,base,baseline,wall,size:1,2,2.0,2.0,ms,10,500\n"
+    "demo,base,baseline,wall,size:1,3,2.3,2.3,ms,10,530\n";
+static const char kDescriptions[] =
+    "# the fixture's charts\n"
+    "[demo_time]            # bars of the time column, in ms\n"
+    "practice = demo\n"
+    "x = param_size\n"
+    "y = time\n"
+    "kind = bars\n"
+    "labels = yes\n"
+    "title = Demo: it's a \"title\" with `backquotes` and $(dollars)\n"
+    "xlabel = size\n"
+    "ylabel = ms\n"
+    "\n"
+    "[demo_rate]\n"
+    "practice = demo, demo_rows\n"
+    "x = param_size\n"
+    "y = rate\n"
+    "series = practice, variant\n"
+    "kind = lines\n"
+    "logx = yes\n"
+    "logy = yes\n"
+    "\n"
+    "[demo_rows]\n"
+    "practice = demo_rows\n"
+    "x = param_size\n"
+    "y = time\n"
+    "kind = bars\n"
+    "\n"
+    "[demo_absent]          # nothing of this practice: no chart, no error\n"
+    "practice = not_here\n"
+    "x = param_size\n"
+    "y = time\n";
+static const char kSummary[] =
+    "practice,tuned,gpu_name,host,points,geomean_speedup,ci_low,ci_high,verdict,noisy,contended\n"
+    "demo,fast,Test GPU,h,2,2.0000,1.8000,2.2000,faster,0,\n"
+    "demo_rows,v,Test GPU,h,1,0.5000,,,no significant difference,1,\n";
+static const char kClaims[] =
+    "practice,tuned,direction,claim,effect_low,effect_high,source,hardware\n"
+    "demo,*,faster,demo is faster,1.5,5.5,a test source,a test GPU\n";
+static const char kContext[] = "gpu_name=Test GPU\ndriver_version=999.01\nhost=h\nrun_date=2026-01-02T03:04:05Z\n";
+
+static void write_file(const char *folder, const char *name, const char *text)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", folder, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
+
+// A results folder (with descriptions and claims beside it) under `folder`.
+static void write_fixture(const char *folder)
+{
+    write_file(folder, "demo.csv", kTidy);
+    write_file(folder, "demo.reps.csv", kReps);
+    write_file(folder, "summary_by_variant.csv", kSummary);
+    write_file(folder, "context.txt", kContext);
+    char conf[1024];
+    snprintf(conf, sizeof conf, "%s/conf", dir);
+    mkdir(conf, 0755);
+    write_file(conf, "demo.charts", kDescriptions);
+    write_file(conf, "claims.csv", kClaims);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    dir = test_temp_dir();
+    return dir ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    test_remove_tree(dir);
+    free(dir);
+    return 0;
+}
+
+static bool gnuplot_missing(void)
+{
+    if (test_run("command -v python3 >/dev/null 2>&1") != 0) {
+        printf("skipped: python3 is not installed here (the chart renderer needs it)\n");
+        return true;
+    }
+    if (test_run("command -v gnuplot >/dev/null 2>&1") == 0) return false;
+    printf("skipped: gnuplot is not installed here (charts are drawn where it is: make charts)\n");
+    return true;
+}
+
+// Runs charts.sh on RESULTS (passed through the environment, never through a shell line)
+// with the fixture's descriptions and claims; its output goes to dir/out.txt.
+static int charts_on(const char *results)
+{
+    setenv("TEST_RESULTS", results, 1);
+    return test_run("cd '%s' && CHARTS_DESCRIPTIONS='%s/conf' CLAIMS_CSV='%s/conf/claims.csv' "
+                    "bash '%s/scripts/charts.sh' \"$TEST_RESULTS\" >'%s/out.txt' 2>&1",
+                    dir, dir, dir, test_suite_root(), dir);
+}
+
+static char *output(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    char *text = test_read_file(path, NULL);
+    assert_non_null(text);
+    return text;
+}
+
+static void assert_chart(const char *folder, const char *name)
+{
+    char path[2048];
+    size_t size = 0;
+    snprintf(path, sizeof path, "%s/charts/%s.png", folder, name);
+    char *png = test_read_file(path, &size);
+    if (!png) fail_msg("no chart %s", path);
+    assert_true(size > 5000); // axes, labels and bars, not an empty canvas
+    assert_memory_equal(png, "\x89PNG\r\n\x1a\n", 8);
+    free(png);
+    snprintf(path, sizeof path, "%s/charts/%s.svg", folder, name);
+    assert_true(test_file_at_least(path, 2000));
+}
+
+// The points the renderer draws, with their error bars: the exact values of the fixture.
+static void test_points_and_error_bars(void **state)
+{
+    (void)state;
+    if (test_run("command -v python3 >/dev/null 2>&1") != 0) {
+        printf("skipped: python3 is not installed here (the chart renderer needs it)\n");
+        skip();
+    }
+    write_fixture(dir);
+    assert_int_equal(test_run("python3 '%s/scripts/charts/render.py' --points '%s' '%s/conf' >'%s/out.txt' 2>&1",
+                              test_suite_root(), dir, dir, dir), 0);
+    char *text = output();
+    const char *want[] = {
+        // from demo.reps.csv: the repetitions' minimum and maximum
+        "demo_time\tbase\t1\t2.0\t1.8\t2.3\t0\n",
+        // from time_stddev (repetitions 5), converted from us to ms; flagged noisy
+        "demo_time\tfast\t1\t1.0\t0.95\t1.05\t1\n",
+        "demo_time\tbase\t2\t4.0\t3.8\t4.2\t0\n",
+        // time_cv 5% over the 2% threshold with 5 repetitions: noisy; 50% of 1 repetition: not
+        "demo_time\tfast\t2\t2.0\t1.9\t2.1\t1\n",
+        // a counter: its repetitions from the reps file, else no error bar
+        "demo_rate\tdemo base\t1\t500.0\t480.0\t530.0\t0\n",
+        "demo_rate\tdemo fast\t1\t1000.0\tNaN\tNaN\t1\n",
+        // three rows of one benchmark: their median, minimum and maximum
+        "demo_rows\tv\t3\t4.0\t3.0\t5.0\t0\n",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(text, want[i])) fail_msg("no point '%s' in:\n%s", want[i], text);
+    assert_null(strstr(text, "\tgpu\t")); // the skipped row is not drawn
+    assert_null(strstr(text, "demo_absent\t"));
+    free(text);
+}
+
+static void test_charts_are_real_pngs_with_headline(void **state)
+{
+    (void)state;
+    if (gnuplot_missing()) skip();
+    write_fixture(dir);
+    assert_int_equal(charts_on(dir), 0);
+    char *text = output();
+    assert_non_null(strstr(text, "demo_absent: nothing measured"));
+    free(text);
+    assert_chart(dir, "demo_time");
+    assert_chart(dir, "demo_rate");
+    assert_chart(dir, "demo_rows");
+    assert_chart(dir, "summary_speedup");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/charts/demo_absent.png", dir);
+    assert_true(test_run("test -e '%s'", path) != 0);
+    // the headline: titled with the GPU, driver and date; interval and claimed range shown
+    snprintf(path, sizeof path, "%s/charts/summary_speedup.svg", dir);
+    char *svg = test_read_file(path, NULL);
+    assert_non_null(svg);
+    assert_non_null(strstr(svg, "Test GPU, driver 999.01; 2026-01-02"));
+    assert_non_null(strstr(svg, "2.00x (1.80-2.20)"));
+    assert_non_null(strstr(svg, "published claim (range)"));
+    assert_non_null(strstr(svg, "95% interval"));
+    assert_non_null(strstr(svg, "0.50x !")); // the noisy variant is marked
+    free(svg);
+}
+
+// A results folder named with a quote, a $(...) and backquotes: the charts are drawn into
+// it, and neither command runs (in the folder the scripts run from, or anywhere else).
+static void test_quoted_and_dollar_paths_are_data(void **state)
+{
+    (void)state;
+    if (gnuplot_missing()) skip();
+    char evil[1024];
+    snprintf(evil, sizeof evil, "%s/it's \"$(touch pwned1)\" `touch pwned2` ';system('touch pwned3')'", dir);
+    assert_int_equal(mkdir(evil, 0755), 0);
+    write_fixture(evil);
+    assert_int_equal(charts_on(evil), 0);
+    assert_chart(evil, "demo_time");
+    assert_chart(evil, "summary_speedup");
+    // the report of that folder too
+    assert_int_equal(test_run("cd '%s' && CLAIMS_CSV='%s/conf/claims.csv' bash '%s/scripts/report.sh' \"$TEST_RESULTS\" "
+                              ">/dev/null 2>&1", dir, dir, test_suite_root()), 0);
+    char path[2048];
+    snprintf(path, sizeof path, "%s/report.md", evil);
+    assert_true(test_file_at_least(path, 200));
+    for (int i = 1; i <= 3; i++) { // where a command would have run: the scripts' folders
+        assert_int_equal(test_run("test ! -e '%s/pwned%d' && test ! -e '%s/pwned%d' && test ! -e /tmp/pwned%d",
+                                  dir, i, test_suite_root(), i, i), 0);
+        assert_int_equal(test_run("cd '%s' && test ! -e \"$TEST_RESULTS/pwned%d\"", dir, i), 0);
+    }
+}
+
+// A CSV that is not a results CSV is an error with a message, not "nothing measured";
+// a folder whose practice was skipped throughout is "nothing measured", exit status 0.
+static void test_garbage_csv_is_an_error(void **state)
+{
+    (void)state;
+    if (gnuplot_missing()) skip();
+    write_fixture(dir);
+    char conf[1024], summary[1024];
+    snprintf(conf, sizeof conf, "%s/conf", dir);
+    snprintf(summary, sizeof summary, "%s/summary_by_variant.csv", dir);
+    remove(summary); // no headline chart here: only the broken CSV matters
+    const char *cases[][2] = {
+        {"\x7f" "ELF\x01\x02 binary junk\n\xff\xfe\n", "demo.csv"},
+        {"hello world\nthis is not a table\n", "not a results CSV"},
+        {"practice,variant,status,time,time_unit\ndemo,base,ok,2.0,ms\ndemo,fast,ok\n", "line 3 has 3 fields"},
+        {"practice,variant,status,time,time_unit\ndemo,base,ok,abc,ms\n", "is not a positive number"},
+        {"practice,variant,status,time,time_unit\ndemo,base,maybe,1,ms\n", "status 'maybe'"},
+        {"", "empty file"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_file(dir, "demo.csv", cases[i][0]);
+        int rc = charts_on(dir);
+        char *text = output();
+        if (rc != 1) fail_msg("case %zu: exit status %d, want 1: %s", i, rc, text);
+        if (!strstr(text, cases[i][1])) fail_msg("case %zu: message lacks '%s': %s", i, cases[i][1], text);
+        assert_null(strstr(text, "nothing measured (demo.csv has no ok rows"));
+        free(text);
+    }
+    // a description naming a column the CSV lacks: no chart and a message (a results
+    // folder older than the description); checking descriptions (--points), an error
+    write_file(dir, "demo.csv", kTidy);
+    write_file(conf, "demo.charts", "[demo_typo]\npractice = demo\nx = param_size\ny = no_such_counter\n");
+    assert_int_equal(charts_on(dir), 0);
+    char *text = output();
+    assert_non_null(strstr(text, "no column 'no_such_counter'"));
+    free(text);
+    assert_int_equal(test_run("python3 '%s/scripts/charts/render.py' --points '%s' '%s' >/dev/null 2>&1",
+                              test_suite_root(), dir, conf), 1);
+    // all skipped: nothing to draw, and that is not an error
+    write_file(conf, "demo.charts", kDescriptions);
+    write_file(dir, "demo.csv",
+               "practice,variant,role,timing,params,status,reason,repetitions,iterations,time,cpu_time,time_unit,param_size\n"
+               "demo,gpu,tuned,cuda_events,size:1,skipped,no CUDA device,1,,,,us,1\n");
+    assert_int_equal(charts_on(dir), 0);
+    text = output();
+    assert_non_null(strstr(text, "demo_time: nothing measured"));
+    free(text);
+}
+
+// The committed CPU run still draws, into a copy (the committed folder is not touched):
+// every practice's charts come from descriptions; no practice has a gnuplot script.
+static void test_committed_run_draws_from_descriptions(void **state)
+{
+    (void)state;
+    if (gnuplot_missing()) skip();
+    const char *run = "results/cpu_vm_20261130-1203";
+    char copy[1024];
+    snprintf(copy, sizeof copy, "%s/run", dir);
+    assert_int_equal(test_run("cp -r '%s/%s' '%s' && rm -rf '%s/charts'", test_suite_root(), run, copy, copy), 0);
+    assert_int_equal(test_run("bash '%s/scripts/charts.sh' '%s' >'%s/out.txt' 2>&1", test_suite_root(), copy, dir), 0);
+    const char *charts[] = {"summary_speedup", "zero_grad_step", "zero_grad_micro", "batch_size_throughput",
+                            "batch_size_convergence_time", "workers_images_per_second", "workers_wait_per_step"};
+    for (size_t i = 0; i < sizeof charts / sizeof charts[0]; i++) assert_chart(copy, charts[i]);
+    assert_int_equal(test_run("ls '%s'/scripts/charts/*.gp >/dev/null 2>&1", test_suite_root()) != 0, 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_points_and_error_bars, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_charts_are_real_pngs_with_headline, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quoted_and_dollar_paths_are_data, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_garbage_csv_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_committed_run_draws_from_descriptions, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
