@@ -88,6 +88,14 @@ static const PracticeVariant parity_variants[] = {
     {"fp16", HARNESS_TUNED, fp16, NULL},
     {"bf16", HARNESS_TUNED, bf16, NULL},
 };
+// On a CPU every precision computes in fp32, so a time ratio would only measure the
+// GradScaler's bookkeeping, not mixed precision: the steps are what counts there, and
+// fp16/bf16 are references (no speedup, no verdict).
+static const PracticeVariant parity_variants_cpu[] = {
+    {"fp32", HARNESS_BASELINE, fp32, NULL},
+    {"fp16", HARNESS_REFERENCE, fp16, NULL},
+    {"bf16", HARNESS_REFERENCE, bf16, NULL},
+};
 
 // ---- GradScaler trajectory, clipping order and parity (hooks of the practice driver) ------------
 
@@ -325,9 +333,34 @@ static double device_peak(AmpMath m, char *how, size_t size)
     return amp_peak_flops(major, minor, sms, 1e3 * khz, m);
 }
 
+// TF32 and bf16 exist from compute capability 8.0 (Ampere) on: older GPUs lack the type,
+// a fact about the machine (a skip with the reason), not a failure. NVIDIA_TF32_OVERRIDE=0
+// makes the libraries run every TF32 request in strict fp32: a TF32 row would time fp32.
+// True when skipped.
+static bool skip_without_math(HarnessState *st, bool tf32, bool bf16)
+{
+    const char *override = getenv("NVIDIA_TF32_OVERRIDE");
+    if (tf32 && override && strcmp(override, "0") == 0) {
+        harness_skip(st, "NVIDIA_TF32_OVERRIDE=0 turns TF32 off in cuBLAS and cuDNN: unset it to measure TF32");
+        return true;
+    }
+    int dev = 0, major = 0, minor = 0;
+    if (!(tf32 || bf16) || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess || major >= 8) {
+        (void)cudaGetLastError();
+        return false;  // a CUDA error here shows up, with its kind, in the run itself
+    }
+    char why[120];
+    snprintf(why, sizeof why, "TF32 and bf16 need compute capability 8.0 or newer (this GPU: sm_%d%d)", major, minor);
+    harness_skip(st, why);
+    return true;
+}
+
 // Times `count` GEMMs one after the other per iteration; checks each first.
 static void run_gemms(HarnessState *st, AmpMath math, const int (*mnk)[3], int count, const char *what)
 {
+    if (skip_without_math(st, math == AMP_MATH_TF32, math == AMP_MATH_BF16)) return;
     AmpGemm *g[MAX_LINEAR] = {NULL};
     int made = 0, rc = 0;
     double worst = 0.0, flops = 0.0, seconds = 0.0, total = 0.0;
@@ -410,6 +443,11 @@ static void bench_gemm_linear(HarnessState *st, void *user)
         return;
     }
     int64_t batch = harness_axis_int(st, "batch");
+    if (batch < 0 || batch > 1048576) {
+        free(g);
+        harness_fail(st, "batch out of range 0..1048576 (0: the preset's)");
+        return;
+    }
     int n = batch > 0 ? (int)batch : cfg.batch_size;
     int mnk[MAX_LINEAR][3], count = 0;
     char what[300] = "";
@@ -507,6 +545,7 @@ static void bench_conv(HarnessState *st, void *user)
         practice_fail_or_skip(st, "the shape");
         return;
     }
+    if (skip_without_math(st, cv->precision == CORE_PRECISION_TF32, cv->precision == CORE_PRECISION_BF16)) return;
     AmpConv *c = NULL;
     double seconds = 0.0, total = 0.0;
     int64_t iterations = 0;
@@ -560,7 +599,8 @@ static void register_micro(const char *practice, const char *variant, HarnessRol
 {
     harness_register(&(HarnessSpec){
         .practice = practice, .variant = variant, .role = role, .timing = HARNESS_TIMING_CUDA_EVENTS,
-        .fn = fn, .user = (void *)user, .axes = {a0, a1, a2, a3}, .unit = HARNESS_US, .min_time = 0.05});
+        .fn = fn, .user = (void *)user, .axes = {a0, a1, a2, a3}, .unit = HARNESS_US, .min_time = 0.05,
+        .cache = HARNESS_CACHE_WARM});
 }
 
 int main(int argc, char **argv)
@@ -638,6 +678,7 @@ int main(int argc, char **argv)
         .name = "amp_parity", .variants = parity_variants, .variant_count = 3, .batches = "0",
         .mode = PRACTICE_TIME_TO_ACCURACY, .target_accuracy = PARITY_TARGET,
         .eval_every = PARITY_EVAL_EVERY, .hooks = &parity_hooks};
+    if (!gpu) parity.variants = parity_variants_cpu;
     parity.max_steps = (int)harness_option_int_value("amp_max_steps");
     parity.presets = gpu ? "tiny,small" : "tiny";
     parity.label = parity_label;

@@ -455,11 +455,12 @@ static void bench_regret(HarnessState *st, void *user)
     }
     const ConvShape *s = &shapes[conv];
     int reps = (int)harness_option_int_value("regret_reps");
+    int engine_limit = (int)harness_option_int_value("engine_limit");
     size_t limit = cfg.workspace_limit ? cfg.workspace_limit : (size_t)256 << 20;
     RegretResult r;
     bool engines = which == PICK_ENGINE_SEARCH;
     while (harness_keep_running(st)) {
-        if (regret_measure(s, pass, cfg.precision, limit, reps, engines, &r) != 0) {
+        if (regret_measure(s, pass, cfg.precision, limit, reps, engines, engine_limit, &r) != 0) {
             practice_fail_or_skip(st, "timing the algorithms");
             return;
         }
@@ -485,6 +486,7 @@ static void bench_regret(HarnessState *st, void *user)
         harness_counter(st, "engine_ms", r.engine_ms, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "engine_configs", r.engine_offered, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "engine_timed", r.engine_timed, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "engine_limit", engine_limit, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "engine_search_ms", r.engine_search_ms, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "engine_vs_find", f->ms / r.engine_ms, HARNESS_COUNTER_PLAIN);
     }
@@ -497,9 +499,11 @@ static void bench_regret(HarnessState *st, void *user)
                         conv_algo_name(pass, best->algo), conv_math_name(best->math));
     if (engines && used > 0 && (size_t)used < sizeof label)
         used += snprintf(label + used, sizeof label - used, "; engine search: %d of %d configurations "
-                         "ran, fastest engine %lld %.3f ms, search %.0f ms (Find %.0f ms); legacy",
-                         r.engine_timed, r.engine_offered, r.engine_index, r.engine_ms,
-                         r.engine_search_ms, r.find_search_ms);
+                         "ran (%s%d plans), fastest engine %lld %.3f ms, search %.0f ms (Find "
+                         "%.0f ms); legacy", r.engine_timed, r.engine_offered,
+                         engine_limit ? "the first " : "no limit: ",
+                         engine_limit ? engine_limit : r.engine_offered,
+                         r.engine_index, r.engine_ms, r.engine_search_ms, r.find_search_ms);
     for (int i = 0; i < r.count && used > 0 && (size_t)used < sizeof label; i++) {
         const RegretAlgo *a = &r.algos[i];
         used += snprintf(label + used, sizeof label - used, " %s/%s %.3f ms", conv_algo_name(pass, a->algo),
@@ -515,7 +519,10 @@ static void register_custom(const char *practice, const char *variant, HarnessRo
                             const HarnessAxis *axes, HarnessUnit unit)
 {
     HarnessSpec spec = {.practice = practice, .variant = variant, .role = role, .timing = timing,
-                        .fn = fn, .user = (void *)user, .unit = unit, .iterations = 1};
+                        .fn = fn, .user = (void *)user, .unit = unit, .iterations = 1,
+                        // the regret micro times each algorithm on warm caches, as cudnnFind does
+                        .cache = timing == HARNESS_TIMING_CUDA_EVENTS ? HARNESS_CACHE_WARM
+                                                                      : HARNESS_CACHE_UNSTATED};
     for (int i = 0; i < HARNESS_MAX_AXES && axes[i].name; i++) spec.axes[i] = axes[i];
     harness_register(&spec);
 }
@@ -532,6 +539,10 @@ int main(int argc, char **argv)
                        "(a third of the batch); 0: none");
     harness_option_int("regret_reps", 5, 1, 10000, NULL,
                        "cudnn_benchmark_regret: timed calls of every algorithm (after one untimed)");
+    harness_option_int("engine_limit", 10, 0, 100000, NULL,
+                       "cudnn_benchmark_regret/engine_search: engine configurations timed per "
+                       "convolution, the first that make plans (PyTorch's "
+                       "torch.backends.cudnn.benchmark_limit, 10 by default); 0: every one");
     int rc = harness_init(argc, argv);
     if (rc >= 0) return rc;
     // The GPU-only parts skip with their reason on a CPU; their presets there are the

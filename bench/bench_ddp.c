@@ -193,9 +193,8 @@ static int worker_allreduce(const WorkerArgs *a, const DistEnv *env, DistComm *c
         size_t count = (size_t)bytes / 4;
         for (int inplace = 1; inplace >= 0 && rc == 0; inplace--) {
             float *dst = inplace ? send : recv;
-            double best = 0, total = 0;
-            long long wrong = 0;
             for (int it = 0; it < a->warmup + a->iterations && rc == 0; it++) {
+                long long wrong = 0;
                 for (size_t i = 0; i < count; i++) host[i] = pattern(i, env->rank);
                 if (cuda) rc = cudaMemcpy(send, host, count * 4, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : error_set(ERROR_LIBRARY, "copy");
                 else memcpy(send, host, count * 4);
@@ -205,7 +204,6 @@ static int worker_allreduce(const WorkerArgs *a, const DistEnv *env, DistComm *c
                 if (rc == 0) rc = dist_comm_wait(comm, stream);
                 double t = clock_seconds() - t0;
                 if (rc != 0) break;
-                if (it >= a->warmup) { total += t; best = best == 0 || t < best ? t : best; }
                 // the data check, every iteration: each element must be the exact sum
                 const float *got = dst;
                 if (cuda) {
@@ -214,10 +212,12 @@ static int worker_allreduce(const WorkerArgs *a, const DistEnv *env, DistComm *c
                 }
                 for (size_t i = 0; rc == 0 && i < count; i++)
                     if (got[i] != (float)(((i % 13) + 1) * expect_factor)) wrong++;
+                // every timed all-reduce is its own sample (the bench's repetitions take
+                // distinct ones); a warm-up one is checked but not reported
+                if (rc == 0 && it >= a->warmup && env->rank == 0)
+                    printf("allreduce bytes=%lld inplace=%d seconds=%.9f wrong=%lld world=%d\n", bytes, inplace,
+                           t, wrong, env->world);
             }
-            if (rc == 0 && env->rank == 0)
-                printf("allreduce bytes=%lld inplace=%d seconds=%.9f wrong=%lld world=%d\n", bytes, inplace,
-                       total / a->iterations, wrong, env->world);
         }
     }
     if (cuda) { cudaFree(send); cudaFree(recv); if (stream) cudaStreamDestroy((cudaStream_t)stream); }
@@ -249,7 +249,10 @@ static int worker_main(int argc, char **argv)
         free(args);
         return rc == 0 ? 0 : 1;
     }
-    if (a.backend != CORE_BACKEND_CUDA) core_cpu_set_threads(1);  // one core per rank
+    // On the CPU a device is a core: one compute thread per rank, as DataParallel's one per
+    // replica (at N = the cores this is dist_cpus_per_rank). The ranks run unbound (see
+    // dist/spawn.c), so the communication thread is not tied to its rank's compute core.
+    if (a.backend != CORE_BACKEND_CUDA) core_cpu_set_threads(1);
     if (env.rank != 0) (void)!freopen("/dev/null", "w", stdout);
     DistComm *comm = NULL;
     int rc = dist_comm_create(&env, a.backend == CORE_BACKEND_CUDA ? DIST_COMM_NCCL : DIST_COMM_MPI,
@@ -284,7 +287,8 @@ typedef struct WorkerResult {
     double wait_ms, comm_ms, param_count;
     long long ar_bytes[2 * MAX_SIZES];
     int ar_inplace[2 * MAX_SIZES];
-    double ar_seconds[2 * MAX_SIZES];
+    double ar_seconds[2 * MAX_SIZES][MAX_ITERS]; // every timed all-reduce of this size
+    int ar_samples[2 * MAX_SIZES];
     long long ar_wrong[2 * MAX_SIZES];
     int ar_count, world;
 } WorkerResult;
@@ -310,9 +314,15 @@ static int run_workers(int nproc, CoreBackend backend, const char *args, WorkerR
         } else if (sscanf(line, "ddp_summary buckets=%d largest_bucket_bytes=%*u param_count=%lf wait_ms_per_step=%lf comm_ms_per_step=%lf",
                           &r->buckets, &r->param_count, &r->wait_ms, &r->comm_ms) == 4) {
         } else if (sscanf(line, "allreduce bytes=%lld inplace=%d seconds=%lf wrong=%lld world=%d", &bytes, &inplace, &s,
-                          &wrong, &world) == 5 && r->ar_count < 2 * MAX_SIZES) {
-            int k = r->ar_count++;
-            r->ar_bytes[k] = bytes; r->ar_inplace[k] = inplace; r->ar_seconds[k] = s; r->ar_wrong[k] = wrong;
+                          &wrong, &world) == 5) {
+            int k = r->ar_count - 1;  // sizes come in order, each with its samples
+            if (k < 0 || r->ar_bytes[k] != bytes || r->ar_inplace[k] != inplace) {
+                if (r->ar_count == 2 * MAX_SIZES) continue;
+                k = r->ar_count++;
+                r->ar_bytes[k] = bytes; r->ar_inplace[k] = inplace;
+            }
+            if (r->ar_samples[k] < MAX_ITERS) r->ar_seconds[k][r->ar_samples[k]++] = s;
+            r->ar_wrong[k] += wrong;
             r->world = world;
         }
     }
@@ -599,11 +609,17 @@ static void bench_overlap(HarnessState *st, void *user)
     harness_set_label(st, label);
 }
 
-// The collective micro: one worker run measures every size; each instance reports its row.
+// The collective micro: one worker run measures every size, `allreduce_iterations` timed
+// all-reduces each; every run of an instance (a repetition) takes the next
+// ALLREDUCE_PER_RUN of them, distinct samples, and a new worker run is made when a size's
+// samples are used up. So repetitions are independent measurements, never copies.
+enum { ALLREDUCE_PER_RUN = 2 };
 static WorkerResult allreduce_result;
+static int allreduce_used[2 * MAX_SIZES];  // samples of each size already reported
 static int allreduce_state;  // 0: not run, 1: ok, -1: failed (message below)
 static char allreduce_error[1024];
 static ErrorKind allreduce_kind;
+static int64_t allreduce_max_bytes;  // the resolved --allreduce_max_bytes
 
 static void bench_allreduce(HarnessState *st, void *user)
 {
@@ -614,32 +630,45 @@ static void bench_allreduce(HarnessState *st, void *user)
     if (devices <= 0 || devices > device_count(backend)) devices = device_count(backend);
     if (backend != CORE_BACKEND_CUDA && devices < 2) devices = 2;  // MPI ranks can share a core
     long long bytes = harness_axis_int(st, "bytes");
-    if (allreduce_state == 0) {
+    const WorkerResult *r = &allreduce_result;
+    int k = -1;
+    for (int i = 0; i < r->ar_count; i++) if (r->ar_bytes[i] == bytes && r->ar_inplace[i] == inplace) k = i;
+    bool used_up = k >= 0 && allreduce_used[k] + ALLREDUCE_PER_RUN > r->ar_samples[k];
+    if (allreduce_state == 0 || (allreduce_state > 0 && used_up)) {
         char args[256];
         snprintf(args, sizeof args, "allreduce --min-bytes=8 --max-bytes=%lld --iterations=%d --warmup=2",
-                 (long long)harness_option_int_value("allreduce_max_bytes"), (int)harness_option_int_value("allreduce_iterations"));
+                 (long long)allreduce_max_bytes, (int)harness_option_int_value("allreduce_iterations"));
         allreduce_state = run_workers(devices, backend, args, &allreduce_result) == 0 ? 1 : -1;
+        memset(allreduce_used, 0, sizeof allreduce_used);
         if (allreduce_state < 0) { allreduce_kind = error_kind(); snprintf(allreduce_error, sizeof allreduce_error, "%s", error_message()); }
+        k = -1;
+        for (int i = 0; i < r->ar_count; i++) if (r->ar_bytes[i] == bytes && r->ar_inplace[i] == inplace) k = i;
     }
     if (allreduce_state < 0) {
         error_restore(allreduce_kind, allreduce_error);
         practice_fail_or_skip(st, "all-reduce ranks");
         return;
     }
-    const WorkerResult *r = &allreduce_result;
-    int k = -1;
-    for (int i = 0; i < r->ar_count; i++) if (r->ar_bytes[i] == bytes && r->ar_inplace[i] == inplace) k = i;
     if (k < 0) { harness_skip(st, "size outside --allreduce_max_bytes"); return; }
-    while (harness_keep_running(st)) harness_set_iteration_time(st, r->ar_seconds[k]);
-    double algbw = bytes / r->ar_seconds[k] / 1e9, n = r->world;
+    int take = r->ar_samples[k] < ALLREDUCE_PER_RUN ? r->ar_samples[k] : ALLREDUCE_PER_RUN;
+    if (take < 1 || allreduce_used[k] + take > r->ar_samples[k]) {
+        harness_fail(st, "the ranks reported too few all-reduces of this size");
+        return;
+    }
+    double seconds = 0.0;
+    for (int i = 0; i < take; i++) seconds += r->ar_seconds[k][allreduce_used[k] + i];
+    seconds /= take;
+    allreduce_used[k] += take;
+    while (harness_keep_running(st)) harness_set_iteration_time(st, seconds);
+    double algbw = bytes / seconds / 1e9, n = r->world;
     harness_counter(st, "algbw_gbps", algbw, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "busbw_gbps", algbw * 2.0 * (n - 1) / n, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "wrong", (double)r->ar_wrong[k], HARNESS_COUNTER_PLAIN);
     harness_counter(st, "world", n, HARNESS_COUNTER_PLAIN);
-    char label[256];
-    snprintf(label, sizeof label, "%s all-reduce (sum, fp32), world %d%s; wall clock from a barrier to completion",
+    char label[320];
+    snprintf(label, sizeof label, "%s all-reduce (sum, fp32), world %d%s; wall clock from a barrier to completion, mean of %d all-reduces per repetition",
              backend == CORE_BACKEND_CUDA ? "NCCL" : "Open MPI", r->world,
-             backend == CORE_BACKEND_CUDA && r->world == 1 ? " (one GPU: busbw is 0 by definition)" : "");
+             backend == CORE_BACKEND_CUDA && r->world == 1 ? " (one GPU: busbw is 0 by definition)" : "", take);
     harness_set_label(st, label);
     if (r->ar_wrong[k] > 0) harness_fail(st, "all-reduce results are wrong (see the wrong counter)");
 }
@@ -657,7 +686,7 @@ int main(int argc, char **argv)
                        "devices for ddp_overlap and allreduce (0: all GPUs, or every CPU core; CPU all-reduce uses at least 2 ranks)");
     harness_option_int("timeout", 120, 1, 86400, NULL, "seconds a collective may take before the ranks abort (the watchdog)");
     harness_option_int("allreduce_max_bytes", 0, 0, (int64_t)1 << 31, NULL,
-                       "largest all-reduce (0: 1 GiB on a GPU, 64 MiB on the CPU)");
+                       "largest all-reduce (0: 1 GiB on a GPU, 16 MiB on the CPU)");
     harness_option_int("allreduce_iterations", 10, 1, 64, NULL, "timed all-reduces per size (after 2 warm-up)");
     int rc = harness_init(argc, argv);
     if (rc >= 0) return rc;
@@ -670,7 +699,8 @@ int main(int argc, char **argv)
     const char *presets = gpu ? "small" : "tiny";
     const char *batches = gpu ? "64" : "16";
     int64_t max_bytes = harness_option_int_value("allreduce_max_bytes");
-    if (max_bytes == 0) max_bytes = gpu ? (int64_t)1 << 30 : (int64_t)64 << 20;
+    if (max_bytes == 0) max_bytes = gpu ? (int64_t)1 << 30 : (int64_t)16 << 20;
+    allreduce_max_bytes = max_bytes;
     static char bytes_axis[64];
     snprintf(bytes_axis, sizeof bytes_axis, "8:%lld:*2", (long long)max_bytes);
     // every rank runs the same steps: iteration counts are fixed, never chosen by time

@@ -41,7 +41,12 @@ static void bench_micro(HarnessState *st, void *user)
 {
     const MicroVariant *v = user;
     if (practice_skip_without_gpu(st)) return;
-    size_t bytes = (size_t)harness_axis_int(st, "bytes");
+    int64_t axis_bytes = harness_axis_int(st, "bytes");
+    if (axis_bytes < 4 || axis_bytes > ((int64_t)1 << 40)) {
+        harness_fail(st, "bytes out of range 4..2^40");
+        return;
+    }
+    size_t bytes = (size_t)axis_bytes;
     TensorBuilder b;
     int64_t wrong = 0;
     NormalCheck normal;

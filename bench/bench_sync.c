@@ -170,9 +170,10 @@ static void bench_micro(HarnessState *st, void *user)
     harness_counter(st, "wrong_counts", (double)wrong, HARNESS_COUNTER_PLAIN);
     if (v == SYNC_PRINT) harness_counter(st, "printed_bytes_per_step", steps > 0 ? text / steps : 0,
                                          HARNESS_COUNTER_PLAIN);
-    char label[300];
+    char label[400];
     snprintf(label, sizeof label, "%d steps of %d kernels over %d floats (in L2 throughout: warm), wall "
-             "clock to a stream synchronize; kernel time from CUDA events around each step's kernels",
+             "clock to a stream synchronize; kernel time from CUDA events around each step's kernels "
+             "(so gpu_idle_fraction is the idle time between steps: gaps inside a step count as busy)",
              SYNC_MICRO_STEPS, kernels, SYNC_MICRO_ELEMENTS);
     harness_set_label(st, label);
     if (wrong || count != SYNC_MICRO_ELEMENTS / 2) {

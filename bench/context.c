@@ -45,6 +45,21 @@ typedef int (*NvmlFn)(void);
 typedef int (*NvmlDriverFn)(char *, unsigned);
 typedef int (*NvmlHandleFn)(unsigned, void **);
 typedef int (*NvmlClockFn)(void *, int, unsigned *);
+typedef int (*NvmlBusFn)(const char *, void **);
+
+// NVML's handle of CUDA device 0. NVML numbers the GPUs in PCI order and ignores
+// CUDA_VISIBLE_DEVICES, so NVML index 0 can be another GPU than the one measured: look
+// the device up by CUDA device 0's PCI bus id; index 0 only when that id is unavailable.
+static int nvml_device_of_cuda0(void *lib, void **dev)
+{
+    NvmlBusFn by_bus = (NvmlBusFn)dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
+    NvmlHandleFn by_index = (NvmlHandleFn)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
+    char bus[32];
+    if (by_bus && cudaDeviceGetPCIBusId(bus, (int)sizeof bus, 0) == cudaSuccess)
+        return by_bus(bus, dev) == 0 ? 0 : -1;
+    (void)cudaGetLastError();
+    return by_index && by_index(0, dev) == 0 ? 0 : -1;
+}
 
 static void nvml_facts(char *driver, size_t n, unsigned *sm_clock_now_mhz)
 {
@@ -53,12 +68,11 @@ static void nvml_facts(char *driver, size_t n, unsigned *sm_clock_now_mhz)
     NvmlFn init = (NvmlFn)dlsym(lib, "nvmlInit_v2");
     NvmlFn shutdown = (NvmlFn)dlsym(lib, "nvmlShutdown");
     NvmlDriverFn get_driver = (NvmlDriverFn)dlsym(lib, "nvmlSystemGetDriverVersion");
-    NvmlHandleFn get_handle = (NvmlHandleFn)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
     NvmlClockFn get_clock = (NvmlClockFn)dlsym(lib, "nvmlDeviceGetClockInfo");
     if (init && init() == 0) {
         if (get_driver) get_driver(driver, (unsigned)n);
         void *dev = NULL;
-        if (get_handle && get_clock && get_handle(0, &dev) == 0)
+        if (get_clock && nvml_device_of_cuda0(lib, &dev) == 0)
             get_clock(dev, 1 /* NVML_CLOCK_SM */, sm_clock_now_mhz);
         if (shutdown) shutdown();
     }
@@ -83,8 +97,7 @@ static void nvml_sampler_open(void)
     void *lib = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (!lib) return;
     NvmlFn init = (NvmlFn)dlsym(lib, "nvmlInit_v2");
-    NvmlHandleFn get_handle = (NvmlHandleFn)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
-    if (!init || !get_handle || init() != 0 || get_handle(0, &nvml_sampler.device) != 0) {
+    if (!init || init() != 0 || nvml_device_of_cuda0(lib, &nvml_sampler.device) != 0) {
         nvml_sampler.device = NULL;
         dlclose(lib);
         return;

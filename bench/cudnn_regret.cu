@@ -425,13 +425,14 @@ done:
     return rc;
 }
 
-// True when the configuration's engine uses tensor cores or rounds its inputs down (TF32
-// for fp32 data): strict fp32 leaves those out. Unknown notes count as allowed. Also reads
+// What PyTorch's cudnn.benchmark filter drops (aten's filterEngineConfigs for float data):
+// engines that down-convert their inputs (fp32 computed in fp16/bf16) always, and tensor-core
+// engines (TF32) when TF32 is off (strict fp32). Unknown notes count as allowed. Also reads
 // the engine's global index (-1 when unknown).
-static bool engine_uses_tf32(cudnnBackendDescriptor_t cfg, long long *index)
+static bool engine_excluded(cudnnBackendDescriptor_t cfg, bool strict, long long *index)
 {
     cudnnBackendDescriptor_t engine = NULL;
-    bool tc = false;
+    bool tensor_core = false, down_convert = false;
     int64_t n = 0, idx = -1;
     *index = -1;
     if (cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine) != CUDNN_STATUS_SUCCESS) return false;
@@ -443,18 +444,23 @@ static bool engine_uses_tf32(cudnnBackendDescriptor_t cfg, long long *index)
         cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
         if (cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                      CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n, notes) == CUDNN_STATUS_SUCCESS)
-            for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
-                tc = tc || notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE ||
-                     notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
+            for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++) {
+                tensor_core = tensor_core || notes[i] == CUDNN_NUMERICAL_NOTE_TENSOR_CORE;
+                down_convert = down_convert || notes[i] == CUDNN_NUMERICAL_NOTE_DOWN_CONVERT_INPUTS;
+            }
     }
     cudnnBackendDestroyDescriptor(engine);
-    return tc;
+    return down_convert || (strict && tensor_core);
 }
 
 // Builds the plan of one configuration and times it (one untimed call, then reps); false
 // when the configuration does not finalize, needs too much workspace or fails to run.
-static bool time_engine(const Regret *r, cudnnBackendDescriptor_t cfg, size_t limit, int reps, double *ms)
+// *planned: it finalized into a plan within the workspace limit (what PyTorch's
+// benchmark_limit counts).
+static bool time_engine(const Regret *r, cudnnBackendDescriptor_t cfg, size_t limit, int reps, double *ms,
+                        bool *planned)
 {
+    *planned = false;
     cudnnHandle_t handle = r->dnn;
     cudnnBackendDescriptor_t plan = NULL, pack = NULL;
     void *ws = NULL;
@@ -472,6 +478,7 @@ static bool time_engine(const Regret *r, cudnnBackendDescriptor_t cfg, size_t li
         st = cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
                                       &n, &ws_size);
     if (st != CUDNN_STATUS_SUCCESS || ws_size < 0 || (size_t)ws_size > limit) goto done;
+    *planned = true;
     if (ws_size > 0 && cudaMalloc(&ws, (size_t)ws_size) != cudaSuccess) {
         (void)cudaGetLastError();
         ws = NULL;
@@ -512,10 +519,12 @@ done:
 
 #define ENGINE_MAX_CONFIGS 256
 
-// Every configuration of heuristics modes A and FALLBACK (PyTorch's benchmark mode times
-// the heuristics' list and the fallback list), timed; the fastest goes into out.
+// The configurations of heuristics modes A and FALLBACK (PyTorch's benchmark mode times
+// the heuristics' list and the fallback list), in that order, filtered as PyTorch does, the
+// first max_plans (0: all) that make plans within the workspace limit timed; the fastest
+// goes into out.
 static int engine_search(const Regret *r, const ConvShape *s, bool strict, size_t limit, int reps,
-                         RegretResult *out)
+                         int max_plans, RegretResult *out)
 {
     static cudnnBackendDescriptor_t cfgs[ENGINE_MAX_CONFIGS];  // under the caller's one thread
     Backend b;
@@ -530,11 +539,15 @@ static int engine_search(const Regret *r, const ConvShape *s, bool strict, size_
     }
     out->engine_offered = count;
     out->engine_index = -1;
-    for (int i = 0; i < count && rc == 0; i++) {
+    int plans = 0;
+    for (int i = 0; i < count && rc == 0 && (max_plans == 0 || plans < max_plans); i++) {
         long long index = -1;
-        if (engine_uses_tf32(cfgs[i], &index) && strict) continue;
+        if (engine_excluded(cfgs[i], strict, &index)) continue;
         double ms = 0.0;
-        if (!time_engine(r, cfgs[i], limit, reps, &ms)) continue;
+        bool planned = false;
+        bool timed = time_engine(r, cfgs[i], limit, reps, &ms, &planned);
+        plans += planned;
+        if (!timed) continue;
         if (out->engine_timed == 0 || ms < out->engine_ms) {
             out->engine_ms = ms;
             out->engine_index = index;
@@ -551,20 +564,22 @@ static int engine_search(const Regret *r, const ConvShape *s, bool strict, size_
 }
 
 extern "C" int regret_measure(const ConvShape *s, ConvPass pass, CorePrecision precision,
-                              size_t workspace_limit, int reps, bool engines, RegretResult *out)
+                              size_t workspace_limit, int reps, bool engines, int engine_limit,
+                              RegretResult *out)
 {
     memset(out, 0, sizeof *out);
     out->heuristic = out->find = out->fastest = -1;
     if (precision != CORE_PRECISION_FP32 && precision != CORE_PRECISION_FP32_STRICT)
         return error_set(ERROR_BAD_USAGE, "regret_measure: fp32 or fp32_strict only");
     if (reps < 1) return error_set(ERROR_BAD_USAGE, "regret_measure: reps must be >= 1");
+    if (engine_limit < 0) return error_set(ERROR_BAD_USAGE, "regret_measure: engine_limit must be >= 0");
     const bool strict = precision == CORE_PRECISION_FP32_STRICT;
     const ConvSelectRules rules = {workspace_limit, strict, false};
     Regret r;
     memset(&r, 0, sizeof r);
     int rc = regret_open(&r, s, pass, strict ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH);
     if (rc == 0) rc = measure(&r, s, pass, &rules, reps, out);
-    if (rc == 0 && engines && engine_search(&r, s, strict, workspace_limit, reps, out) != 0) {
+    if (rc == 0 && engines && engine_search(&r, s, strict, workspace_limit, reps, engine_limit, out) != 0) {
         snprintf(out->engine_error, sizeof out->engine_error, "%s", error_message());
         error_clear();
     }

@@ -35,9 +35,11 @@ typedef struct RegretResult {
     double find_search_ms;               // wall time of the Find call (its own timing runs)
     // The engine-configuration search (cuDNN's backend/graph API, what PyTorch's
     // cudnn.benchmark searches): every engine configuration the backend heuristics offer
-    // (modes A and FALLBACK) that finalizes into a plan within the workspace limit, timed.
+    // (modes A and FALLBACK) that finalizes into a plan within the workspace limit, timed;
+    // as PyTorch's filter, never an engine that down-converts fp32 inputs, and no tensor-core
+    // (TF32) engine for strict fp32. A configuration that does not finalize or run is skipped.
     int engine_offered;                  // configurations the two heuristic modes listed
-    int engine_timed;                    // of which ran and were timed
+    int engine_timed;                    // of which ran and were timed (at most engine_limit plans)
     double engine_ms;                    // the fastest one's mean time of one call
     long long engine_index;              // its engine's global index (-1: unknown)
     double engine_search_ms;             // wall time of the whole search (plans + timing)
@@ -46,11 +48,14 @@ typedef struct RegretResult {
 
 // Times every usable algorithm of `pass` for shape s (reps calls each, after one untimed
 // call) on the current device; with `engines`, also searches the backend API's engine
-// configurations the same way (a failure there is recorded in engine_error, not returned). precision: CORE_PRECISION_FP32 or _FP32_STRICT (else
-// ERROR_BAD_USAGE). 0, or -1 with the error set (out of memory and no device are the
+// configurations the same way, timing the first engine_limit that make plans (PyTorch's
+// torch.backends.cudnn.benchmark_limit, 10 by default; 0: every one); a failure there is
+// recorded in engine_error, not returned. precision: CORE_PRECISION_FP32 or _FP32_STRICT
+// (else ERROR_BAD_USAGE). 0, or -1 with the error set (out of memory and no device are the
 // machine's; an algorithm that fails is left out, not an error).
 int regret_measure(const ConvShape *s, ConvPass pass, CorePrecision precision,
-                   size_t workspace_limit, int reps, bool engines, RegretResult *out);
+                   size_t workspace_limit, int reps, bool engines, int engine_limit,
+                   RegretResult *out);
 
 #ifdef __cplusplus
 }

@@ -64,6 +64,8 @@ int image_data_open(const ImageDataConfig *c, ImageData *d)
     tc.max_image_pixels = c->max_image_pixels;
     tc.augment = augment_default_config(c->image_size);
     tc.augment.scale_min = c->crop_scale_min;
+    tc.world = c->world;
+    tc.rank = c->rank;
     // Evaluation: every held-out file once, the whole image resized, no flip.
     LoaderConfig ec = loader_default_config(&d->heldout, c->batch_size);
     ec.shuffle = false;

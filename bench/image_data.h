@@ -36,6 +36,8 @@ typedef struct ImageDataConfig {
     float crop_scale_min;       // smallest random-resized-crop area fraction
     int timeout_ms;             // a batch taking longer is an error (0: no limit)
     int64_t max_image_pixels;   // largest JPEG decoded (0: PIL's default); larger: bad input
+    int world, rank;            // DDP: the training loader reads rank's DistributedSampler
+                                // shard of world (LoaderConfig.world); 0, 0: everything
 } ImageDataConfig;
 
 typedef struct ImageData {

@@ -16,6 +16,8 @@
 #include <time.h>
 
 #include "bench/image_data.h"
+#include "dist/env.h"
+#include "dist/sampler.h"
 #include "dist/train_ddp.h"
 #include "kernels/gpu_device.h"
 #include "kernels/check.h"
@@ -65,7 +67,7 @@ static void usage(FILE *f)
         "                         held-out batches are indices no training step uses.\n"
         "  --data-dir DIR         images: train on your own ImageFolder root instead of the\n"
         "                         generated dataset\n"
-        "  --dataset-preset NAME  images: generated dataset tiny | small | bench | large\n"
+        "  --dataset-preset NAME  images: generated dataset tiny | small | bench | large | imagenet\n"
         "                         (default small for model inputs up to 64x64, else bench);\n"
         "                         written once to $BENCH_CACHE_DIR (default cache/datasets,\n"
         "                         relative to the working folder), reused afterwards\n"
@@ -140,13 +142,17 @@ static void usage(FILE *f)
         "                         (torch.backends.cudnn.deterministic = True)\n"
         "  --verbose              print the cuDNN algorithm and math type used for every\n"
         "                         convolution shape after the first step\n"
-        "\nDistributed (dist/; --data tensor only for now):\n"
+        "\nDistributed (dist/):\n"
         "  --ddp                  DistributedDataParallel: this process is one rank of the\n"
         "                         world of torchrun variables (RANK, WORLD_SIZE, LOCAL_RANK,\n"
         "                         MASTER_ADDR, MASTER_PORT), mpirun or srun; --batch-size is\n"
         "                         the global batch, each rank takes batch/world of it. CPU\n"
         "                         ranks all-reduce over Open MPI (launch with mpirun), GPU\n"
-        "                         ranks over NCCL, GPU = LOCAL_RANK (--device is ignored)\n"
+        "                         ranks over NCCL, GPU = LOCAL_RANK (--device is ignored).\n"
+        "                         --data images: each rank's loader (its own --num-workers)\n"
+        "                         reads its DistributedSampler shard of every epoch (the\n"
+        "                         one-process order, padded to a multiple of the world);\n"
+        "                         --data tensor: rank r takes slice r of each global batch\n"
         "  --nproc-per-node N     start N local ranks of this command with --ddp (mpirun on\n"
         "                         the CPU backend; forked ranks + TCP rendezvous on GPUs)\n"
         "  --help                 this text\n", LOADER_PROGRAM_TIMEOUT_S);
@@ -378,10 +384,6 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
         fprintf(stderr, "train: --data-dir and --dataset-preset need --data images\n");
         return -1;
     }
-    if (a->ddp && a->data == TRAIN_DATA_IMAGES) {
-        fprintf(stderr, "train: --ddp needs --data tensor (the loader has no per-rank shards yet)\n");
-        return -1;
-    }
     if (a->data_dir && a->dataset_preset) {
         fprintf(stderr, "train: give --data-dir or --dataset-preset, not both\n");
         return -1;
@@ -400,10 +402,20 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
 // Runs before core_create, so loader workers are forked before CUDA is initialised.
 // The image data of this run: the generated dataset or --data-dir, split, with loaders.
 // Sets the model's class count (and RGB input) from the dataset. 0, or -1 (printed).
-static int open_images(const TrainArgs *a, CoreConfig *cfg, ImageData *d)
+// DDP (env != NULL): the training loader reads this rank's shard, batch/world at a time.
+static int open_images(const TrainArgs *a, CoreConfig *cfg, const DistEnv *env, ImageData *d)
 {
     CoreModelConfig *m = &cfg->model;
-    ImageDataConfig ic = image_data_default_config(m->image_size, cfg->batch_size);
+    int batch = cfg->batch_size;
+    if (env && dist_local_batch(cfg->batch_size, env->world, env->rank, &batch) != 0) {
+        fprintf(stderr, "train: --ddp: %s\n", error_message());
+        return -1;
+    }
+    ImageDataConfig ic = image_data_default_config(m->image_size, batch);
+    if (env) {
+        ic.world = env->world;
+        ic.rank = env->rank;
+    }
     ic.data_dir = a->data_dir;
     ic.dataset_preset = a->dataset_preset;
     ic.seed = cfg->seed;
@@ -481,7 +493,12 @@ int main(int argc, char **argv)
     float *images_buf = NULL;
     int32_t *labels_buf = NULL;
     int status = 1;
-    if (images && open_images(&a, &cfg, &data) != 0) goto out;
+    DistEnv env;  // --ddp: who this rank is, before its loader forks its workers
+    if (a.ddp && dist_env_detect(&env) != 0) {
+        fprintf(stderr, "train: --ddp: %s\n", error_message());
+        return 1;
+    }
+    if (images && open_images(&a, &cfg, a.ddp ? &env : NULL, &data) != 0) goto out;
     if (core_create(&cfg, &core) != 0) {
         fprintf(stderr, "train: cannot create the core: %s\n", error_message());
         goto out;
@@ -534,16 +551,17 @@ int main(int argc, char **argv)
             synth_batch(&task, (uint64_t)s, cfg.batch_size, images_buf, labels_buf);
         }
         CoreStepResult r;
-        CoreBatch local = batch;
-        if (ddp ? dist_train_local_batch(ddp, &batch, &local) != 0 || dist_train_step(ddp, &local, &r) != 0
+        CoreBatch local = batch;  // images: the loader already gave this rank's share
+        if (ddp ? (!images && dist_train_local_batch(ddp, &batch, &local) != 0) || dist_train_step(ddp, &local, &r) != 0
                 : core_step(core, &batch, &r) != 0) {
             fprintf(stderr, "train: step %d failed%s: %s\n", s,
                     error_kind() == ERROR_OUT_OF_MEMORY ? " (out of memory)" : "", error_message());
             goto out;
         }
         if (a.verbose && s == 0) print_conv_algos(core, st.backend);
-        since_log += batch.n;
-        images_seen += batch.n;
+        int global_n = ddp && images ? batch.n * dist_train_world(ddp) : batch.n;  // every rank's
+        since_log += global_n;
+        images_seen += global_n;
         if ((s + 1) % a.log_every == 0 || s + 1 == a.steps) {
             core_sync(core);
             double t = clock_seconds();

@@ -35,6 +35,42 @@ static int nccl_failed(ncclResult_t r, int rank, const char *call)
 }
 #define NCCL_TRY(rank, call) do { ncclResult_t r_ = (call); if (r_ != ncclSuccess) return nccl_failed(r_, (rank), #call); } while (0)
 
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+// The communicator is non-blocking (ncclConfig_t.blocking = 0), so that no NCCL call can
+// hang on a peer that died or never joined: a call may return ncclInProgress, and the
+// communicator may be used again once ncclCommGetAsyncError stops saying so. Waits for
+// that with the deadline; on timeout or an error the communicator is aborted (and gone).
+static int nccl_settle(DistComm *c, ncclResult_t r, const char *call)
+{
+    double deadline = now_ms() + c->timeout_ms;
+    while (r == ncclInProgress && c->nccl) {
+        if (now_ms() > deadline) {
+            ncclCommAbort(c->nccl);
+            c->nccl = NULL;
+            return error_set(ERROR_LIBRARY, "rank %d: %s not done after %.1f s: a peer died or never joined; "
+                             "communicator aborted", c->rank, call, c->timeout_ms / 1e3);
+        }
+        usleep(100);
+        if (ncclCommGetAsyncError(c->nccl, &r) != ncclSuccess) break;
+    }
+    if (r == ncclSuccess) return 0;
+    int rc = nccl_failed(r, c->rank, call);
+    if (c->nccl) ncclCommAbort(c->nccl);
+    c->nccl = NULL;
+    return rc;
+}
+
+static int nccl_gone(const DistComm *c)
+{
+    return error_set(ERROR_LIBRARY, "rank %d: the NCCL communicator was aborted after an earlier error", c->rank);
+}
+
 // MPI once per process, serialized threads (DDP's communication thread issues the
 // bucket all-reduces while the main thread computes and never calls MPI meanwhile).
 static int mpi_start(DistComm *c)
@@ -79,8 +115,9 @@ static int create(DistComm *c, const DistEnv *env, DistCommKind kind)
         else
             TRY(dist_rendezvous_share(env, &id, sizeof id, c->timeout_ms));
     }
-    NCCL_TRY(c->rank, ncclCommInitRank(&c->nccl, c->world, id, c->rank));
-    return 0;
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // see nccl_settle
+    return nccl_settle(c, ncclCommInitRankConfig(&c->nccl, c->world, id, c->rank, &config), "ncclCommInitRankConfig");
 }
 
 int dist_comm_create(const DistEnv *env, DistCommKind kind, int device, int timeout_ms, DistComm **out)
@@ -108,12 +145,20 @@ const char *dist_comm_kind_name(DistCommKind k) { return k == DIST_COMM_NCCL ? "
 int dist_comm_allreduce(DistComm *c, const float *send, float *recv, size_t count, float scale, void *stream)
 {
     if (c->kind == DIST_COMM_NCCL) {
+        // sum of scale x each rank's floats: the scale (a float for ncclFloat32) is read
+        // when the op is created (HostImmediate); the op may go once the all-reduce is
+        // enqueued (settled)
+        if (!c->nccl) return nccl_gone(c);
         ncclRedOp_t op;
-        NCCL_TRY(c->rank, ncclRedOpCreatePreMulSum(&op, &scale, ncclFloat32, ncclScalarHostImmediate, c->nccl));
-        ncclResult_t r = ncclAllReduce(send, recv, count, ncclFloat32, op, c->nccl, (cudaStream_t)stream);
-        ncclRedOpDestroy(op, c->nccl);
-        if (r != ncclSuccess) return nccl_failed(r, c->rank, "ncclAllReduce");
-        return 0;
+        TRY(nccl_settle(c, ncclRedOpCreatePreMulSum(&op, &scale, ncclFloat32, ncclScalarHostImmediate, c->nccl),
+                        "ncclRedOpCreatePreMulSum"));
+        int rc = nccl_settle(c, ncclAllReduce(send, recv, count, ncclFloat32, op, c->nccl, (cudaStream_t)stream),
+                             "ncclAllReduce");
+        if (c->nccl) {
+            int rc2 = nccl_settle(c, ncclRedOpDestroy(op, c->nccl), "ncclRedOpDestroy");
+            if (rc == 0) rc = rc2;
+        }
+        return rc;
     }
     if (c->world > 1) {
         // MPI counts are ints: large buffers go in pieces.
@@ -135,8 +180,9 @@ int dist_comm_broadcast(DistComm *c, float *buf, size_t count, void *stream)
 {
     if (c->world <= 1) return 0;
     if (c->kind == DIST_COMM_NCCL) {
-        NCCL_TRY(c->rank, ncclBroadcast(buf, buf, count, ncclFloat32, 0, c->nccl, (cudaStream_t)stream));
-        return 0;
+        if (!c->nccl) return nccl_gone(c);
+        return nccl_settle(c, ncclBroadcast(buf, buf, count, ncclFloat32, 0, c->nccl, (cudaStream_t)stream),
+                           "ncclBroadcast");
     }
     const size_t piece = (size_t)1 << 30;
     for (size_t off = 0; off < count; off += piece) {
@@ -146,16 +192,10 @@ int dist_comm_broadcast(DistComm *c, float *buf, size_t count, void *stream)
     return 0;
 }
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
-
 int dist_comm_wait(DistComm *c, void *stream)
 {
     if (c->kind != DIST_COMM_NCCL) return 0;
+    if (!c->nccl) return nccl_gone(c);
     double deadline = now_ms() + c->timeout_ms;
     for (;;) {
         cudaError_t e = cudaStreamQuery((cudaStream_t)stream);
@@ -163,6 +203,7 @@ int dist_comm_wait(DistComm *c, void *stream)
         if (e != cudaErrorNotReady) return check_cuda_failed(e, __FILE__, __LINE__, "cudaStreamQuery(comm stream)");
         ncclResult_t async = ncclSuccess;
         ncclCommGetAsyncError(c->nccl, &async);
+        if (async == ncclInProgress) async = ncclSuccess;  // not an error (see nccl_settle)
         if (async != ncclSuccess || now_ms() > deadline) {
             ncclCommAbort(c->nccl);  // unblocks the stream; the communicator is gone
             c->nccl = NULL;
@@ -208,7 +249,24 @@ void dist_comm_abort(DistComm *c, int code)
 void dist_comm_free(DistComm *c)
 {
     if (!c) return;
-    if (c->nccl) ncclCommDestroy(c->nccl);
+    if (c->nccl) {
+        // finalize (flush, with the deadline: aborted if a peer is gone), then destroy
+        ncclResult_t async = ncclSuccess;
+        if (ncclCommGetAsyncError(c->nccl, &async) != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
+            ncclCommAbort(c->nccl);
+            c->nccl = NULL;
+        } else {
+            ErrorKind kind = error_kind();  // the caller's error, if any, stays the one reported
+            char before[512];
+            snprintf(before, sizeof before, "%s", error_message());
+            if (nccl_settle(c, ncclCommFinalize(c->nccl), "ncclCommFinalize") != 0) {
+                fprintf(stderr, "%s\n", error_message());  // aborted
+                if (kind != ERROR_NONE) error_restore(kind, before);
+            }
+        }
+        if (c->nccl) ncclCommDestroy(c->nccl);
+        c->nccl = NULL;
+    }
     if (c->mpi_owned) {
         int finalized = 0;
         MPI_Finalized(&finalized);

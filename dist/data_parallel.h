@@ -4,8 +4,9 @@
 // chunks (torch.chunk sizes); 3. forward and backward on every replica, one host thread
 // per device; 4. reduce the gradients onto replica 0 (weighted by chunk size: the mean
 // over the whole batch); 5. the optimizer runs on replica 0 only. There is no Python GIL
-// here: the gap to DDP that remains is the algorithm's. Replicas' BatchNorm statistics
-// are discarded (replica 0's are kept), as PyTorch's are.
+// here: the gap to DDP that remains is the algorithm's. BatchNorm: each replica normalises
+// its own chunk with its own batch statistics; only replica 0's running statistics are
+// updated and kept (PyTorch updates each replica's copy and discards all but replica 0's).
 #ifndef DIST_DATA_PARALLEL_H
 #define DIST_DATA_PARALLEL_H
 

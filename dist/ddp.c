@@ -119,6 +119,22 @@ static int launch_ready(Ddp *d)
     return 0;
 }
 
+int ddp_broadcast_buffers(Ddp *d)
+{
+    size_t n = core_buffer_count(d->core);
+    if (n == 0 || d->cfg.keep_local_buffers || dist_comm_world(d->comm) <= 1) return 0;
+    float *buffers = NULL;
+    void *stream = NULL;
+    TRY(core_buffers(d->core, &buffers, &stream));
+    // CUDA: enqueued on the core's compute stream, after the last step's updates of the
+    // statistics and before the next forward reads them; a peer that never joins shows
+    // up in the step's dist_comm_wait (the bucket all-reduces queue behind it).
+    // CPU: the communication thread is idle between steps (MPI_THREAD_SERIALIZED).
+    if (dist_comm_broadcast(d->comm, buffers, n, stream) != 0)
+        return error_wrap("rank %d: DDP: broadcasting the BatchNorm buffers", dist_comm_rank(d->comm));
+    return 0;
+}
+
 static int on_ready(void *user, const CoreGradReady *r)
 {
     Ddp *d = user;
@@ -283,6 +299,13 @@ int ddp_create(Core *core, DistComm *comm, const DdpConfig *cfg, Ddp **out)
     }
     if (rc == 0) rc = core_params_set(core, host, np);
     free(host);
+    if (rc == 0) rc = ddp_broadcast_buffers(d);  // the module's buffers too, as DDP's constructor
+    if (rc == 0 && cuda) {  // ... done, with the deadline, before the first step
+        float *buffers = NULL;
+        void *stream = NULL;
+        rc = core_buffers(core, &buffers, &stream);
+        if (rc == 0) rc = dist_comm_wait(comm, stream);
+    }
     CoreGradHooks hooks = {.ready = on_ready, .before_update = before_update, .user = d};
     if (rc == 0) rc = core_set_grad_hooks(core, &hooks);
     if (rc != 0) { ddp_free(d); *out = NULL; return -1; }
@@ -292,6 +315,9 @@ int ddp_create(Core *core, DistComm *comm, const DdpConfig *cfg, Ddp **out)
 int ddp_step(Ddp *d, const CoreBatch *micro, int global_batch, CoreStepResult *result)
 {
     int steps = d->cfg.accumulation_steps;
+    // broadcast_buffers: before the first forward of the step only; PyTorch skips it in the
+    // forwards under no_sync, whose previous forward did not sync.
+    TRY(ddp_broadcast_buffers(d));
     for (int a = 0; a < steps; a++) {
         bool last = a == steps - 1;
         d->sync = last;  // no_sync() for every micro-batch but the last

@@ -6,7 +6,11 @@
 // its all-reduce (sum, then / world) starts on the communication stream (CUDA: after the
 // event of that gradient; CPU: a communication thread with MPI), in bucket order, while
 // backward goes on. The update waits for every bucket, so the GradScaler's inf check and
-// clipping see the reduced gradients. no_sync: accumulation_steps micro-batches, only the
+// clipping see the reduced gradients. BatchNorm: each rank normalises its own micro-batch
+// with its own batch statistics (DDP is not SyncBatchNorm), and rank 0's running statistics
+// are broadcast before each step's first forward (broadcast_buffers=True), so DDP over N
+// ranks is DataParallel's maths over N chunks, not one process's over the global batch.
+// no_sync: accumulation_steps micro-batches, only the
 // last one all-reduces (divided by world x accumulation_steps: the large batch's mean).
 #ifndef DIST_DDP_H
 #define DIST_DDP_H
@@ -29,6 +33,10 @@ typedef struct DdpConfig {
     size_t first_bucket_bytes; // 0: the first bucket is capped like the others
     bool overlap;              // false: one all-reduce of every gradient after backward
     int accumulation_steps;    // micro-batches per update (no_sync for all but the last)
+    bool keep_local_buffers;   // PyTorch's broadcast_buffers=False: each rank keeps its own
+                               // BatchNorm running statistics. false (the default, as
+                               // broadcast_buffers=True): rank 0's are broadcast to every rank
+                               // at construction and before each step's first forward
 } DdpConfig;
 
 // PyTorch's defaults: 25 MiB buckets, 1 MiB first bucket, overlapped, no accumulation.
@@ -51,6 +59,9 @@ int ddp_create(Core *core, DistComm *comm, const DdpConfig *cfg, Ddp **out);
 // forward/backward each, all-reducing only during the last, then the update at the LR of
 // global_batch images (the sum of every rank's micro-batches).
 int ddp_step(Ddp *ddp, const CoreBatch *micro_batches, int global_batch, CoreStepResult *result);
+// broadcast_buffers: rank 0's BatchNorm running statistics to every rank now (what the
+// next step's forward does first); a no-op without BN or with keep_local_buffers.
+int ddp_broadcast_buffers(Ddp *ddp);
 // Bucket layout and timings so far.
 void ddp_stats(const Ddp *ddp, DdpStats *stats);
 // Removes the hooks and frees (the core and communicator stay the caller's); NULL is fine.

@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/error.h"
 
@@ -93,4 +95,17 @@ const char *dist_launch_name(DistLaunch launch)
     case DIST_LAUNCH_SLURM: return "srun";
     }
     return "?";
+}
+
+int dist_cpus_per_rank(const DistEnv *env)
+{
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cpus < 1) cpus = 1;
+    // bound by its launcher to part of the machine (mpirun --map-by slot:PE=k, srun
+    // --cpus-per-task): those CPUs are this rank's alone
+    if (online > 0 && cpus < online) return cpus;
+    int ranks = env->local_world > 0 ? env->local_world : 1;
+    return cpus / ranks > 1 ? cpus / ranks : 1;  // unbound: the local ranks share the machine
 }

@@ -31,6 +31,12 @@ int dist_env_detect(DistEnv *env);
 // True when MPI started this process (mpirun, or srun with Open MPI's PMIx), so that
 // MPI_Init joins the launcher's world.
 bool dist_env_has_mpi(const DistEnv *env);
+// CPU ranks: compute threads for this rank, for core_cpu_set_threads. Unbound ranks split
+// the machine: its CPUs / local_world (>= 1), instead of each starting a thread per core
+// (torchrun sets OMP_NUM_THREADS for the same reason). A rank that its launcher bound to
+// part of the machine (mpirun's default --bind-to core for np <= 2, --map-by slot:PE=k,
+// srun --cpus-per-task) gets the CPUs it is bound to.
+int dist_cpus_per_rank(const DistEnv *env);
 // "single", "torchrun", "mpirun", "srun".
 const char *dist_launch_name(DistLaunch launch);
 // Parses a whole decimal int in [min, max]; -1 (ERROR_BAD_USAGE naming `what`) otherwise.

@@ -27,15 +27,19 @@ static int exit_code(int status)
     return 1;
 }
 
-// CPU ranks: mpirun is the launcher (the children are MPI ranks).
+// CPU ranks: mpirun is the launcher (the children are MPI ranks). --bind-to none: Open
+// MPI binds each rank to one core by default (np <= 2), which puts DDP's communication
+// thread on the core its backward runs on, so the "overlap" only time-slices; unbound,
+// the ranks' threads (dist_cpus_per_rank each, plus the communication thread) spread over
+// the machine's cores as the scheduler sees fit.
 static int run_mpirun(const DistSpawnConfig *cfg, char *const argv[])
 {
     int argc = 0;
     while (argv[argc]) argc++;
     char np[16];
     snprintf(np, sizeof np, "%d", cfg->nproc);
-    const char *head[] = {"mpirun", "--oversubscribe", "-np", np, NULL, NULL};
-    int h = 4;
+    const char *head[] = {"mpirun", "--oversubscribe", "--bind-to", "none", "-np", np, NULL, NULL};
+    int h = 6;
     if (geteuid() == 0) head[h++] = "--allow-run-as-root";
     char **args = calloc((size_t)(h + argc + 1), sizeof *args);
     if (!args) return error_set(ERROR_OUT_OF_MEMORY, "spawn: out of memory");

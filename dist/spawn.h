@@ -16,7 +16,8 @@ typedef struct DistSpawnConfig {
     int nproc;               // ranks to start (>= 1)
     const char *master_addr; // NULL: MASTER_ADDR from the environment, else 127.0.0.1
     int master_port;         // 0: MASTER_PORT from the environment, else 29500
-    bool use_mpirun;         // CPU ranks: run `mpirun -np N` (MPI ranks need an MPI launcher)
+    bool use_mpirun;         // CPU ranks: run `mpirun --bind-to none -np N` (MPI ranks need an
+                             // MPI launcher; unbound: see spawn.c)
     int grace_ms;            // SIGTERM -> SIGKILL delay for the survivors of a failure
 } DistSpawnConfig;
 

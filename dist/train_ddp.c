@@ -56,6 +56,7 @@ int dist_train_create(Core *core, const CoreConfig *cfg, int global_batch, DistT
     if (rc == 0 && cuda && cfg->device != t->env.local_rank)
         rc = error_set(ERROR_BAD_USAGE, "rank %d: its GPU is LOCAL_RANK=%d, not --device %d", t->env.rank,
                        t->env.local_rank, cfg->device);
+    if (rc == 0 && !cuda) core_cpu_set_threads(dist_cpus_per_rank(&t->env));  // the ranks split the cores
     if (rc == 0) rc = dist_comm_create(&t->env, cuda ? DIST_COMM_NCCL : DIST_COMM_MPI, cfg->device, 300000, &t->comm);
     if (rc == 0) rc = ddp_create(core, t->comm, &dc, &t->ddp);
     if (rc != 0) {

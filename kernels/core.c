@@ -147,6 +147,7 @@ int core_step(Core *core, const CoreBatch *batch, CoreStepResult *result)
     CoreStepResult r = {.step = core->step};
     r.lr = core_lr_at(&core->cfg.optim, batch->n, core->step);
     core->hooks_armed = true;
+    core->grads_pending = false;  // the step's own gradients replace any held
     int rc = core->ops->step(core, batch, r.lr, &r);
     core->hooks_armed = false;
     TRY(rc);
@@ -207,6 +208,7 @@ int core_forward_backward(Core *core, const CoreBatch *batch, bool accumulate)
     core->hooks_armed = true;
     int rc = core->ops->forward_backward(core, batch, accumulate);
     core->hooks_armed = false;
+    core->grads_pending = rc == 0;  // a failed backward leaves partial gradients
     return rc;
 }
 
@@ -216,8 +218,14 @@ int core_apply_update(Core *core, int lr_batch, CoreStepResult *result)
     if (!core->ops->update)
         return error_set(ERROR_BAD_USAGE, "core_apply_update: the %s backend has no split step",
                          core_backend_name(core->backend));
+    // Without a backward since the last update, SGD would apply stale gradients and the
+    // loss window would be empty (0 / 0).
+    if (!core->grads_pending)
+        return error_set(ERROR_BAD_USAGE, "core_apply_update: no successful core_forward_backward "
+                         "since the last update");
     CoreStepResult r = {.step = core->step};
     r.lr = core_lr_at(&core->cfg.optim, lr_batch, core->step);
+    core->grads_pending = false;
     TRY(core->ops->update(core, r.lr, &r));
     core->step++;
     if (result) *result = r;
@@ -233,6 +241,7 @@ int core_eval(Core *core, const CoreBatch *batch, CoreEvalResult *result)
 int core_loss_grad(Core *core, const CoreBatch *batch, float *loss, float *grad)
 {
     TRY(check_batch(core, batch));
+    if (grad) core->grads_pending = false;  // its backward overwrites the held gradients
     return core->ops->loss_grad(core, batch, loss, grad);
 }
 
@@ -278,6 +287,18 @@ int core_stats(Core *core, CoreStats *stats)
 }
 
 size_t core_param_count(const Core *core) { return core->graph.n_params; }
+size_t core_buffer_count(const Core *core) { return core->graph.n_stats; }
+
+int core_buffers(Core *core, float **buffers, void **stream)
+{
+    *buffers = NULL;
+    *stream = NULL;
+    if (!core->ops->buffers)
+        return error_set(ERROR_BAD_USAGE, "core_buffers: the %s backend does not expose its buffers",
+                         core_backend_name(core->backend));
+    *buffers = core->ops->buffers(core, stream);
+    return 0;
+}
 
 int core_params_get(Core *core, float *dst, size_t count)
 {

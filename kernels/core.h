@@ -247,6 +247,12 @@ typedef struct CoreGradHooks {
     void *user;
 } CoreGradHooks;
 
+// BatchNorm running statistics (PyTorch's module buffers): their count (0 without BN) and
+// where they live, for DDP's broadcast_buffers: host memory on the CPU backends (stream
+// NULL), device memory on CUDA, used on the core's compute stream *stream (cudaStream_t).
+// They may be overwritten in place between steps (on CUDA: work ordered on *stream).
+size_t core_buffer_count(const Core *core);
+int core_buffers(Core *core, float **buffers, void **stream);
 // Installs the hooks (NULL removes them); core_loss_grad never calls them.
 int core_set_grad_hooks(Core *core, const CoreGradHooks *hooks);
 // Forward, loss and backward of one (micro-)batch, no update: gradients replace those
@@ -255,6 +261,8 @@ int core_set_grad_hooks(Core *core, const CoreGradHooks *hooks);
 int core_forward_backward(Core *core, const CoreBatch *batch, bool accumulate);
 // The update after core_forward_backward: before_update hook, GradScaler check, clipping,
 // SGD at the learning rate of this step for lr_batch images (the global batch under DDP).
+// ERROR_BAD_USAGE unless a core_forward_backward succeeded since the last update (a
+// core_step or a core_loss_grad with a gradient in between replaces those gradients).
 int core_apply_update(Core *core, int lr_batch, CoreStepResult *result);
 // Forgets every cached cuDNN algorithm choice (process-wide, as a fresh PyTorch process
 // starts with an empty cudnn.benchmark cache); the next step of every CUDA core plans its

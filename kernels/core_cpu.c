@@ -537,11 +537,17 @@ static void cpu_destroy(Core *core)
     core->impl = NULL;
 }
 
+static float *cpu_buffers(Core *core, void **stream)
+{
+    *stream = NULL;
+    return cpu(core)->stats;
+}
+
 static const CoreOps cpu_ops = {
     .step = cpu_step, .eval = cpu_eval, .loss_grad = cpu_loss_grad, .sync = cpu_sync,
     .stats = cpu_stats, .params_get = cpu_params_get, .params_set = cpu_params_set,
     .inject = cpu_inject, .destroy = cpu_destroy,
-    .forward_backward = cpu_forward_backward, .update = cpu_update,
+    .forward_backward = cpu_forward_backward, .update = cpu_update, .buffers = cpu_buffers,
 };
 
 int core_cpu_init(Core *core)

@@ -665,11 +665,17 @@ static int cuda_conv_algos(Core *core, CoreConvAlgoInfo *out, int max)
     return count;
 }
 
+static float *cuda_buffers(Core *core, void **stream)
+{
+    *stream = (void *)cu(core)->s;
+    return cu(core)->stats;
+}
+
 static const CoreOps cuda_ops = {
     .step = cuda_step, .eval = cuda_eval, .loss_grad = cuda_loss_grad, .sync = cuda_sync,
     .stats = cuda_stats, .params_get = cuda_params_get, .params_set = cuda_params_set,
     .inject = cuda_inject, .conv_algos = cuda_conv_algos, .destroy = cuda_destroy,
-    .forward_backward = cuda_forward_backward, .update = cuda_update,
+    .forward_backward = cuda_forward_backward, .update = cuda_update, .buffers = cuda_buffers,
 };
 
 static int cuda_init_state(Core *core)

@@ -24,6 +24,8 @@ typedef struct CoreOps {
     // The split step (NULL: the backend has none): core_forward_backward, core_apply_update.
     int (*forward_backward)(Core *core, const CoreBatch *batch, bool accumulate);
     int (*update)(Core *core, float lr, CoreStepResult *result);
+    // core_buffers: the BN running statistics and the stream they are used on (CPU: NULL).
+    float *(*buffers)(Core *core, void **stream);
 } CoreOps;
 
 struct Core {
@@ -35,6 +37,7 @@ struct Core {
     int step;              // next step index
     CoreGradHooks hooks;   // core_set_grad_hooks; hooks.ready == NULL: none
     bool hooks_armed;      // inside a training step's backward (not core_loss_grad)
+    bool grads_pending;    // a core_forward_backward succeeded since the last update
 };
 
 // Sets up a CPU backend (fast or reference, by core->backend) on a Core whose cfg and

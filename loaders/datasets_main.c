@@ -15,7 +15,7 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: datasets generate tiny|small|bench|large DIR\n"
+    fprintf(f, "usage: datasets generate tiny|small|bench|large|imagenet DIR\n"
                "       datasets check DIR [WORKERS]\n"
                "  generate  writes a synthetic ImageFolder dataset (DIR/<class>/*.jpg) of the\n"
                "            preset's size; DIR must not exist yet\n"

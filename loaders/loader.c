@@ -41,6 +41,9 @@ static int check_config(const LoaderConfig *c)
     if (c->pin != LOADER_PIN_NONE && c->pin != LOADER_PIN_COPY && c->pin != LOADER_PIN_REGISTER)
         return error_set(ERROR_BAD_USAGE, "loader: unknown pin mode %d", (int)c->pin);
     if (c->timeout_ms < 0) return error_set(ERROR_BAD_USAGE, "loader: timeout_ms must be >= 0");
+    if (c->world < 0 || c->rank < 0 || c->rank >= (c->world > 1 ? c->world : 1))
+        return error_set(ERROR_BAD_USAGE, "loader: rank %d of world %d: need 0 <= rank < world (world 0 or 1: "
+                         "one process, rank 0)", c->rank, c->world);
     if (c->max_image_pixels < 0)
         return error_set(ERROR_BAD_USAGE, "loader: max_image_pixels must be >= 0 (0: the default, %lld)",
                          (long long)JPEG_DEFAULT_MAX_PIXELS);
@@ -148,26 +151,35 @@ int loader_create(const LoaderConfig *cfg, Loader **out)
     atomic_init(&l->pin_copy_ns, 0);
     l->sample_bytes = augment_sample_bytes(&cfg->augment);
     int n = cfg->num_workers;
-    int64_t full = l->ds->num_samples / cfg->batch_size;
-    l->nbatches = cfg->drop_last || l->ds->num_samples % cfg->batch_size == 0 ? full : full + 1;
+    int64_t world = cfg->world > 1 ? cfg->world : 1;
+    l->nsamples = (l->ds->num_samples + world - 1) / world;  // padded to a multiple of world
+    int64_t full = l->nsamples / cfg->batch_size;
+    l->nbatches = cfg->drop_last || l->nsamples % cfg->batch_size == 0 ? full : full + 1;
     if (l->nbatches < 1) {
+        int64_t samples = l->nsamples;
         free(l);
-        return error_set(ERROR_BAD_USAGE, "loader: %lld samples make no batch of %d with drop_last",
-                            (long long)cfg->dataset->num_samples, cfg->batch_size);
+        return error_set(ERROR_BAD_USAGE, "loader: %lld samples%s make no batch of %d with drop_last",
+                         (long long)samples, world > 1 ? " per rank" : "", cfg->batch_size);
+    }
+    if (world > 1 && !(l->global_perm = malloc((size_t)l->ds->num_samples * sizeof *l->global_perm))) {
+        free(l);
+        return error_set(ERROR_OUT_OF_MEMORY, "loader: out of memory");
     }
     // N * prefetch batches in flight while the caller holds one more.
     l->nslots = n > 0 ? n * l->cfg.prefetch_factor + 1 : 1;
     int task_cap = l->cfg.prefetch_factor + 3;
-    l->lay = loader_ring_layout(n, l->nslots, task_cap, n > 0 ? l->ds->num_samples : 0,
+    l->lay = loader_ring_layout(n, l->nslots, task_cap, n > 0 ? l->nsamples : 0,
                                 l->ds->num_samples, cfg->batch_size, l->sample_bytes);
     if (n > 0) {
         l->pids = calloc((size_t)n, sizeof *l->pids);
         if (!l->pids) {
+            free(l->global_perm);
             free(l);
             return error_set(ERROR_OUT_OF_MEMORY, "loader: out of memory");
         }
         if (loader_ring_map(l) != 0) {
             free(l->pids);
+            free(l->global_perm);
             free(l);
             return -1;
         }
@@ -178,7 +190,7 @@ int loader_create(const LoaderConfig *cfg, Loader **out)
         if (cfg->persistent_workers && loader_workers_start(l) != 0) goto fail;
     } else {
         l->ring = aligned_alloc(4096, l->lay.total);
-        l->perm = malloc((size_t)l->ds->num_samples * sizeof *l->perm);
+        l->perm = malloc((size_t)l->nsamples * sizeof *l->perm);
         l->dec = jpeg_decoder_create();
         if (!l->ring || !l->perm || !l->dec) {
             if (l->dec) error_set(ERROR_OUT_OF_MEMORY, "loader: out of memory");
@@ -210,18 +222,24 @@ fail:;
     return error_restore(kind, msg);
 }
 
+// The epoch's order: the permutation of (seed, epoch) (or the identity); with world > 1,
+// this rank's every world-th position of it, padded by wrapping (DistributedSampler).
 static void make_order(Loader *l, int64_t epoch)
 {
     int64_t n = l->ds->num_samples;
-    for (int64_t i = 0; i < n; i++) l->perm[i] = i;
-    if (!l->cfg.shuffle) return;
-    Rng r = rng_make(l->cfg.seed, 0x5A3D1E5ull, (uint64_t)epoch);
-    for (int64_t i = n - 1; i > 0; i--) {
-        int64_t j = rng_below(&r, i + 1);
-        int64_t t = l->perm[i];
-        l->perm[i] = l->perm[j];
-        l->perm[j] = t;
+    int64_t *perm = l->global_perm ? l->global_perm : l->perm;
+    for (int64_t i = 0; i < n; i++) perm[i] = i;
+    if (l->cfg.shuffle) {
+        Rng r = rng_make(l->cfg.seed, 0x5A3D1E5ull, (uint64_t)epoch);
+        for (int64_t i = n - 1; i > 0; i--) {
+            int64_t j = rng_below(&r, i + 1);
+            int64_t t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
     }
+    if (!l->global_perm) return;
+    for (int64_t i = 0; i < l->nsamples; i++) l->perm[i] = perm[(l->cfg.rank + i * l->cfg.world) % n];
 }
 
 static void issue(Loader *l, int64_t b)
@@ -473,9 +491,11 @@ int loader_next_batch(Loader *l, LoaderBatch *batch)
 
 int64_t loader_num_batches(const Loader *l) { return l->nbatches; }
 
+int64_t loader_epoch_samples(const Loader *l) { return l->nsamples; }
+
 void loader_epoch_order(const Loader *l, int64_t *order)
 {
-    memcpy(order, l->perm, (size_t)l->ds->num_samples * sizeof *order);
+    memcpy(order, l->perm, (size_t)l->nsamples * sizeof *order);
 }
 
 int loader_worker_pid(const Loader *l, int i)
@@ -519,5 +539,6 @@ void loader_destroy(Loader *l)
     jpeg_decoder_destroy(l->dec);
     image_free(&l->img);
     free(l->pids);
+    free(l->global_perm);
     free(l);
 }

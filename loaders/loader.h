@@ -57,6 +57,16 @@ typedef struct {
     // allocators to run the pinning stage (and its thread) without a GPU.
     int (*pin_host_alloc)(size_t bytes, void **ptr);
     void (*pin_host_free)(void *ptr);
+    // torch.utils.data.DistributedSampler (DDP: one loader per rank, with its own workers).
+    // world > 1: each epoch's order is the one a single loader of the same seed makes,
+    // padded by wrapping to a multiple of world, and this loader reads every world-th
+    // sample of it from position rank: ceil(num_samples / world) samples per epoch, the
+    // same on every rank, so every rank takes the same number of batches. Batch b of rank
+    // r with batch_size B is then positions [b*B*world, (b+1)*B*world) of the padded order
+    // taken every world-th from r: together, the ranks' batch b is a single loader's batch b
+    // with batch_size B*world. Augmentation stays seeded by (seed, epoch, dataset index).
+    // world 0 or 1: the whole dataset (rank must be 0).
+    int world, rank;
 } LoaderConfig;
 
 // One batch; valid until the next loader_next_batch/loader_begin_epoch/loader_destroy.
@@ -110,7 +120,10 @@ int loader_begin_epoch(Loader *l, int64_t epoch);
 int loader_next_batch(Loader *l, LoaderBatch *batch);
 // Batches per epoch.
 int64_t loader_num_batches(const Loader *l);
-// Copies the sampler order (dataset indices) of the current epoch into order[num_samples].
+// Samples per epoch: num_samples, or this rank's share (world > 1).
+int64_t loader_epoch_samples(const Loader *l);
+// Copies the sampler order (dataset indices) of the current epoch into
+// order[loader_epoch_samples(l)] (this rank's share when world > 1).
 void loader_epoch_order(const Loader *l, int64_t *order);
 // Process id of worker i, or -1 when it is not running.
 int loader_worker_pid(const Loader *l, int i);

@@ -70,6 +70,8 @@ struct Loader {
     int64_t pin_held;       // batch whose pinned buffer the caller holds, -1 when none
     _Atomic int64_t pin_copy_ns; // time the pin thread spent copying (not waiting)
     int64_t *perm;          // sampler order of this epoch (inside the ring when N > 0)
+    int64_t nsamples;       // samples in perm: num_samples, or this rank's share
+    int64_t *global_perm;   // world > 1: the whole epoch's order before the split
     pid_t parent_pid;
     pid_t *pids;            // [num_workers], 0 when not running
     JpegDecoder *dec;       // N = 0 only

@@ -53,7 +53,7 @@ void loader_fill_slot(const Loader *l, uint8_t *ring, const int64_t *perm, int s
     h->error_kind = ERROR_NONE;
     int64_t start = b * l->cfg.batch_size;
     int64_t end = start + l->cfg.batch_size;
-    if (end > l->ds->num_samples) end = l->ds->num_samples;
+    if (end > l->nsamples) end = l->nsamples;
     for (int64_t pos = start; pos < end; pos++) {
         if (rh && atomic_load_explicit(&rh->shutdown, memory_order_relaxed)) {
             h->status = SLOT_ERROR;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check, run on the GPU machine in the repository root after
 # scripts/device-stage.sh here:
-#   bash scripts/device-check.sh [BUDGET_SECONDS]        (default 420)
+#   bash scripts/device-check.sh [BUDGET_SECONDS]        (default 480)
 # Within one deadline (start + budget) for everything, it logs the CUDA libraries it
 # finds and loads, runs every test (GPU tests included) and then a quick pass of every
 # practice (`make bench` with a short minimum time), and packs the log and the results
@@ -11,8 +11,8 @@
 # charts back home with `make charts RESULTS=results/<folder>`.
 # Environment: BUILD (default device-stage/build), OUT (default /tmp/device-out),
 # RESULTS_ROOT (where the results folder goes, default results),
-# BENCH_ARGS (default --benchmark_min_time=0.05), DEVICE_CHECK_TEST_SHARE (percent of
-# the budget the tests may use, default 55).
+# BENCH_ARGS (default --benchmark_min_time=0.05), BENCH_REPETITIONS (default 3),
+# DEVICE_CHECK_TEST_SHARE (percent of the budget the tests may use, default 45).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -29,12 +29,12 @@ if [[ ${1:-} == --archive ]]; then
   exit $?
 fi
 
-budget=${1:-420}
+budget=${1:-480}
 if [[ ! $budget =~ ^[0-9]+$ ]] || ((budget < 10)); then
   echo "device-check: BUDGET_SECONDS='$budget' must be a whole number of seconds >= 10" >&2
   exit 2
 fi
-test_share=${DEVICE_CHECK_TEST_SHARE:-55}
+test_share=${DEVICE_CHECK_TEST_SHARE:-45}
 if [[ ! $test_share =~ ^[0-9]+$ ]] || ((test_share < 1 || test_share > 95)); then
   echo "device-check: DEVICE_CHECK_TEST_SHARE='$test_share' must be a percentage in 1..95" >&2
   exit 2
@@ -93,6 +93,13 @@ main() {
   # and the largest preset (the caller's own BENCH_ARGS_<name> win).
   export BENCH_ARGS_batch_size=${BENCH_ARGS_batch_size-"--benchmark_filter=preset:tiny/|^batch_size/sweep/preset:resnet18/batch:(8|64|512)/"}
   export BENCH_ARGS_zero_grad=${BENCH_ARGS_zero_grad-"--benchmark_filter=preset:(tiny|small|resnet18)/"}
+  export BENCH_ARGS_amp=${BENCH_ARGS_amp-"--benchmark_filter=^amp_gemm/.*/size:(1024|4096|16384)/|^amp_gemm_linear/|^amp_conv(_tf32)?/.*/shape:(c64h56k64r3s1|c256h14k256r3s1)/|^amp(_nhwc|_tf32)?/.*/preset:(tiny|resnet18)/|^amp_parity/|^amp_scaler"}
+  export BENCH_ARGS_layout=${BENCH_ARGS_layout-"--benchmark_filter=preset:(tiny|resnet18)/"}
+  export BENCH_ARGS_cudnn_benchmark=${BENCH_ARGS_cudnn_benchmark-"--benchmark_filter=preset:(tiny|resnet18)/ --dynamic_steps=16 --harness_axis=conv=0,5,10"}
+  export BENCH_ARGS_sync=${BENCH_ARGS_sync-"--harness_axis=batch=8,64"}
+  export BENCH_ARGS_on_device=${BENCH_ARGS_on_device-"--harness_axis=bytes=4096:67108864:*16"}
+  # Three repetitions (not make bench's five): enough for an interval, not for the U test.
+  export BENCH_REPETITIONS=${BENCH_REPETITIONS:-3}
   BENCH_DEADLINE=$((deadline - pack_reserve)) BENCH_NO_CHARTS=1 RESULTS_DIR="$results" \
     BENCH_ARGS="${BENCH_ARGS:---benchmark_min_time=0.05}" BENCH_AFTER_PROGRAM="$archive_cmd" \
     BENCH_COMMAND="bash scripts/device-check.sh $budget (quick pass: BENCH_ARGS=${BENCH_ARGS:---benchmark_min_time=0.05})" \

@@ -16,8 +16,9 @@
 #   RESULTS_DIR    write here instead of results/<slug>_<date>
 #   BENCH_NO_CHARTS=1  skip the charts (a machine without gnuplot; `make charts` later)
 #   BENCH_DEADLINE     a time (seconds since the epoch) by which everything, summary and
-#                      report included, must be done: each program gets what is left
-#                      (at most BENCH_TIMEOUT); one that cannot start in time is "not run"
+#                      report included, must be done: each program gets at most twice its
+#                      share of what is left (and at most BENCH_TIMEOUT); one that cannot
+#                      start in time is "not run"
 #   BENCH_AFTER_PROGRAM  a shell command run after each program (e.g. to archive what
 #                      has finished so far; scripts/device-check.sh uses it)
 #   BENCH_COMMAND      the command recorded in command.txt (default: make bench ...)
@@ -91,7 +92,12 @@ for prog in "${programs[@]}"; do
       any_failed=1
       continue
     fi
-    if ((timeout_s == 0 || remaining < timeout_s)); then limit=$remaining limited_by="BENCH_DEADLINE"; fi
+    # A fair share: at most twice this program's part of what is left, so one slow
+    # program cannot starve the rest (time a quick or skipping one leaves goes on).
+    left=$((${#programs[@]} - i + 1))
+    share=$((left > 1 ? 2 * remaining / left : remaining))
+    ((share < 5)) && share=$((remaining < 5 ? remaining : 5))
+    if ((timeout_s == 0 || share < timeout_s)); then limit=$share limited_by="BENCH_DEADLINE (its share of the time left)"; fi
   fi
   prog_args_var=BENCH_ARGS_$name
   read -r -a prog_args <<<"${!prog_args_var:-}"

@@ -266,24 +266,44 @@ def num(row, key):
 
 
 def contended_reasons(rows):
-    """Why the machine did not give these repetitions (or tidy row) their resources."""
-    reasons = []
+    """Why the machine did not give these repetitions (or tidy row) their resources: one
+    line per kind, over the repetitions it concerns (e.g. "loader used 0.25-0.80 of the 2
+    cores its workers could use (3 of 5 repetitions)").
+
+    A loader counts only where it was the bottleneck: alone (no step_ms), or feeding
+    training steps that waited for its batches (wait_ms_per_step over 10% of step_ms); a
+    loader that keeps up with training idles by design."""
+    loader, clock, throttled = [], [], []
+    expected_cores = None
     for r in rows:
-        rep = r.get("repetition")
-        where = "repetition %s: " % rep if rep not in (None, "") else ""
         used, workers, cores = num(r, "cpu_cores_used"), num(r, "num_workers"), num(r, "ctx_host_cores")
-        if used is not None and workers is not None and workers >= 1:
+        step, wait = num(r, "step_ms"), num(r, "wait_ms_per_step")
+        bottleneck = step is None or (wait is not None and wait > 0.1 * step)
+        if used is not None and workers is not None and workers >= 1 and bottleneck:
             expected = min(workers, cores) if cores else workers
             if used < CONTENDED_FRACTION * expected:
-                reasons.append("%sloader used %.2f cores of the %d its workers could use" % (where, used, expected))
-        clock, clock_max = num(r, "gpu_sm_clock_after_mhz"), num(r, "ctx_gpu_sm_clock_max_mhz")
-        if clock and clock_max and clock < CONTENDED_FRACTION * clock_max:
-            reasons.append("%sSM clock %d of %d MHz after the run" % (where, clock, clock_max))
+                loader.append(used)
+                expected_cores = expected
+        sm, sm_max = num(r, "gpu_sm_clock_after_mhz"), num(r, "ctx_gpu_sm_clock_max_mhz")
+        if sm and sm_max and sm < CONTENDED_FRACTION * sm_max:
+            clock.append((sm, sm_max))
         throttle = num(r, "gpu_throttle_after")
         if throttle:
             bad = [name for bit, name in sorted(THROTTLE_BAD.items()) if int(throttle) & bit]
             if bad:
-                reasons.append("%sGPU throttled: %s" % (where, " + ".join(bad)))
+                throttled.append(" + ".join(bad))
+    n = len(rows)
+    where = lambda k: "" if n <= 1 else " (%d of %d repetitions)" % (k, n)
+    span = lambda lo, hi, fmt: fmt % lo if abs(hi - lo) < 1e-9 else (fmt + "-" + fmt) % (lo, hi)
+    reasons = []
+    if loader:
+        reasons.append("loader used %s of the %d cores its workers could use%s"
+                       % (span(min(loader), max(loader), "%.2f"), expected_cores, where(len(loader))))
+    if clock:
+        lo, hi = min(c[0] for c in clock), max(c[0] for c in clock)
+        reasons.append("SM clock %s of %d MHz after the run%s" % (span(lo, hi, "%d"), clock[0][1], where(len(clock))))
+    if throttled:
+        reasons.append("GPU throttled: %s%s" % (", ".join(sorted(set(throttled))), where(len(throttled))))
     return reasons
 
 

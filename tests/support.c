@@ -21,7 +21,12 @@ bool test_gpu_missing(void)
 const char *test_suite_root(void)
 {
     const char *r = getenv("SUITE_ROOT");
-    return r && *r ? r : ".";
+    if (r && *r) return r;
+    // Run by hand from the repository root: an absolute path, so that tests which cd
+    // elsewhere still find the scripts.
+    static char cwd[4096];
+    if (!cwd[0] && !realpath(".", cwd)) snprintf(cwd, sizeof cwd, ".");
+    return cwd;
 }
 
 const char *test_build_dir(void)

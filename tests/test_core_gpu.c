@@ -423,6 +423,134 @@ static void test_gpu_batch_size_changes(void **state)
     core_free(core);
 }
 
+// ---- split step and gradient hooks (what DDP builds on) ----------------------------------
+
+// What the hooks saw: each ready range is copied, on a side stream that waits on the
+// hook's event, into snap; a range copied before its gradients were final would differ
+// from the gradient computed without hooks.
+typedef struct HookLog {
+    cudaStream_t side;
+    float *snap;       // device, np floats
+    size_t np, covered, last_end;
+    int ready_calls, before_calls;
+    bool args_ok, order_ok;
+} HookLog;
+
+static int log_ready(void *user, const CoreGradReady *r)
+{
+    HookLog *h = user;
+    h->ready_calls++;
+    h->args_ok = h->args_ok && r->event && r->stream && r->grads && r->count > 0 &&
+                 r->offset + r->count <= h->np;
+    if (!h->args_ok) return 0;
+    if (h->covered % h->np == 0) h->last_end = h->np;  // a new backward begins
+    h->order_ok = h->order_ok && r->offset + r->count <= h->last_end;  // backward order
+    h->last_end = r->offset;
+    h->covered += r->count;
+    if (cudaStreamWaitEvent(h->side, (cudaEvent_t)r->event, 0) != cudaSuccess ||
+        cudaMemcpyAsync(h->snap + r->offset, r->grads + r->offset, r->count * sizeof(float),
+                        cudaMemcpyDeviceToDevice, h->side) != cudaSuccess)
+        return error_set(ERROR_LIBRARY, "hook: %s", cudaGetErrorString(cudaGetLastError()));
+    return 0;
+}
+
+static int log_before_update(void *user, float *grads, size_t count, void *stream)
+{
+    HookLog *h = user;
+    (void)grads;
+    h->before_calls++;
+    h->args_ok = h->args_ok && count == h->np && stream;
+    return cudaStreamSynchronize(h->side) == cudaSuccess ? 0 : error_set(ERROR_LIBRARY, "hook sync");
+}
+
+static void log_arm(HookLog *h, Core *core)
+{
+    h->np = core_param_count(core);
+    h->covered = 0;
+    h->last_end = h->np;
+    h->ready_calls = h->before_calls = 0;
+    h->args_ok = h->order_ok = true;
+    CoreGradHooks hooks = {log_ready, log_before_update, h};
+    assert_int_equal(core_set_grad_hooks(core, &hooks), 0);
+}
+
+// core_forward_backward + core_apply_update equals core_step; the hooks report every
+// parameter once per backward, in backward order, and their events order the copies after
+// the gradients (also through the staged NHWC path); accumulate adds micro-batches.
+static void test_gpu_split_step_and_hooks(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    for (int layout = 0; layout < 2; layout++)
+        for (int mode = 0; mode < 2; mode++) {
+            // every core here has this config: same (deterministic) algorithms, same results
+            CoreConfig cfg = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 8);
+            cfg.layout = layout ? CORE_LAYOUT_NHWC : CORE_LAYOUT_NCHW;
+            cfg.zero_grad = mode ? CORE_ZERO_GRAD_SET_TO_NONE : CORE_ZERO_GRAD_MEMSET;
+            Batch b1, b2;
+            batch_open(&b1, &cfg, 8, 0);
+            batch_open(&b2, &cfg, 8, 1);
+            Core *ref = create(&cfg), *plain = create(&cfg), *split = create(&cfg), *acc = create(&cfg);
+            size_t np = core_param_count(ref);
+            float *g1 = malloc(np * sizeof(float)), *g2 = malloc(np * sizeof(float));
+            float *snap = malloc(np * sizeof(float)), *pa = malloc(np * sizeof(float));
+            float *pb = malloc(np * sizeof(float));
+            assert_true(g1 && g2 && snap && pa && pb);
+            float loss = NAN;
+            assert_int_equal(core_loss_grad(ref, &b1.b, &loss, g1), 0);
+            assert_int_equal(core_loss_grad(ref, &b2.b, &loss, g2), 0);
+            HookLog h = {0};
+            assert_int_equal(cudaStreamCreateWithFlags(&h.side, cudaStreamNonBlocking), cudaSuccess);
+            assert_int_equal(cudaMalloc((void **)&h.snap, np * sizeof(float)), cudaSuccess);
+
+            // One step, split and hooked, against core_step.
+            assert_int_equal(core_step(plain, &b1.b, NULL), 0);
+            log_arm(&h, split);
+            int rc = core_forward_backward(split, &b1.b, false);
+            if (rc == 0) rc = core_apply_update(split, 8, NULL);
+            if (rc != 0) printf("split step: %s\n", error_message());
+            assert_int_equal(rc, 0);
+            assert_int_equal(cudaMemcpy(snap, h.snap, np * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+            assert_int_equal(core_params_get(plain, pa, np), 0);
+            assert_int_equal(core_params_get(split, pb, np), 0);
+            double e_params = rel_l2(pb, pa, np), e_grad = rel_l2(snap, g1, np);
+            printf("%s, %s: split vs core_step weights rel %.2e (tol 1e-6); hooked gradient vs "
+                   "core_loss_grad rel %.2e (tol 1e-5); %d ready calls covering %zu of %zu\n",
+                   core_layout_name(cfg.layout), core_zero_grad_name(cfg.zero_grad), e_params,
+                   e_grad, h.ready_calls, h.covered, np);
+            assert_true(h.args_ok && h.order_ok);
+            assert_int_equal(h.covered, np);
+            assert_int_equal(h.before_calls, 1);
+            assert_true(e_params <= 1e-6);
+            assert_true(e_grad <= 1e-5);
+
+            // Two micro-batches accumulated: the hooked gradient is their sum.
+            log_arm(&h, acc);
+            rc = core_forward_backward(acc, &b1.b, false);
+            if (rc == 0) rc = core_forward_backward(acc, &b2.b, true);
+            assert_int_equal(cudaStreamSynchronize(h.side), cudaSuccess);
+            assert_int_equal(cudaMemcpy(snap, h.snap, np * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+            CoreStepResult r;
+            if (rc == 0) rc = core_apply_update(acc, 16, &r);
+            if (rc != 0) printf("accumulated step: %s\n", error_message());
+            assert_int_equal(rc, 0);
+            for (size_t i = 0; i < np; i++) g1[i] += g2[i];
+            double e_acc = rel_l2(snap, g1, np);
+            printf("  accumulated 2 x 8: gradient vs the sum of core_loss_grad rel %.2e (tol 1e-5), "
+                   "loss %.4f over %d micro-batches\n", e_acc, r.loss, r.loss_steps);
+            assert_int_equal(h.covered, 2 * np);
+            assert_true(e_acc <= 1e-5);
+            assert_true(r.loss_ready && isfinite(r.loss) && r.loss_steps == 2);
+
+            cudaFree(h.snap);
+            cudaStreamDestroy(h.side);
+            free(g1); free(g2); free(snap); free(pa); free(pb);
+            core_free(ref); core_free(plain); core_free(split); core_free(acc);
+            batch_close(&b1);
+            batch_close(&b2);
+        }
+}
+
 static void test_gpu_out_of_memory_is_reported(void **state)
 {
     (void)state;
@@ -507,6 +635,7 @@ int main(void)
         cmocka_unit_test(test_gpu_deferred_readback),
         cmocka_unit_test(test_gpu_device_batch_matches_host),
         cmocka_unit_test(test_gpu_batch_size_changes),
+        cmocka_unit_test(test_gpu_split_step_and_hooks),
         cmocka_unit_test(test_gpu_out_of_memory_is_reported),
         cmocka_unit_test(test_gpu_every_precision_layout_and_policy_runs),
     };

@@ -8,7 +8,13 @@
 //   the worst seen here is 1.5e-8 while the weights move by 1e-2)
 // for overlapped and non-overlapped all-reduce, many buckets, the default (one bucket for
 // this model) and all-in-one, no_sync accumulation against one large batch, and clipping
-// with the GradScaler path (both must see the reduced gradients). A rank
+// with the GradScaler path (both must see the reduced gradients).
+// BatchNorm (the `tiny` ResNet): each DDP rank normalises its own local batch with its
+// own batch statistics (DDP is not SyncBatchNorm), so DDP over N ranks is NOT one process
+// on the global batch; it is DataParallel over N replicas whose chunk r is rank r's batch.
+// The BN variants compare the parameters with that (same tolerance), and check
+// broadcast_buffers (see check_buffers): every rank's running statistics follow rank 0's,
+// DataParallel's replica 0's, within the same tolerance. A rank
 // killed mid-run must make mpirun and every other rank exit non-zero within seconds,
 // leaving no process behind; a rank that hangs must trip the others' watchdog.
 #include <stdarg.h>
@@ -27,6 +33,7 @@
 #include <unistd.h>
 
 #include "dist/comm.h"
+#include "dist/data_parallel.h"
 #include "dist/ddp.h"
 #include "dist/env.h"
 #include "dist/sampler.h"
@@ -49,20 +56,24 @@ typedef struct Variant {
     float clip_norm;   // > 0: clip_grad_norm_, which must see the reduced gradients
     bool fp16;         // the GradScaler path (fp32 maths on the CPU): its inf check and
                        // unscale must see the reduced gradients too
+    const char *preset; // NULL: the BN-free mlp against one process; a BN preset: against
+                        // DataParallel over `world` replicas
 } Variant;
 
 static const Variant variants[] = {
-    {"overlap_16KiB_buckets", true, 16 << 10, 4 << 10, 1, 0.0f, false},
-    {"overlap_default_buckets", true, DDP_DEFAULT_BUCKET_CAP_BYTES, DDP_DEFAULT_FIRST_BUCKET_BYTES, 1, 0.0f, false},
-    {"overlap_all_in_one", true, 0, 0, 1, 0.0f, false},
-    {"not_overlapped", false, 16 << 10, 4 << 10, 1, 0.0f, false},
-    {"no_sync_accumulate_3", true, 64 << 10, 8 << 10, 3, 0.0f, false},
-    {"clip_and_grad_scaler", true, 16 << 10, 4 << 10, 1, 0.25f, true},
+    {"overlap_16KiB_buckets", true, 16 << 10, 4 << 10, 1, 0.0f, false, NULL},
+    {"overlap_default_buckets", true, DDP_DEFAULT_BUCKET_CAP_BYTES, DDP_DEFAULT_FIRST_BUCKET_BYTES, 1, 0.0f, false, NULL},
+    {"overlap_all_in_one", true, 0, 0, 1, 0.0f, false, NULL},
+    {"not_overlapped", false, 16 << 10, 4 << 10, 1, 0.0f, false, NULL},
+    {"no_sync_accumulate_3", true, 64 << 10, 8 << 10, 3, 0.0f, false, NULL},
+    {"clip_and_grad_scaler", true, 16 << 10, 4 << 10, 1, 0.25f, true, NULL},
+    {"batchnorm_overlap_8KiB_buckets", true, 8 << 10, 2 << 10, 1, 0.0f, false, "tiny"},
+    {"batchnorm_not_overlapped", false, 0, 0, 1, 0.0f, false, "tiny"},
 };
 
 static void make_config(CoreConfig *cfg, const Variant *v)
 {
-    core_config_preset(cfg, "mlp");
+    core_config_preset(cfg, v->preset ? v->preset : "mlp");
     cfg->backend = CORE_BACKEND_CPU;
     cfg->batch_size = GLOBAL_BATCH;
     cfg->seed = 11;
@@ -84,11 +95,62 @@ static int fail_rank(int rank, const char *what)
     return 1;
 }
 
-// Trains one variant with DDP and as one process; returns 0 when they agree.
+static double max_abs_diff(const float *a, const float *b, size_t n, size_t *outside)
+{
+    double worst = 0.0;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > TOL_ABS + TOL_REL * fabs(b[i])) bad++;
+        if (d > worst) worst = d;
+    }
+    if (outside) *outside = bad;
+    return worst;
+}
+
+// BN variants, broadcast_buffers. Before the last step, ranks other than 0 overwrite their
+// running statistics with CORRUPT; the step's broadcast must replace them with rank 0's,
+// so after it every rank's are rank 0's updated with its own last batch (momentum 0.1):
+// within 0.1 x CORRUPT / 10 of DataParallel's replica 0 (rank 0's chain), where without
+// the broadcast they would stay near 0.9 x CORRUPT. After one more broadcast (what the
+// next step does first) they equal replica 0's within the tolerance.
+#define CORRUPT 1000.0f
+
+static int corrupt_buffers(Core *core, int rank)
+{
+    float *mine = NULL;
+    void *stream = NULL;
+    if (rank == 0) return 0;
+    if (core_buffers(core, &mine, &stream) != 0) return fail_rank(rank, "no BatchNorm buffers");
+    for (size_t i = 0; i < core_buffer_count(core); i++) mine[i] = CORRUPT;
+    return 0;
+}
+
+static int check_buffers(Ddp *ddp, Core *core, DataParallel *dp, int rank)
+{
+    size_t nb = core_buffer_count(core);
+    float *mine = NULL, *replica0 = NULL;
+    void *stream = NULL;
+    if (nb == 0 || core_buffers(core, &mine, &stream) != 0 || core_buffers(dp_core(dp), &replica0, &stream) != 0)
+        return fail_rank(rank, "no BatchNorm buffers");
+    size_t before_bad = 0, after_bad = 0;
+    double before = max_abs_diff(mine, replica0, nb, &before_bad);
+    if (ddp_broadcast_buffers(ddp) != 0) return fail_rank(rank, "broadcast_buffers");
+    double after = max_abs_diff(mine, replica0, nb, &after_bad);
+    printf("rank %d: BN running statistics (%zu floats) vs DataParallel replica 0: max diff %.3g after the "
+           "last step (%s), %.3g (%zu outside tolerance) after one more broadcast\n", rank, nb, before,
+           rank ? "corrupted before it" : "rank 0's own", after, after_bad);
+    if (after_bad != 0 || before > 0.1 * CORRUPT / 10) return 1;
+    return 0;
+}
+
+// Trains one variant with DDP and with its reference (one process on the global batch, or
+// DataParallel over world replicas for BN models); returns 0 when they agree.
 static int run_variant(DistComm *comm, const DistEnv *env, const Variant *v, int kill_rank, int kill_step,
                        bool hang)
 {
     int rank = env->rank, world = env->world, A = v->accumulation, local = 0;
+    bool bn = v->preset != NULL;
     if (dist_local_batch(GLOBAL_BATCH, world, rank, &local) != 0) return fail_rank(rank, "batch");
     CoreConfig cfg;
     make_config(&cfg, v);
@@ -99,21 +161,25 @@ static int run_variant(DistComm *comm, const DistEnv *env, const Variant *v, int
         dist_sampler_init(&all, DATASET, world, 0, true, false, 5) != 0)
         return fail_rank(rank, "sampler");
     size_t *my_idx = malloc(mine.per_rank * sizeof *my_idx), *global_idx = malloc(all.per_rank * world * sizeof *global_idx);
+    size_t *chunk_idx = malloc((size_t)GLOBAL_BATCH * A * sizeof *chunk_idx);
     int big = GLOBAL_BATCH * A;
     float *images = malloc((size_t)big * per * sizeof *images);
     int32_t *labels = malloc((size_t)big * sizeof *labels);
     CoreBatch *micro = calloc((size_t)A, sizeof *micro);
     Core *core = NULL, *ref = NULL;
+    DataParallel *dp = NULL;
     Ddp *ddp = NULL;
     DdpConfig dc = {.bucket_cap_bytes = v->cap, .first_bucket_bytes = v->first, .overlap = v->overlap,
                     .accumulation_steps = A};
     int rc = 1;
-    if (!my_idx || !global_idx || !images || !labels || !micro) { fprintf(stderr, "rank %d: out of memory\n", rank); goto out; }
+    if (!my_idx || !global_idx || !chunk_idx || !images || !labels || !micro) { fprintf(stderr, "rank %d: out of memory\n", rank); goto out; }
     if (dist_sampler_indices(&mine, 0, my_idx) != 0 || dist_sampler_global(&all, 0, global_idx) != 0 ||
-        core_create(&cfg, &core) != 0 || core_create(&cfg, &ref) != 0 || ddp_create(core, comm, &dc, &ddp) != 0) {
+        core_create(&cfg, &core) != 0 || (bn ? dp_create(&cfg, world, &dp) : core_create(&cfg, &ref)) != 0 ||
+        ddp_create(core, comm, &dc, &ddp) != 0) {
         fail_rank(rank, v->name);
         goto out;
     }
+    if (dp) ref = dp_core(dp);
     int steps = kill_rank >= 0 ? 1 << 20 : STEPS;
     for (int s = 0; s < steps; s++) {
         if (rank == kill_rank && s == kill_step) {
@@ -125,23 +191,29 @@ static int run_variant(DistComm *comm, const DistEnv *env, const Variant *v, int
             fill_batch(&task, my_idx + pos + (size_t)a * local, local, images + (size_t)a * local * per, labels + a * local);
             micro[a] = (CoreBatch){images + (size_t)a * local * per, labels + a * local, local, CORE_MEMORY_HOST};
         }
+        if (bn && s == STEPS - 1 && corrupt_buffers(core, rank) != 0) goto out;
         if (ddp_step(ddp, micro, big, NULL) != 0) { fail_rank(rank, v->name); goto out; }
         if (kill_rank >= 0) continue;
+        CoreBatch whole = {images, labels, big, CORE_MEMORY_HOST};
+        if (dp) {
+            // DataParallel's chunk r is rank r's batch: shard position pos + i of rank r is
+            // position (pos + i) * world + r of the epoch's list
+            for (int r = 0; r < world; r++)
+                for (int i = 0; i < local; i++) chunk_idx[r * local + i] = global_idx[(pos + (size_t)i) * world + (size_t)r];
+            fill_batch(&task, chunk_idx, big, images, labels);
+            if (dp_step(dp, &whole, NULL) != 0) { fail_rank(rank, "DataParallel reference"); goto out; }
+            continue;
+        }
         // the same samples, as one process reads them: positions [pos*world, +big) of the list
         fill_batch(&task, global_idx + pos * world, big, images, labels);
-        CoreBatch whole = {images, labels, big, CORE_MEMORY_HOST};
         if (core_step(ref, &whole, NULL) != 0) { fail_rank(rank, "reference"); goto out; }
     }
     size_t np = core_param_count(core);
     float *p = malloc(np * sizeof *p), *q = malloc(np * sizeof *q);
     if (p && q && core_params_get(core, p, np) == 0 && core_params_get(ref, q, np) == 0) {
-        double worst = 0.0, moved = 0.0;
+        double moved = 0.0;
         size_t bad = 0;
-        for (size_t i = 0; i < np; i++) {
-            double d = fabs((double)p[i] - q[i]);
-            if (d > TOL_ABS + TOL_REL * fabs(q[i])) bad++;
-            if (d > worst) worst = d;
-        }
+        double worst = max_abs_diff(p, q, np, &bad);
         // the reference must have moved, or the comparison proves nothing
         float *init = malloc(np * sizeof *init);
         Core *fresh = NULL;
@@ -151,18 +223,22 @@ static int run_variant(DistComm *comm, const DistEnv *env, const Variant *v, int
         free(init);
         DdpStats st;
         ddp_stats(ddp, &st);
-        printf("rank %d/%d %s: %d buckets (largest %zu B), max |ddp - single| = %.3g, %zu of %zu outside "
+        printf("rank %d/%d %s: %d buckets (largest %zu B), max |ddp - %s| = %.3g, %zu of %zu outside "
                "tolerance, reference moved by up to %.3g\n",
-               rank, world, v->name, st.buckets, st.largest_bucket, worst, bad, np, moved);
+               rank, world, v->name, st.buckets, st.largest_bucket, dp ? "data_parallel" : "single", worst, bad,
+               np, moved);
         rc = bad == 0 && moved > 1e-3 ? 0 : 1;
+        if (rc == 0 && dp) rc = check_buffers(ddp, core, dp, rank);
     }
     free(p);
     free(q);
 out:
     ddp_free(ddp);
     core_free(core);
-    core_free(ref);
-    free(my_idx); free(global_idx); free(images); free(labels); free(micro);
+    if (dp) dp_free(dp);
+    else core_free(ref);
+    core_cpu_set_threads(1);  // dp_create set it to 1 as well; the ranks run on one thread
+    free(my_idx); free(global_idx); free(chunk_idx); free(images); free(labels); free(micro);
     return rc;
 }
 
@@ -286,13 +362,13 @@ static void test_hung_rank_trips_the_watchdog(void **state)
 }
 
 // build/train --nproc-per-node 2 (mpirun underneath) ends with the held-out loss and
-// accuracy of one process on the same global batches.
-static void test_train_nproc_per_node_matches_one_process(void **state)
+// accuracy of one process on the same global batches (the BN-free mlp: see above).
+static void train_matches_one_process(const char *data_flags)
 {
-    (void)state;
-    if (mpirun_missing()) skip();
     char out[2][128];
-    const char *flags = "--data tensor --preset mlp --steps 20 --log-every 20 --batch-size 24 --backend cpu --warmup 0 --lr-decay constant";
+    char flags[512];
+    snprintf(flags, sizeof flags, "%s --preset mlp --log-every 20 --backend cpu --warmup 0 --lr-decay constant",
+             data_flags);
     for (int ddp = 0; ddp < 2; ddp++) {
         snprintf(out[ddp], sizeof out[ddp], "/tmp/test_dist_train_%d_%d.out", (int)getpid(), ddp);
         int rc = test_run("'%s/train' %s %s >%s 2>&1", test_build_dir(), flags, ddp ? "--nproc-per-node 2" : "", out[ddp]);
@@ -319,6 +395,28 @@ static void test_train_nproc_per_node_matches_one_process(void **state)
     unlink(out[1]);
 }
 
+static void test_train_nproc_per_node_matches_one_process(void **state)
+{
+    (void)state;
+    if (mpirun_missing()) skip();
+    train_matches_one_process("--data tensor --steps 20 --batch-size 24");
+}
+
+// The same through the loader: each rank's loader (its own worker) reads its shard of every
+// epoch, and together the ranks' batches are the one process's (6 epochs of 20 images).
+static void test_train_images_nproc_per_node_matches_one_process(void **state)
+{
+    (void)state;
+    if (mpirun_missing()) skip();
+    char cache[64], flags[256];
+    snprintf(cache, sizeof cache, "/tmp/test_dist_ddp_cache_%d", (int)getpid());
+    setenv("BENCH_CACHE_DIR", cache, 1);
+    snprintf(flags, sizeof flags, "--data images --dataset-preset tiny --num-workers 1 --steps 30 --batch-size 8");
+    train_matches_one_process(flags);
+    unsetenv("BENCH_CACHE_DIR");
+    test_run("rm -rf '%s'", cache);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--ddp-worker") == 0) return worker(argc, argv);
@@ -338,6 +436,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_killed_rank_stops_the_others),
         cmocka_unit_test(test_hung_rank_trips_the_watchdog),
         cmocka_unit_test(test_train_nproc_per_node_matches_one_process),
+        cmocka_unit_test(test_train_images_nproc_per_node_matches_one_process),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,6 +286,51 @@ static void test_spawner_stops_the_others_when_one_fails(void **state)
     assert_error_has("--nproc-per-node", NULL);
 }
 
+// CPU ranks' compute threads: unbound ranks split the machine's CPUs (at least 1 each); a
+// rank bound to some CPUs uses those.
+static void test_cpu_threads_per_rank(void **state)
+{
+    (void)state;
+    cpu_set_t all;
+    assert_int_equal(sched_getaffinity(0, sizeof all, &all), 0);
+    int cpus = CPU_COUNT(&all);
+    if (cpus != sysconf(_SC_NPROCESSORS_ONLN)) {
+        printf("skipped: this test runs bound to %d of %ld CPUs\n", cpus, sysconf(_SC_NPROCESSORS_ONLN));
+        skip();
+    }
+    DistEnv env = {.world = 4, .local_world = 1};
+    assert_int_equal(dist_cpus_per_rank(&env), cpus);
+    env.local_world = 2;
+    assert_int_equal(dist_cpus_per_rank(&env), cpus / 2 > 1 ? cpus / 2 : 1);
+    env.local_world = 4 * cpus;
+    assert_int_equal(dist_cpus_per_rank(&env), 1);
+    if (cpus < 2) return;
+    cpu_set_t one;  // bound to one CPU, as mpirun's default --bind-to core does
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; c++) if (CPU_ISSET(c, &all)) { CPU_SET(c, &one); break; }
+    assert_int_equal(sched_setaffinity(0, sizeof one, &one), 0);
+    env.local_world = 1;
+    int bound = dist_cpus_per_rank(&env);
+    assert_int_equal(sched_setaffinity(0, sizeof all, &all), 0);
+    assert_int_equal(bound, 1);
+}
+
+// The spawner's mpirun runs the ranks unbound (--bind-to none): each may use every CPU, so
+// DDP's communication thread is not pinned to its rank's compute core.
+static void test_spawner_mpirun_leaves_ranks_unbound(void **state)
+{
+    (void)state;
+    if (system("command -v mpirun >/dev/null 2>&1") != 0) {
+        printf("skipped: mpirun not found (install openmpi-bin)\n");
+        skip();
+    }
+    char expect[64];
+    snprintf(expect, sizeof expect, "[ \"$(nproc)\" = %ld ]", sysconf(_SC_NPROCESSORS_ONLN));
+    DistSpawnConfig cfg = {.nproc = 2, .use_mpirun = true, .grace_ms = 500};
+    char *argv[] = {"/bin/sh", "-c", expect, NULL};
+    assert_int_equal(dist_spawn_local(&cfg, argv), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -300,6 +346,8 @@ int main(void)
         cmocka_unit_test_setup(test_rendezvous_world_disagrees, clean_env),
         cmocka_unit_test_setup(test_spawner_sets_the_variables, clean_env),
         cmocka_unit_test_setup(test_spawner_stops_the_others_when_one_fails, clean_env),
+        cmocka_unit_test_setup(test_cpu_threads_per_rank, clean_env),
+        cmocka_unit_test_setup(test_spawner_mpirun_leaves_ranks_unbound, clean_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

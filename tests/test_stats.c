@@ -153,7 +153,7 @@ static void test_noisy_and_contended_flags(void **state)
     char line[1024], f[512];
     assert_true(line_starting(s, "fx_loader,n:1,workers_0,workers_2,", line, sizeof line));
     field(s, line, "contended", f, sizeof f);
-    assert_non_null(strstr(f, "repetition 3: loader used 1.20 cores of the 2"));
+    assert_non_null(strstr(f, "loader used 1.20 of the 2 cores its workers could use (1 of 5 repetitions)"));
     field(s, line, "noisy", f, sizeof f); // 70 us among 50s: CV 16%
     assert_string_equal(f, "1");
     assert_true(line_starting(s, "fx_gpu,n:1,plain,tuned_gpu,", line, sizeof line));
