@@ -3,8 +3,8 @@
 // processes, alone and feeding training steps of the shared core through the practice
 // driver (CUDA with a GPU, the CPU backend without), with the time the training loop
 // waits for each batch, the CPU cores used, raw single-core libjpeg-turbo decode of the
-// same images for reference, persistent versus re-spawned workers, and the pinning stage
-// (GPU only). Run with --help for its options (the old BENCH_WORKERS_* variables work too).
+// same images for reference, the same loader-alone figures on large (ImageNet-sized)
+// sources, persistent versus re-spawned workers, and the pinning stage (GPU only). Run with --help for its options (the old BENCH_WORKERS_* variables work too).
 #include "bench/harness.h"
 #include "bench/image_data.h"
 #include "bench/practice.h"
@@ -22,19 +22,33 @@
 #include <unistd.h>
 
 #define LOADER_MIN_TIME 2.0  // seconds: a few epochs per instance; the VM's noise is large
+// The large-source family: one epoch (1000 500x375 JPEGs, over a second) per repetition,
+// so that it adds little to a default run.
+#define LARGE_SOURCE_MIN_TIME 0.5
+
+// A dataset, scanned (and generated) on first use, once for the whole run: a family whose
+// runs are all filtered out never generates its data.
+typedef struct {
+    const char *preset_option; // the option naming its generated preset
+    bool user_data;            // --data_dir replaces the generated preset
+    const char *context;       // the results' context key naming its folder
+    Dataset dataset;
+    int state;                 // 0 not tried, 1 ready, -1 failed
+    char error[2048];
+    ErrorKind error_kind;
+} Source;
+
+static Source bench_source = {.preset_option = "dataset", .user_data = true, .context = "workers_dataset"};
+static Source large_source = {.preset_option = "large_dataset", .context = "workers_large_dataset"};
 
 typedef struct {
     int workers;
     bool persistent;
     LoaderPinMode pin;
     char name[48];
+    Source *source;
+    const char *size_option;   // the option giving the loader's output side
 } Variant;
-
-// The dataset, scanned (and generated) once for the whole run.
-static Dataset dataset;
-static int dataset_state; // 0 not tried, 1 ready, -1 failed
-static char dataset_error[2048];
-static ErrorKind dataset_error_kind;
 
 // Variants and their driver tables (registration keeps pointers to them).
 static Variant variants[64];
@@ -43,34 +57,35 @@ static PracticeVariant train_variants[16], pin_variants[4];
 static PracticeLoader loaders[20];
 static int nloaders;
 
-static int dataset_load(void)
+static int dataset_load(Source *s)
 {
-    if (dataset_state == 0) {
+    if (s->state == 0) {
         char root[4096], note[512];
-        int rc = image_data_root(harness_common()->data_dir, harness_option_str_value("dataset"), NULL,
-                                 root, sizeof root, note, sizeof note);
+        int rc = image_data_root(s->user_data ? harness_common()->data_dir : NULL,
+                                 harness_option_str_value(s->preset_option), NULL, root, sizeof root,
+                                 note, sizeof note);
         if (rc == 0 && note[0]) fprintf(stderr, "bench_workers: %s\n", note);
-        if (rc == 0) rc = dataset_scan(root, &dataset);
-        if (rc == 0 && dataset.num_irregular > 0) {  // a FIFO, a dangling link: bad input,
-            char summary[1536];                      // never opened (raw decode would block)
-            dataset_summary(&dataset, summary, sizeof summary);
-            dataset_free(&dataset);
+        if (rc == 0) rc = dataset_scan(root, &s->dataset);
+        if (rc == 0 && s->dataset.num_irregular > 0) { // a FIFO, a dangling link: bad input,
+            char summary[1536];                         // never opened (raw decode would block)
+            dataset_summary(&s->dataset, summary, sizeof summary);
+            dataset_free(&s->dataset);
             rc = error_set(ERROR_BAD_DATA, "%s", summary);
         }
-        dataset_state = rc == 0 ? 1 : -1;
+        s->state = rc == 0 ? 1 : -1;
         if (rc != 0) {
-            dataset_error_kind = error_kind();
-            snprintf(dataset_error, sizeof dataset_error, "%s", error_message());
+            s->error_kind = error_kind();
+            snprintf(s->error, sizeof s->error, "%s", error_message());
         } else {
-            harness_add_context("workers_dataset", root);
+            harness_add_context(s->context, root);
         }
     }
-    return dataset_state > 0 ? 0 : error_restore(dataset_error_kind, dataset_error);
+    return s->state > 0 ? 0 : error_restore(s->error_kind, s->error);
 }
 
 static LoaderConfig loader_config(const Variant *v, int batch, int size, bool drop_last)
 {
-    LoaderConfig c = loader_default_config(&dataset, batch);
+    LoaderConfig c = loader_default_config(&v->source->dataset, batch);
     c.num_workers = v->workers;
     c.persistent_workers = v->persistent;
     c.pin = v->pin;
@@ -83,19 +98,14 @@ static LoaderConfig loader_config(const Variant *v, int batch, int size, bool dr
 
 // Raw decode on this core: file read + full decode to RGB, no augmentation, of the
 // dataset's files `indices` (NULL: all, in order). Adds to *images; 0 or -1.
-static int raw_decode_files(JpegDecoder *dec, Image *img, const int64_t *indices, int64_t count,
-                            int64_t *images)
+static int raw_decode_files(const Dataset *d, JpegDecoder *dec, Image *img, const int64_t *indices,
+                            int64_t count, int64_t *images)
 {
     for (int64_t i = 0; i < count; i++) {
-        if (jpeg_decode_file(dec, dataset.paths[indices ? indices[i] : i], img) != 0) return -1;
+        if (jpeg_decode_file(dec, d->paths[indices ? indices[i] : i], img) != 0) return -1;
         ++*images;
     }
     return 0;
-}
-
-static int raw_decode_pass(JpegDecoder *dec, Image *img, int64_t *images)
-{
-    return raw_decode_files(dec, img, NULL, dataset.num_samples, images);
 }
 
 // The raw-decode reference run inside a loader benchmark: its decoder, and the images,
@@ -108,11 +118,12 @@ typedef struct {
 } RawReference;
 
 // One raw-decode pass (see raw_decode_files) with the benchmark's timer paused. 0 or -1.
-static int raw_decode_untimed(HarnessState *st, RawReference *raw, const int64_t *indices, int64_t count)
+static int raw_decode_untimed(HarnessState *st, const Dataset *d, RawReference *raw, const int64_t *indices,
+                              int64_t count)
 {
     harness_pause_timing(st);
     double cpu0 = clock_process_cpu_seconds(), wall0 = clock_seconds();
-    int rc = raw_decode_files(raw->dec, &raw->img, indices, count, &raw->images);
+    int rc = raw_decode_files(d, raw->dec, &raw->img, indices, count, &raw->images);
     raw->cpu += clock_process_cpu_seconds() - cpu0;
     raw->wall += clock_seconds() - wall0;
     harness_resume_timing(st);
@@ -122,8 +133,9 @@ static int raw_decode_untimed(HarnessState *st, RawReference *raw, const int64_t
 // Raw libjpeg-turbo decode of the same files on one core: the ceiling for one worker.
 static void bench_raw_decode(HarnessState *st, void *user)
 {
-    (void)user;
-    if (dataset_load() != 0) {
+    const Variant *v = user;
+    const Dataset *d = &v->source->dataset;
+    if (dataset_load(v->source) != 0) {
         practice_fail_or_skip(st, "the dataset");
         return;
     }
@@ -131,7 +143,7 @@ static void bench_raw_decode(HarnessState *st, void *user)
     Image img = {0};
     int64_t images = 0;
     int failed = !dec;
-    while (harness_keep_running(st) && !failed) failed = raw_decode_pass(dec, &img, &images) != 0;
+    while (harness_keep_running(st) && !failed) failed = raw_decode_files(d, dec, &img, NULL, d->num_samples, &images) != 0;
     if (failed) practice_fail_or_skip(st, "decoding");
     harness_set_items_processed(st, images);
     harness_counter(st, "images_per_second", (double)images, HARNESS_COUNTER_RATE);
@@ -142,8 +154,10 @@ static void bench_raw_decode(HarnessState *st, void *user)
 
 // Per-core ratio to raw decode for this many workers and fewer (the goal: >= 0.85).
 #define RATIO_MAX_WORKERS 2
-// Least worker CPU time for per-core figures with workers (1% of it is a 10 ms tick).
-#define WORKER_CPU_MIN_SECONDS 1.0
+// Least CPU time per worker for per-core figures with workers: each worker's reading is
+// off by up to a 10 ms tick, 4% of this at worst (the spread between repetitions is
+// larger); one large-source epoch per repetition has enough.
+#define WORKER_CPU_MIN_SECONDS_EACH 0.25
 
 // Loader alone: each iteration is one epoch over the dataset. For num_workers <=
 // RATIO_MAX_WORKERS the same files are also raw-decoded on this core, untimed and
@@ -154,9 +168,10 @@ static void bench_loader(HarnessState *st, void *user)
 {
     const Variant *v = user;
     if (v->pin != LOADER_PIN_NONE && practice_skip_without_gpu(st)) return;
-    int batch = (int)harness_axis_int(st, "batch"), size = (int)harness_option_int_value("size");
+    int batch = (int)harness_axis_int(st, "batch"), size = (int)harness_option_int_value(v->size_option);
+    const Dataset *d = &v->source->dataset;
     Loader *l;
-    if (dataset_load() != 0) {
+    if (dataset_load(v->source) != 0) {
         practice_fail_or_skip(st, "the dataset");
         return;
     }
@@ -184,14 +199,14 @@ static void bench_loader(HarnessState *st, void *user)
         while ((rc = loader_next_batch(l, &b)) == 1) {
             n += b.count;
             if (ratio && v->workers == 0 &&
-                (raw_rc = raw_decode_untimed(st, &raw, b.indices, b.count)) != 0)
+                (raw_rc = raw_decode_untimed(st, d, &raw, b.indices, b.count)) != 0)
                 break;
         }
         if (rc < 0 || raw_rc != 0) break;
-        wrong_epochs += n != dataset.num_samples;
+        wrong_epochs += n != d->num_samples;
         images += n;
         if (ratio && v->workers > 0 &&
-            (raw_rc = raw_decode_untimed(st, &raw, NULL, dataset.num_samples)) != 0)
+            (raw_rc = raw_decode_untimed(st, d, &raw, NULL, d->num_samples)) != 0)
             break;
     }
     double wall = clock_seconds() - t0 - raw.wall; // the raw passes taken out
@@ -217,7 +232,7 @@ static void bench_loader(HarnessState *st, void *user)
     // read + full decode, one core, CPU-seconds too) measured in the same iterations.
     // Workers' CPU time comes from /proc in 10 ms ticks: over a short run (a test's) it
     // would be mostly rounding, so the per-core figures are left out then.
-    bool per_core = cpu > 0 && (v->workers == 0 || worker_cpu >= WORKER_CPU_MIN_SECONDS);
+    bool per_core = cpu > 0 && (v->workers == 0 || worker_cpu >= v->workers * WORKER_CPU_MIN_SECONDS_EACH);
     if (per_core) harness_counter(st, "images_per_second_per_core", images / cpu, HARNESS_COUNTER_PLAIN);
     if (per_core && ratio && raw.cpu > 0) {
         double raw_rate = raw.images / raw.cpu;
@@ -232,7 +247,7 @@ static void bench_loader(HarnessState *st, void *user)
                     HARNESS_COUNTER_PLAIN);
     harness_counter(st, "wrong_epochs", (double)wrong_epochs, HARNESS_COUNTER_PLAIN);
     char label[96];
-    snprintf(label, sizeof label, "epoch of %lld images, %dx%d out", (long long)dataset.num_samples,
+    snprintf(label, sizeof label, "epoch of %lld images, %dx%d out", (long long)d->num_samples,
              size, size);
     harness_set_label(st, label);
     loader_destroy(l);
@@ -254,9 +269,18 @@ static PracticeVariant train_variant(const char *name, int workers, LoaderPinMod
 static Variant *add_variant(int workers, bool persistent, LoaderPinMode pin, const char *fmt, int arg)
 {
     Variant *v = &variants[nvariants++];
-    *v = (Variant){workers, persistent, pin, ""};
+    *v = (Variant){workers, persistent, pin, "", &bench_source, "size"};
     snprintf(v->name, sizeof v->name, fmt, arg);
     return v;
+}
+
+// The per-core ratio with workers needs WORKER_CPU_MIN_SECONDS_EACH of every worker's CPU
+// in each repetition, and make bench splits min_time over 5: an epoch of the default set
+// takes 2 workers ~0.2 s, so those rows get more time.
+#define RATIO_MIN_TIME 5.0
+static bool ratio_needs_time(const char *practice, const Variant *v)
+{
+    return strcmp(practice, "num_workers") == 0 && v->workers >= 1 && v->workers <= RATIO_MAX_WORKERS;
 }
 
 static void register_loader(const char *practice, Variant *v, HarnessRole role, HarnessFn fn,
@@ -265,7 +289,8 @@ static void register_loader(const char *practice, Variant *v, HarnessRole role, 
     harness_register(&(HarnessSpec){
         .practice = practice, .variant = v->name, .role = role, .timing = HARNESS_TIMING_WALL,
         .fn = fn, .user = v, .axes = {{"batch", batch}}, .unit = HARNESS_MS,
-        .min_time = LOADER_MIN_TIME});
+        .min_time = v->source == &large_source ? LARGE_SOURCE_MIN_TIME
+                    : ratio_needs_time(practice, v) ? RATIO_MIN_TIME : LOADER_MIN_TIME});
 }
 
 // The old environment names of the axes' defaults, checked as the options are.
@@ -297,6 +322,11 @@ int main(int argc, char **argv)
                        "generated dataset: tiny, small, bench (160x160 sources), large, imagenet (500x375: "
                        "use --size=224) (--data_dir: your own; "
                        "generated into $BENCH_CACHE_DIR, default cache/datasets)");
+    harness_option_str("large_dataset", "imagenet", "BENCH_WORKERS_LARGE_PRESET",
+                       "generated dataset of the num_workers_large_source family (0, 1 and 2 workers, "
+                       "one epoch per repetition; --data_dir does not replace it)");
+    harness_option_int("large_size", 224, 1, 4096, "BENCH_WORKERS_LARGE_SIZE",
+                       "num_workers_large_source crop output side");
     int bad = 0;
     const char *batch = env_default("BENCH_WORKERS_BATCH", "64", true, &bad);
     const char *model = env_default("BENCH_WORKERS_MODEL", "mlp", false, &bad);
@@ -329,6 +359,15 @@ int main(int argc, char **argv)
     for (int i = 0; i < ncounts; i++)
         register_loader("num_workers", add_variant(counts[i], true, LOADER_PIN_NONE, "workers_%d", counts[i]),
                         HARNESS_TUNED, bench_loader, batch);
+    // The same with large sources (ImageNet-sized: crop + DCT-scaled decode matter most),
+    // each with its own raw-decode ratio; workers 0, 1, 2 at most.
+    for (int w = 0; w <= RATIO_MAX_WORKERS && w <= wmax; w++) {
+        Variant *v = add_variant(w, true, LOADER_PIN_NONE, "workers_%d", w);
+        v->source = &large_source;
+        v->size_option = "large_size";
+        register_loader("num_workers_large_source", v, w == 0 ? HARNESS_BASELINE : HARNESS_TUNED,
+                        bench_loader, batch);
+    }
     // Reference: raw decode on one core.
     register_loader("num_workers_decode_ref", add_variant(0, true, LOADER_PIN_NONE, "raw_turbojpeg_1core", 0),
                     HARNESS_REFERENCE, bench_raw_decode, batch);
@@ -369,6 +408,7 @@ int main(int argc, char **argv)
     pin.dataset_preset = harness_option_str_value("dataset");
     practice_register(&pin);
     rc = harness_run();
-    if (dataset_state > 0) dataset_free(&dataset);
+    if (bench_source.state > 0) dataset_free(&bench_source.dataset);
+    if (large_source.state > 0) dataset_free(&large_source.dataset);
     return rc;
 }

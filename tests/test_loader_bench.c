@@ -4,7 +4,8 @@
 // (while it exists) draws both charts from it (PNG and SVG); a bad BENCH_WORKERS_* value is refused at
 // start-up and a missing dataset fails every run with the reason; a run stopped midway
 // keeps its measured rows; the loader options (--loader-timeout, --max-image-pixels) are
-// checked and reach every loader.
+// checked and reach every loader; the large-source family runs on its own preset, which
+// only a run that selects it generates.
 // Skipped when the program is not built.
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 typedef struct {
     char variant[64], practice[64], status[16], reason[256];
     double images_per_second, wrong_epochs;
+    double ratio; // per_core_ratio_to_raw_decode; -1 when the row has none
 } Row;
 
 // Splits a CSV line in place (no quoting in the tidy CSV).
@@ -43,7 +45,7 @@ static int read_rows(const char *csv, Row *rows, int max)
     if (!fgets(header, sizeof header, f)) return fclose(f), -1;
     header[strcspn(header, "\n")] = '\0';
     int nh = split(header, hc, 256), n = 0;
-    int ip = -1, iv = -1, is = -1, iips = -1, iwe = -1, ir = -1;
+    int ip = -1, iv = -1, is = -1, iips = -1, iwe = -1, ir = -1, irat = -1;
     for (int i = 0; i < nh; i++) {
         if (!strcmp(hc[i], "practice")) ip = i;
         if (!strcmp(hc[i], "variant")) iv = i;
@@ -51,6 +53,7 @@ static int read_rows(const char *csv, Row *rows, int max)
         if (!strcmp(hc[i], "images_per_second")) iips = i;
         if (!strcmp(hc[i], "wrong_epochs")) iwe = i;
         if (!strcmp(hc[i], "reason")) ir = i;
+        if (!strcmp(hc[i], "per_core_ratio_to_raw_decode")) irat = i;
     }
     while (n < max && fgets(line, sizeof line, f)) {
         line[strcspn(line, "\n")] = '\0';
@@ -63,6 +66,7 @@ static int read_rows(const char *csv, Row *rows, int max)
         snprintf(r->reason, sizeof r->reason, "%s", ir >= 0 ? lc[ir] : "");
         r->images_per_second = iips >= 0 ? atof(lc[iips]) : 0; // no counter when none ran
         r->wrong_epochs = iwe >= 0 ? atof(lc[iwe]) : 0;
+        r->ratio = irat >= 0 && lc[irat][0] ? atof(lc[irat]) : -1;
     }
     fclose(f);
     return n;
@@ -138,6 +142,77 @@ static void test_bench_workers_end_to_end(void **state)
             snprintf(path, sizeof path, "%s/charts/%s", tmp, files[i]);
             if (stat(path, &sb) != 0 || sb.st_size < 1000) fail_msg("chart %s missing or empty", path);
         }
+    }
+    testutil_rm_tree(tmp);
+}
+
+// Entries (not dot-files) in a folder: the generated datasets of a cache.
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+// The large-source family (num_workers_large_source: workers 0, 1, 2) is listed; a run
+// that filters it out does not generate its dataset; run on a small generated preset
+// (--large_dataset, --large_size) its rows come out "ok" with every epoch complete, and
+// the 0-worker row carries its ratio to raw decode of the same files.
+static void test_bench_workers_large_source(void **state)
+{
+    (void)state;
+    char prog[512];
+    if (!bench_workers_path(prog, sizeof prog)) skip();
+    char tmp[64], cmd[2048], csv[128], log[128], cache[128];
+    assert_int_equal(testutil_tmpdir(tmp), 0);
+    snprintf(log, sizeof log, "%s/log.txt", tmp);
+    snprintf(cache, sizeof cache, "%s/cache", tmp);
+    snprintf(cmd, sizeof cmd, "BENCH_WORKERS_MAX=2 %s --benchmark_list_tests >%s 2>&1", prog, log);
+    assert_int_equal(system(cmd), 0);
+    size_t size;
+    unsigned char *text = testutil_read(log, &size);
+    assert_non_null(text);
+    text[size ? size - 1 : 0] = '\0';
+    for (int w = 0; w <= 2; w++) {
+        char name[64];
+        snprintf(name, sizeof name, "num_workers_large_source/workers_%d/", w);
+        if (!strstr((char *)text, name)) fail_msg("%s not listed: %s", name, text);
+    }
+    free(text);
+    const char *env = "BENCH_WORKERS_PRESET=tiny BENCH_WORKERS_MAX=2 BENCH_WORKERS_BATCH=8 "
+                      "BENCH_WORKERS_LARGE_PRESET=small BENCH_WORKERS_LARGE_SIZE=32 BENCH_WORKERS_SIZE=32";
+    snprintf(csv, sizeof csv, "%s/other.csv", tmp);
+    snprintf(cmd, sizeof cmd,
+             "BENCH_CACHE_DIR=%s %s %s --benchmark_min_time=0.01 --harness_csv=%s "
+             "--benchmark_filter='^num_workers/workers_0/' >%s 2>&1", cache, env, prog, csv, log);
+    assert_int_equal(system(cmd), 0);
+    assert_int_equal(count_entries(cache), 1); // the tiny preset only
+    snprintf(csv, sizeof csv, "%s/large.csv", tmp);
+    snprintf(cmd, sizeof cmd,
+             "BENCH_CACHE_DIR=%s %s %s --benchmark_min_time=0.01 --harness_csv=%s "
+             "--benchmark_filter='^num_workers_large_source/' >%s 2>&1", cache, env, prog, csv, log);
+    int rc = system(cmd);
+    if (rc != 0) {
+        snprintf(cmd, sizeof cmd, "tail -20 %s >&2", log);
+        (void)system(cmd);
+        fail_msg("bench_workers exited with %d", rc);
+    }
+    assert_int_equal(count_entries(cache), 2); // and now the small one
+    static Row rows[16];
+    int n = read_rows(csv, rows, 16);
+    if (n != 3) fail_msg("%d rows in %s, want 3", n, csv);
+    for (int w = 0; w <= 2; w++) {
+        char variant[32];
+        snprintf(variant, sizeof variant, "workers_%d", w);
+        const Row *r = find(rows, n, "num_workers_large_source", variant);
+        if (!r) fail_msg("no row num_workers_large_source/%s", variant);
+        assert_string_equal(r->status, "ok");
+        assert_true(r->images_per_second > 0);
+        assert_true(r->wrong_epochs == 0);
+        if (w == 0 && !(r->ratio > 0)) fail_msg("workers_0: no per_core_ratio_to_raw_decode");
     }
     testutil_rm_tree(tmp);
 }
@@ -275,6 +350,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bench_workers_end_to_end),
+        cmocka_unit_test(test_bench_workers_large_source),
         cmocka_unit_test(test_bench_workers_bad_environment),
         cmocka_unit_test(test_bench_workers_keeps_rows_when_stopped),
         cmocka_unit_test(test_bench_workers_loader_options),
