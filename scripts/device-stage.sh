@@ -6,7 +6,7 @@
 #                          (Google Benchmark, TurboJPEG, cmocka, OpenBLAS, OpenMP, libstdc++
 #                          ...; never CUDA, cuBLAS, cuDNN or NCCL, which
 #                          scripts/with-gpu-libs.sh finds there), unpacked there on first use
-# Then the device tool: carry ["device-stage"], command "bash scripts/device-check.sh 420".
+# Then the device tool: carry ["device-stage"], command "bash scripts/device-check.sh 480" (timeout ~540 s).
 # The working tree and the carried folder must stay under 64 MiB; this checks it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
