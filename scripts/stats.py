@@ -477,7 +477,8 @@ def cmd_summarize(args):
 MACHINE_KEYS = [("gpu_name", "GPU"), ("driver_version", "driver"), ("cuda_runtime", "CUDA runtime"),
                 ("cuda_driver_api", "CUDA driver API"), ("cudnn_version", "cuDNN"),
                 ("cublas_version", "cuBLAS"), ("nccl_version", "NCCL"), ("host", "host"),
-                ("host_cpu", "CPU"), ("run_date", "date")]
+                ("host_cpu", "CPU"), ("git", "code (git)"), ("repetitions", "repetitions"),
+                ("run_date", "date")]
 
 
 def read_context(d):
@@ -488,6 +489,15 @@ def read_context(d):
                 if "=" in line:
                     k, v = line.rstrip("\n").split("=", 1)
                     ctx.setdefault(k, v)
+    except OSError:
+        pass
+    # the code and the repetitions, from command.txt ("git: 5e27181", "repetitions: 5 ...")
+    try:
+        with open(os.path.join(d, "command.txt")) as f:
+            for line in f:
+                key, _, value = line.rstrip("\n").partition(": ")
+                if key in ("git", "repetitions") and value:
+                    ctx.setdefault(key, value.split(" ")[0])
     except OSError:
         pass
     return ctx
@@ -572,7 +582,7 @@ def cmd_compare(args):
         vals = [r.ctx.get(k, "unknown") for r in runs]
         if len(set(vals)) > 1:
             differs.append("- **%s differs**: %s" % (name, ", ".join("%s %s" % (r.label, md(v)) for r, v in zip(runs, vals))))
-    mdl += differs or ["- GPU, driver, CUDA, cuDNN, cuBLAS, NCCL and host are the same on every machine."]
+    mdl += differs or ["- GPU, driver, CUDA, cuDNN, cuBLAS, NCCL, host, code and repetitions are the same on every machine."]
     mdl += ["", "## Speedups of each tuned variant on each machine", "",
             "Geometric mean over the parameter points measured on every machine, with its 95% "
             "bootstrap interval. *vs A*: this machine's speedup divided by A's, its 95% interval, "
