@@ -64,8 +64,11 @@ void augment_floats_to_halves_scalar(const float *in, uint16_t *out, size_t n);
 // Whether this CPU has F16C (and AVX), so augment_floats_to_halves uses it.
 bool augment_have_f16c(void);
 // Whether this CPU has AVX2, so the horizontal resize pass gathers 8 pixels at a time
-// (same arithmetic, same bits as the scalar pass).
+// and the vertical pass blends 8 at a time (same arithmetic, same bits as the scalar passes).
 bool augment_have_avx2(void);
+// Tests only: false makes augment_resample take its scalar passes even where the CPU has
+// AVX2 (the AVX2 passes give the same bits); true (the default) lets it use them.
+void augment_set_simd(bool allowed);
 
 #ifdef __cplusplus
 }

@@ -405,6 +405,41 @@ static void test_avx2_resize_matches_scalar(void **state)
                   augment_have_avx2() ? "AVX2" : "no AVX2 on this CPU: the scalar");
 }
 
+// The whole resize with its AVX2 passes (horizontal and vertical) gives the bits of the
+// scalar passes, over windows that upscale, downscale, start between pixels and are mirrored.
+static void test_simd_resize_matches_scalar(void **state)
+{
+    (void)state;
+    const int sizes[][4] = {{160, 160, 128, 128}, {61, 47, 37, 90}, {200, 9, 128, 3}, {13, 5, 24, 24},
+                            {90, 70, 33, 17}, {2, 3, 17, 5}};
+    for (int k = 0; k < 6; k++) {
+        int w = sizes[k][0], h = sizes[k][1];
+        Image img = solid_image(w, h, 0, 0, 0);
+        for (int i = 0; i < w * h * 3; i++) img.pixels[i] = (uint8_t)((i * 7919 + i / 5) % 256);
+        AugmentConfig c = augment_default_config(8);
+        c.out_width = sizes[k][2];
+        c.out_height = sizes[k][3];
+        size_t n = 3 * (size_t)c.out_width * c.out_height;
+        float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+        assert_true(a && b);
+        const AugmentWindow wins[] = {{0, 0, w, h}, {w / 4.0 + 0.375, h / 5.0 + 0.25, w / 2.0, h / 2.0},
+                                      {1, h / 3, w - 1, h - h / 3}};
+        for (int v = 0; v < 3; v++)
+            for (int flip = 0; flip < 2; flip++) {
+                augment_set_simd(false);
+                augment_resample(&c, &img, &wins[v], flip, a);
+                augment_set_simd(true);
+                augment_resample(&c, &img, &wins[v], flip, b);
+                assert_memory_equal(a, b, n * sizeof *a);
+            }
+        free(a);
+        free(b);
+        free(img.pixels);
+    }
+    print_message("resize: %s passes against the scalar ones\n",
+                  augment_have_avx2() ? "AVX2" : "no AVX2 on this CPU: the scalar");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -424,6 +459,7 @@ int main(void)
         cmocka_unit_test(test_fp16_output_matches_fp32),
         cmocka_unit_test(test_fp16_vector_matches_scalar),
         cmocka_unit_test(test_avx2_resize_matches_scalar),
+        cmocka_unit_test(test_simd_resize_matches_scalar),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
