@@ -436,19 +436,13 @@ static void bench_gemm_linear(HarnessState *st, void *user)
     if (practice_skip_without_gpu(st)) return;
     CoreConfig cfg;
     ModelGraph *g = malloc(sizeof *g);
-    if (!g || core_config_preset(&cfg, harness_axis_str(st, "preset")) != 0 || model_build(&cfg.model, g) != 0) {
+    if (!g || practice_config(st, CORE_BACKEND_CUDA, NULL, &cfg) != 0 || model_build(&cfg.model, g) != 0) {
         if (!g) error_set(ERROR_OUT_OF_MEMORY, "model graph: out of memory (host)");
         practice_fail_or_skip(st, "the preset");
         free(g);
         return;
     }
-    int64_t batch = harness_axis_int(st, "batch");
-    if (batch < 0 || batch > 1048576) {
-        free(g);
-        harness_fail(st, "batch out of range 0..1048576 (0: the preset's)");
-        return;
-    }
-    int n = batch > 0 ? (int)batch : cfg.batch_size;
+    int n = cfg.batch_size;
     int mnk[MAX_LINEAR][3], count = 0;
     char what[300] = "";
     size_t used = 0;

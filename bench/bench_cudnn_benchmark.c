@@ -54,17 +54,10 @@ typedef struct Variant { const char *name; CoreConvAlgo policy; } Variant;
 static const Variant heuristic = {"heuristic", CORE_CONV_ALGO_HEURISTIC};
 static const Variant autotune = {"autotune", CORE_CONV_ALGO_AUTOTUNE};
 
-// The preset of this run with its batch axis (0: the preset's) on backend b. 0 or -1.
+// The driver's config of this run's preset and batch axes on backend b, with `policy`. 0 or -1.
 static int run_config(HarnessState *st, CoreBackend b, CoreConvAlgo policy, CoreConfig *cfg)
 {
-    TRY(core_config_preset(cfg, harness_axis_str(st, "preset")));
-    int64_t batch = harness_axis_int(st, "batch");
-    if (batch < 0 || batch > 1 << 20)
-        return error_set(ERROR_BAD_USAGE, "batch %lld out of range 0..%d", (long long)batch, 1 << 20);
-    if (batch > 0) cfg->batch_size = (int)batch;
-    cfg->backend = b;
-    cfg->conv_algo = policy;
-    return core_config_validate(cfg);
+    return practice_config(st, b, policy == CORE_CONV_ALGO_AUTOTUNE ? use_autotune : use_heuristic, cfg);
 }
 
 // ---- batches of any size ------------------------------------------------------------------

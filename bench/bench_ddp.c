@@ -343,15 +343,6 @@ static int device_count(CoreBackend b)
     return core_cpu_threads();
 }
 
-static int preset_config(HarnessState *st, CoreBackend b, CoreConfig *cfg, int *local_batch)
-{
-    TRY(core_config_preset(cfg, harness_axis_str(st, "preset")));
-    cfg->backend = b;
-    int64_t batch = harness_axis_int(st, "batch");
-    *local_batch = batch > 0 ? (int)batch : cfg->batch_size;
-    return 0;
-}
-
 typedef enum { SCALE_SINGLE, SCALE_DATA_PARALLEL, SCALE_DDP } ScaleVariant;
 
 // DataParallel's final parameters per (preset, batch, devices, backend): the DDP run with
@@ -451,8 +442,8 @@ static void bench_scaling(HarnessState *st, void *user)
     CoreBackend backend;
     if (!practice_backend(st, false, &backend)) return;
     CoreConfig cfg;
-    int local_batch;
-    if (preset_config(st, backend, &cfg, &local_batch) != 0) { practice_fail_or_skip(st, "the preset"); return; }
+    if (practice_config(st, backend, NULL, &cfg) != 0) { practice_fail_or_skip(st, "the preset"); return; }
+    int local_batch = cfg.batch_size;
     int devices = (int)harness_axis_int(st, "devices");
     int have = device_count(backend);
     if (devices > have) {
@@ -565,8 +556,8 @@ static void bench_overlap(HarnessState *st, void *user)
     CoreBackend backend;
     if (!practice_backend(st, false, &backend)) return;
     CoreConfig cfg;
-    int local_batch;
-    if (preset_config(st, backend, &cfg, &local_batch) != 0) { practice_fail_or_skip(st, "the preset"); return; }
+    if (practice_config(st, backend, NULL, &cfg) != 0) { practice_fail_or_skip(st, "the preset"); return; }
+    int local_batch = cfg.batch_size;
     int devices = (int)harness_option_int_value("devices_max");
     if (devices <= 0) devices = device_count(backend);
     if (devices > device_count(backend)) devices = device_count(backend);

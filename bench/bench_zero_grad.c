@@ -41,12 +41,11 @@ static void bench_micro(HarnessState *st, void *user)
     CoreBackend backend;
     if (!practice_backend(st, false, &backend)) return;
     CoreConfig cfg;
-    if (core_config_preset(&cfg, harness_axis_str(st, "preset")) != 0) {
+    if (practice_config(st, backend, NULL, &cfg) != 0) {
         practice_fail_or_skip(st, "the preset");
         return;
     }
-    int64_t batch = harness_axis_int(st, "batch");
-    int n = batch > 0 ? (int)batch : cfg.batch_size;
+    int n = cfg.batch_size;
     GradPass *p = NULL;
     if (grad_pass_create(&cfg.model, n, backend == CORE_BACKEND_CUDA, &p) != 0) {
         practice_fail_or_skip(st, "setting up");

@@ -77,8 +77,7 @@ static const PracticeVariant *baseline_of(const Practice *p)
     return NULL;
 }
 
-// The config of variant v for this run's axes on backend b. 0 or -1 (bad usage).
-static int make_config(HarnessState *st, const PracticeVariant *v, CoreBackend b, CoreConfig *cfg)
+int practice_config(HarnessState *st, CoreBackend b, PracticeChange change, CoreConfig *cfg)
 {
     if (core_config_preset(cfg, harness_axis_str(st, "preset")) != 0) return -1;
     int64_t batch = harness_axis_int(st, "batch");
@@ -86,7 +85,7 @@ static int make_config(HarnessState *st, const PracticeVariant *v, CoreBackend b
         return error_set(ERROR_BAD_USAGE, "batch %lld out of range 0..%d", (long long)batch, 1 << 20);
     if (batch > 0) cfg->batch_size = (int)batch;
     cfg->backend = b;
-    if (v->change) v->change(cfg);
+    if (change) change(cfg);
     return core_config_validate(cfg);
 }
 
@@ -381,7 +380,7 @@ static void run_throughput(HarnessState *st, const Practice *p, const PracticeVa
     const PracticeVariant *base = baseline_of(p);
     if (p->check == PRACTICE_CHECK_PARAMS && v->role == HARNESS_TUNED && base) {
         CoreConfig bc = *cfg;
-        if (make_config(st, base, cfg->backend, &bc) != 0 ||
+        if (practice_config(st, cfg->backend, base->change, &bc) != 0 ||
             check_against_baseline(&bc, cfg, p->check_steps > 0 ? p->check_steps : 3, &rel,
                                    &identical) != 0) {
             practice_fail_or_skip(st, "checking against the baseline");
@@ -572,7 +571,7 @@ static void run_practice(HarnessState *st, void *user)
     CoreBackend backend;
     if (!practice_backend(st, p->gpu_only, &backend)) return;
     CoreConfig cfg;
-    if (make_config(st, v, backend, &cfg) != 0) {
+    if (practice_config(st, backend, v->change, &cfg) != 0) {
         practice_fail_or_skip(st, "the config");
         return;
     }

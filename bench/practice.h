@@ -140,6 +140,13 @@ void practice_fail_or_skip(HarnessState *st, const char *what);
 // True (after skipping the run with the reason) when no CUDA device can be used.
 bool practice_skip_without_gpu(HarnessState *st);
 
+// The config of this run's axes, as the driver makes it for a practice's variants, for a
+// program's own benchmarks that sweep the same `preset` and `batch` axes: the core preset
+// named by `preset`, its batch size replaced by `batch` unless that is 0 (the preset's;
+// 0..2^20, else bad usage), on backend b, with `change` applied (NULL: none), validated.
+// 0 or -1 with the error set: end the run with practice_fail_or_skip.
+int practice_config(HarnessState *st, CoreBackend b, PracticeChange change, CoreConfig *cfg);
+
 #ifdef __cplusplus
 }
 #endif
