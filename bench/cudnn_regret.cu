@@ -8,6 +8,7 @@
 #include "bench/gpu_timing.h"
 #include "kernels/check.h"
 #include "kernels/clock.h"
+#include "kernels/conv_cudnn.cuh"
 #include "kernels/cuda_common.cuh"
 
 // Deterministic values in [-0.5, 0.5): timing does not depend on them, but zeros could
@@ -27,10 +28,9 @@ __global__ void regret_fill(float *p, size_t n, unsigned seed)
 typedef struct Regret {
     cudaStream_t stream;
     cudnnHandle_t dnn;
-    cudnnTensorDescriptor_t xd, yd;
-    cudnnFilterDescriptor_t wd;
-    cudnnConvolutionDescriptor_t cd;
+    ConvPassDescs d;
     float *x, *y, *w, *dw;
+    ConvTrialBuffers buf;  // x, y, w, dw, as the calls take them
     ConvPass pass;
     GpuTimer timer;
     bool timer_made;
@@ -44,10 +44,10 @@ static void regret_free(Regret *r)
     cudaFree(r->w);
     cudaFree(r->dw);
     if (r->timer_made) gpu_timer_destroy(&r->timer);
-    if (r->cd) cudnnDestroyConvolutionDescriptor(r->cd);
-    if (r->wd) cudnnDestroyFilterDescriptor(r->wd);
-    if (r->xd) cudnnDestroyTensorDescriptor(r->xd);
-    if (r->yd) cudnnDestroyTensorDescriptor(r->yd);
+    if (r->d.conv) cudnnDestroyConvolutionDescriptor(r->d.conv);
+    if (r->d.w) cudnnDestroyFilterDescriptor(r->d.w);
+    if (r->d.x) cudnnDestroyTensorDescriptor(r->d.x);
+    if (r->d.y) cudnnDestroyTensorDescriptor(r->d.y);
     if (r->dnn) cudnnDestroy(r->dnn);
     if (r->stream) cudaStreamDestroy(r->stream);
 }
@@ -67,16 +67,11 @@ static int regret_open(Regret *r, const ConvShape *s, ConvPass pass, cudnnMathTy
     CUDA_TRY(cudaStreamCreateWithFlags(&r->stream, cudaStreamNonBlocking));
     CUDNN_TRY(cudnnCreate(&r->dnn));
     CUDNN_TRY(cudnnSetStream(r->dnn, r->stream));
-    CUDNN_TRY(cudnnCreateTensorDescriptor(&r->xd));
-    CUDNN_TRY(cudnnCreateTensorDescriptor(&r->yd));
-    CUDNN_TRY(cudnnCreateFilterDescriptor(&r->wd));
-    CUDNN_TRY(cudnnCreateConvolutionDescriptor(&r->cd));
-    CUDNN_TRY(cudnnSetTensor4dDescriptor(r->xd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->n, s->c, s->h, s->w));
-    CUDNN_TRY(cudnnSetTensor4dDescriptor(r->yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s->n, s->k, s->p, s->q));
-    CUDNN_TRY(cudnnSetFilter4dDescriptor(r->wd, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s->k, s->c, s->r, s->r));
-    CUDNN_TRY(cudnnSetConvolution2dDescriptor(r->cd, s->pad, s->pad, s->stride, s->stride, 1, 1,
-                                              CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    CUDNN_TRY(cudnnSetConvolutionMathType(r->cd, math));
+    CUDNN_TRY(cudnnCreateTensorDescriptor(&r->d.x));
+    CUDNN_TRY(cudnnCreateTensorDescriptor(&r->d.y));
+    CUDNN_TRY(cudnnCreateFilterDescriptor(&r->d.w));
+    CUDNN_TRY(cudnnCreateConvolutionDescriptor(&r->d.conv));
+    TRY(conv_descs_set(r->d.x, r->d.y, r->d.w, &r->d.conv, 1, s, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, math));
     CUDA_TRY(cudaMalloc((void **)&r->x, nx * sizeof(float)));
     CUDA_TRY(cudaMalloc((void **)&r->y, ny * sizeof(float)));
     CUDA_TRY(cudaMalloc((void **)&r->w, nw * sizeof(float)));
@@ -84,95 +79,17 @@ static int regret_open(Regret *r, const ConvShape *s, ConvPass pass, cudnnMathTy
     TRY(fill(r->x, nx, 1u, r->stream));
     TRY(fill(r->y, ny, 2u, r->stream));
     TRY(fill(r->w, nw, 3u, r->stream));
+    r->buf = (ConvTrialBuffers){r->x, r->y, r->w, r->dw};
     TRY(gpu_timer_create(&r->timer));
     r->timer_made = true;
     CUDA_TRY(cudaStreamSynchronize(r->stream));
     return 0;
 }
 
-static cudnnStatus_t workspace_size(const Regret *r, int algo, size_t *bytes)
-{
-    switch (r->pass) {
-    case CONV_PASS_FWD:
-        return cudnnGetConvolutionForwardWorkspaceSize(r->dnn, r->xd, r->wd, r->cd, r->yd,
-                                                       (cudnnConvolutionFwdAlgo_t)algo, bytes);
-    case CONV_PASS_BWD_DATA:
-        return cudnnGetConvolutionBackwardDataWorkspaceSize(r->dnn, r->wd, r->yd, r->cd, r->xd,
-                                                            (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
-    case CONV_PASS_BWD_FILTER:
-        return cudnnGetConvolutionBackwardFilterWorkspaceSize(r->dnn, r->xd, r->yd, r->cd, r->wd,
-                                                              (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
-    }
-    return CUDNN_STATUS_BAD_PARAM;
-}
-
 // One call of the pass with algo (the descriptor's math type set by the caller).
 static cudnnStatus_t call(const Regret *r, int algo, void *ws, size_t ws_size)
 {
-    const float one = 1.0f, zero = 0.0f;
-    switch (r->pass) {
-    case CONV_PASS_FWD:
-        return cudnnConvolutionForward(r->dnn, &one, r->xd, r->x, r->wd, r->w, r->cd,
-                                       (cudnnConvolutionFwdAlgo_t)algo, ws, ws_size, &zero, r->yd, r->y);
-    case CONV_PASS_BWD_DATA:
-        return cudnnConvolutionBackwardData(r->dnn, &one, r->wd, r->w, r->yd, r->y, r->cd,
-                                            (cudnnConvolutionBwdDataAlgo_t)algo, ws, ws_size, &zero,
-                                            r->xd, r->x);
-    case CONV_PASS_BWD_FILTER:
-        return cudnnConvolutionBackwardFilter(r->dnn, &one, r->xd, r->x, r->yd, r->y, r->cd,
-                                              (cudnnConvolutionBwdFilterAlgo_t)algo, ws, ws_size, &zero,
-                                              r->wd, r->dw);
-    }
-    return CUDNN_STATUS_BAD_PARAM;
-}
-
-// cuDNN's ranked list: the heuristics (find = false) or Find's timed list.
-static int ranked(const Regret *r, bool find, ConvCandidate *out, int *count)
-{
-    int got = 0;
-    switch (r->pass) {
-    case CONV_PASS_FWD: {
-        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        if (find)
-            CUDNN_TRY(cudnnFindConvolutionForwardAlgorithm(r->dnn, r->xd, r->wd, r->cd, r->yd,
-                                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-        else
-            CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(r->dnn, r->xd, r->wd, r->cd, r->yd,
-                                                             CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
-        for (int i = 0; i < got; i++)
-            out[i] = (ConvCandidate){perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType,
-                                     perf[i].determinism};
-        break;
-    }
-    case CONV_PASS_BWD_DATA: {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        if (find)
-            CUDNN_TRY(cudnnFindConvolutionBackwardDataAlgorithm(
-                r->dnn, r->wd, r->yd, r->cd, r->xd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-        else
-            CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                r->dnn, r->wd, r->yd, r->cd, r->xd, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
-        for (int i = 0; i < got; i++)
-            out[i] = (ConvCandidate){perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType,
-                                     perf[i].determinism};
-        break;
-    }
-    case CONV_PASS_BWD_FILTER: {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        if (find)
-            CUDNN_TRY(cudnnFindConvolutionBackwardFilterAlgorithm(
-                r->dnn, r->xd, r->yd, r->cd, r->wd, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
-        else
-            CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                r->dnn, r->xd, r->yd, r->cd, r->wd, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
-        for (int i = 0; i < got; i++)
-            out[i] = (ConvCandidate){perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType,
-                                     perf[i].determinism};
-        break;
-    }
-    }
-    *count = got;
-    return 0;
+    return conv_pass_call(r->dnn, r->pass, &r->d, algo, &r->buf, ws, ws_size);
 }
 
 typedef struct Timing {
@@ -187,15 +104,10 @@ static cudnnStatus_t time_candidate(void *ctx, const ConvCandidate *c)
 {
     Timing *t = (Timing *)ctx;
     const Regret *r = t->r;
-    cudnnStatus_t s = cudnnSetConvolutionMathType(r->cd, conv_select_run_math(t->rules, c->math));
-    size_t ws_size = 0;
-    if (s == CUDNN_STATUS_SUCCESS) s = workspace_size(r, c->algo, &ws_size);
-    if (s != CUDNN_STATUS_SUCCESS) return s;
     void *ws = NULL;
-    if (ws_size > 0 && cudaMalloc(&ws, ws_size) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
-    }
+    size_t ws_size = 0;
+    cudnnStatus_t s = conv_candidate_ready(r->dnn, r->pass, &r->d, t->rules, c, &ws, &ws_size);
+    if (s != CUDNN_STATUS_SUCCESS) return s;
     s = call(r, c->algo, ws, ws_size);
     if (s == CUDNN_STATUS_SUCCESS && cudaStreamSynchronize(r->stream) != cudaSuccess) {
         (void)cudaGetLastError();
@@ -231,7 +143,7 @@ static int add_timed(RegretResult *out, Timing *t, const ConvCandidate *c)
     if (at >= 0 || out->count == REGRET_MAX_ALGOS) return at;
     if (time_candidate(t, c) != CUDNN_STATUS_SUCCESS) return -1;
     size_t ws = 0;
-    (void)workspace_size(t->r, c->algo, &ws);
+    (void)conv_workspace_size(t->r->dnn, t->r->pass, &t->r->d, c->algo, &ws);
     out->algos[out->count] = (RegretAlgo){c->algo, math, ws, t->ms};
     return out->count++;
 }
@@ -255,7 +167,7 @@ static int measure(Regret *r, const ConvShape *s, ConvPass pass, const ConvSelec
 {
     ConvCandidate heur[CUDNN_CONVOLUTION_FWD_ALGO_COUNT], find[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     int nh = 0, nf = 0;
-    TRY(ranked(r, false, heur, &nh));
+    TRY(conv_rank_candidates(r->dnn, pass, &r->d, false, heur, &nh));
     out->offered = nh;
     Timing t = {r, rules, reps, 0.0};
     // Every algorithm the heuristics list and the rules allow (a failing one is left out).
@@ -272,9 +184,9 @@ static int measure(Regret *r, const ConvShape *s, ConvPass pass, const ConvSelec
              s->stride);
     out->heuristic = pick(out, &t, heur, nh, pass, what);
     if (out->heuristic < 0) return -1;
-    CUDNN_TRY(cudnnSetConvolutionMathType(r->cd, rules->strict_fp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
+    CUDNN_TRY(cudnnSetConvolutionMathType(r->d.conv, rules->strict_fp32 ? CUDNN_FMA_MATH : CUDNN_DEFAULT_MATH));
     double t0 = clock_seconds();
-    TRY(ranked(r, true, find, &nf));
+    TRY(conv_rank_candidates(r->dnn, pass, &r->d, true, find, &nf));
     out->find_search_ms = 1e3 * (clock_seconds() - t0);
     out->find = pick(out, &t, find, nf, pass, what);
     if (out->find < 0) return -1;

@@ -279,6 +279,22 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
     }
     if (core_config_preset(cfg, a->preset) != 0) return parse_fail("preset", a->preset);
     bool steps_set = false;
+    // The flags that only set a number (at least min; the floats' min is 0).
+    const struct { int opt; int *field; int min; } int_flags[] = {
+        {OPT_BATCH, &cfg->batch_size, 1}, {OPT_IMAGE, &cfg->model.image_size, 1},
+        {OPT_WIDTH, &cfg->model.width, 1}, {OPT_LOG, &a->log_every, 1},
+        {OPT_EVAL, &a->eval_batches, 0}, {OPT_DEVICE, &cfg->device, 0},
+        {OPT_INTERVAL, &cfg->readback_interval, 1}, {OPT_WARMUP, &cfg->optim.warmup_steps, 0},
+        {OPT_STEP_SIZE, &cfg->optim.step_size, 1}, {OPT_REF_BATCH, &cfg->optim.reference_batch, 1},
+        {OPT_GROWTH, &cfg->scaler.growth_interval, 1}, {OPT_NUM_WORKERS, &a->num_workers, 0},
+    };
+    const struct { int opt; float *field; } float_flags[] = {
+        {OPT_NOISE, &a->noise}, {OPT_TARGET, &a->target_accuracy}, {OPT_LR, &cfg->optim.base_lr},
+        {OPT_MOMENTUM, &cfg->optim.momentum}, {OPT_WD, &cfg->optim.weight_decay},
+        {OPT_STEP_GAMMA, &cfg->optim.step_gamma}, {OPT_CLIP, &cfg->optim.clip_norm},
+        {OPT_INIT_SCALE, &cfg->scaler.init_scale}, {OPT_MIN_LR, &cfg->optim.min_lr},
+        {OPT_HOLDOUT, &a->holdout}, {OPT_CROP_SCALE, &a->crop_scale_min},
+    };
     int opt;
     optind = 1;
     while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
@@ -286,17 +302,25 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
         const char *name = "?";
         for (const struct option *o = options; o->name; o++)
             if (o->val == opt) name = o->name;
+        bool numeric = false;
+        for (size_t i = 0; i < sizeof int_flags / sizeof *int_flags; i++)
+            if (int_flags[i].opt == opt) {
+                if (parse_int(name, v, int_flags[i].min, int_flags[i].field)) return -1;
+                numeric = true;
+            }
+        for (size_t i = 0; i < sizeof float_flags / sizeof *float_flags; i++)
+            if (float_flags[i].opt == opt) {
+                if (parse_float(name, v, 0.0f, float_flags[i].field)) return -1;
+                numeric = true;
+            }
+        if (numeric) continue;
         switch (opt) {
         case OPT_PRESET: break;
         case OPT_STEPS: if (parse_int(name, v, 1, &a->steps)) return -1; steps_set = true; break;
-        case OPT_BATCH: if (parse_int(name, v, 1, &cfg->batch_size)) return -1; break;
-        case OPT_IMAGE: if (parse_int(name, v, 1, &cfg->model.image_size)) return -1; break;
         case OPT_CLASSES:
             if (parse_int(name, v, 2, &cfg->model.num_classes)) return -1;
             a->classes_set = true;
             break;
-        case OPT_WIDTH: if (parse_int(name, v, 1, &cfg->model.width)) return -1; break;
-        case OPT_NOISE: if (parse_float(name, v, 0.0f, &a->noise)) return -1; break;
         case OPT_SEED: {
             char *end;
             errno = 0;
@@ -308,11 +332,7 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
             }
             break;
         }
-        case OPT_LOG: if (parse_int(name, v, 1, &a->log_every)) return -1; break;
-        case OPT_EVAL: if (parse_int(name, v, 0, &a->eval_batches)) return -1; break;
-        case OPT_TARGET: if (parse_float(name, v, 0.0f, &a->target_accuracy)) return -1; break;
         case OPT_BACKEND: if (core_backend_parse(v, &cfg->backend)) return parse_fail(name, v); break;
-        case OPT_DEVICE: if (parse_int(name, v, 0, &cfg->device)) return -1; break;
         case OPT_THREADS: {
             int threads;
             if (parse_int(name, v, 1, &threads)) return -1;
@@ -324,26 +344,14 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
         case OPT_ZERO: if (core_zero_grad_parse(v, &cfg->zero_grad)) return parse_fail(name, v); break;
         case OPT_ALGO: if (core_conv_algo_parse(v, &cfg->conv_algo)) return parse_fail(name, v); break;
         case OPT_READBACK: if (core_readback_parse(v, &cfg->readback)) return parse_fail(name, v); break;
-        case OPT_INTERVAL: if (parse_int(name, v, 1, &cfg->readback_interval)) return -1; break;
-        case OPT_LR: if (parse_float(name, v, 0.0f, &cfg->optim.base_lr)) return -1; break;
-        case OPT_MOMENTUM: if (parse_float(name, v, 0.0f, &cfg->optim.momentum)) return -1; break;
-        case OPT_WD: if (parse_float(name, v, 0.0f, &cfg->optim.weight_decay)) return -1; break;
         case OPT_DECAY: if (core_lr_decay_parse(v, &cfg->optim.decay)) return parse_fail(name, v); break;
-        case OPT_WARMUP: if (parse_int(name, v, 0, &cfg->optim.warmup_steps)) return -1; break;
-        case OPT_STEP_SIZE: if (parse_int(name, v, 1, &cfg->optim.step_size)) return -1; break;
-        case OPT_STEP_GAMMA: if (parse_float(name, v, 0.0f, &cfg->optim.step_gamma)) return -1; break;
         case OPT_LINEAR: cfg->optim.linear_scaling = true; break;
-        case OPT_REF_BATCH: if (parse_int(name, v, 1, &cfg->optim.reference_batch)) return -1; break;
-        case OPT_CLIP: if (parse_float(name, v, 0.0f, &cfg->optim.clip_norm)) return -1; break;
-        case OPT_INIT_SCALE: if (parse_float(name, v, 0.0f, &cfg->scaler.init_scale)) return -1; break;
-        case OPT_GROWTH: if (parse_int(name, v, 1, &cfg->scaler.growth_interval)) return -1; break;
         case OPT_WORKSPACE: {
             int mb;
             if (parse_int(name, v, 0, &mb)) return -1;
             cfg->workspace_limit = (size_t)mb << 20;
             break;
         }
-        case OPT_MIN_LR: if (parse_float(name, v, 0.0f, &cfg->optim.min_lr)) return -1; break;
         case OPT_DATA:
             if (strcmp(v, "images") == 0) a->data = TRAIN_DATA_IMAGES;
             else if (strcmp(v, "tensor") == 0) a->data = TRAIN_DATA_TENSOR;
@@ -351,7 +359,6 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
             break;
         case OPT_DATA_DIR: a->data_dir = v; break;
         case OPT_DATASET_PRESET: a->dataset_preset = v; break;
-        case OPT_NUM_WORKERS: if (parse_int(name, v, 0, &a->num_workers)) return -1; break;
         case OPT_SKIP_BAD: a->skip_bad_files = true; break;
         case OPT_LOADER_TIMEOUT:
             // seconds, in milliseconds an int must hold
@@ -359,8 +366,6 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
             if (a->loader_timeout_s > INT_MAX / 1000) return parse_fail(name, v);
             break;
         case OPT_MAX_PIXELS: if (parse_int64(name, v, 0, &a->max_image_pixels)) return -1; break;
-        case OPT_HOLDOUT: if (parse_float(name, v, 0.0f, &a->holdout)) return -1; break;
-        case OPT_CROP_SCALE: if (parse_float(name, v, 0.0f, &a->crop_scale_min)) return -1; break;
         case OPT_DETERMINISTIC: cfg->deterministic = true; break;
         case OPT_VERBOSE: a->verbose = true; break;
         case OPT_DDP: a->ddp = true; break;

@@ -89,19 +89,62 @@ static cudnnConvolutionDescriptor_t pass_desc(const ConvPlan *p, ConvPass pass)
     return pass == CONV_PASS_FWD ? p->fwd : pass == CONV_PASS_BWD_DATA ? p->bwd_data : p->bwd_filter;
 }
 
-static cudnnStatus_t workspace_size(const ConvPlan *p, cudnnHandle_t h, ConvPass pass, int algo,
-                                    size_t *bytes)
+static ConvPassDescs pass_descs(const ConvPlan *p, ConvPass pass)
+{
+    ConvPassDescs d = {p->x, p->y, p->w, pass_desc(p, pass)};
+    return d;
+}
+
+cudnnStatus_t conv_workspace_size(cudnnHandle_t h, ConvPass pass, const ConvPassDescs *d, int algo,
+                                  size_t *bytes)
 {
     switch (pass) {
     case CONV_PASS_FWD:
-        return cudnnGetConvolutionForwardWorkspaceSize(h, p->x, p->w, p->fwd, p->y,
+        return cudnnGetConvolutionForwardWorkspaceSize(h, d->x, d->w, d->conv, d->y,
                                                        (cudnnConvolutionFwdAlgo_t)algo, bytes);
     case CONV_PASS_BWD_DATA:
         return cudnnGetConvolutionBackwardDataWorkspaceSize(
-            h, p->w, p->y, p->bwd_data, p->x, (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
+            h, d->w, d->y, d->conv, d->x, (cudnnConvolutionBwdDataAlgo_t)algo, bytes);
     case CONV_PASS_BWD_FILTER:
         return cudnnGetConvolutionBackwardFilterWorkspaceSize(
-            h, p->x, p->y, p->bwd_filter, p->w, (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
+            h, d->x, d->y, d->conv, d->w, (cudnnConvolutionBwdFilterAlgo_t)algo, bytes);
+    }
+    return CUDNN_STATUS_BAD_PARAM;
+}
+
+cudnnStatus_t conv_candidate_ready(cudnnHandle_t h, ConvPass pass, const ConvPassDescs *d,
+                                   const ConvSelectRules *rules, const ConvCandidate *c, void **ws,
+                                   size_t *ws_size)
+{
+    *ws = NULL;
+    *ws_size = 0;
+    cudnnStatus_t s = cudnnSetConvolutionMathType(d->conv, conv_select_run_math(rules, c->math));
+    if (s == CUDNN_STATUS_SUCCESS) s = conv_workspace_size(h, pass, d, c->algo, ws_size);
+    if (s != CUDNN_STATUS_SUCCESS) return s;
+    if (*ws_size > 0 && cudaMalloc(ws, *ws_size) != cudaSuccess) {
+        (void)cudaGetLastError();
+        *ws = NULL;
+        return CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
+    }
+    return CUDNN_STATUS_SUCCESS;
+}
+
+cudnnStatus_t conv_pass_call(cudnnHandle_t h, ConvPass pass, const ConvPassDescs *d, int algo,
+                             const ConvTrialBuffers *b, void *ws, size_t ws_size)
+{
+    const float one = 1.0f, zero = 0.0f;
+    switch (pass) {
+    case CONV_PASS_FWD:
+        return cudnnConvolutionForward(h, &one, d->x, b->x, d->w, b->w, d->conv,
+                                       (cudnnConvolutionFwdAlgo_t)algo, ws, ws_size, &zero, d->y, b->y);
+    case CONV_PASS_BWD_DATA:
+        return cudnnConvolutionBackwardData(h, &one, d->w, b->w, d->y, b->y, d->conv,
+                                            (cudnnConvolutionBwdDataAlgo_t)algo, ws, ws_size, &zero,
+                                            d->x, b->x);
+    case CONV_PASS_BWD_FILTER:
+        return cudnnConvolutionBackwardFilter(h, &one, d->x, b->x, d->y, b->y, d->conv,
+                                              (cudnnConvolutionBwdFilterAlgo_t)algo, ws, ws_size,
+                                              &zero, d->w, b->dw);
     }
     return CUDNN_STATUS_BAD_PARAM;
 }
@@ -111,35 +154,12 @@ static cudnnStatus_t workspace_size(const ConvPlan *p, cudnnHandle_t h, ConvPass
 static cudnnStatus_t run_trial(void *ctx, const ConvCandidate *c)
 {
     const Trial *t = (const Trial *)ctx;
-    const ConvPlan *p = t->plan;
-    cudnnConvolutionDescriptor_t desc = pass_desc(p, t->pass);
-    cudnnStatus_t s = cudnnSetConvolutionMathType(desc, conv_select_run_math(t->rules, c->math));
-    size_t ws_size = 0;
-    if (s == CUDNN_STATUS_SUCCESS) s = workspace_size(p, t->h, t->pass, c->algo, &ws_size);
-    if (s != CUDNN_STATUS_SUCCESS) return s;
+    const ConvPassDescs d = pass_descs(t->plan, t->pass);
     void *ws = NULL;
-    if (ws_size > 0 && cudaMalloc(&ws, ws_size) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
-    }
-    const float one = 1.0f, zero = 0.0f;
-    const ConvTrialBuffers *b = t->buf;
-    switch (t->pass) {
-    case CONV_PASS_FWD:
-        s = cudnnConvolutionForward(t->h, &one, p->x, b->x, p->w, b->w, desc,
-                                    (cudnnConvolutionFwdAlgo_t)c->algo, ws, ws_size, &zero, p->y, b->y);
-        break;
-    case CONV_PASS_BWD_DATA:
-        s = cudnnConvolutionBackwardData(t->h, &one, p->w, b->w, p->y, b->y, desc,
-                                         (cudnnConvolutionBwdDataAlgo_t)c->algo, ws, ws_size, &zero,
-                                         p->x, b->x);
-        break;
-    case CONV_PASS_BWD_FILTER:
-        s = cudnnConvolutionBackwardFilter(t->h, &one, p->x, b->x, p->y, b->y, desc,
-                                           (cudnnConvolutionBwdFilterAlgo_t)c->algo, ws, ws_size,
-                                           &zero, p->w, b->dw);
-        break;
-    }
+    size_t ws_size = 0;
+    cudnnStatus_t s = conv_candidate_ready(t->h, t->pass, &d, t->rules, c, &ws, &ws_size);
+    if (s != CUDNN_STATUS_SUCCESS) return s;
+    s = conv_pass_call(t->h, t->pass, &d, c->algo, t->buf, ws, ws_size);
     cudaStream_t stream = NULL;
     if (s == CUDNN_STATUS_SUCCESS && cudnnGetStream(t->h, &stream) == CUDNN_STATUS_SUCCESS &&
         cudaStreamSynchronize(stream) != cudaSuccess) {
@@ -150,20 +170,18 @@ static cudnnStatus_t run_trial(void *ctx, const ConvCandidate *c)
     return s;
 }
 
-// cuDNN's ranked list for one pass: Find (timed, what cudnn.benchmark does) or the
-// heuristics, as candidates.
-static int rank_candidates(ConvPlan *p, cudnnHandle_t h, ConvPass pass, bool tune,
-                           ConvCandidate *out, int *count)
+int conv_rank_candidates(cudnnHandle_t h, ConvPass pass, const ConvPassDescs *d, bool find,
+                         ConvCandidate *out, int *count)
 {
     int got = 0;
     switch (pass) {
     case CONV_PASS_FWD: {
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        if (tune)
-            CUDNN_TRY(cudnnFindConvolutionForwardAlgorithm(h, p->x, p->w, p->fwd, p->y,
+        if (find)
+            CUDNN_TRY(cudnnFindConvolutionForwardAlgorithm(h, d->x, d->w, d->conv, d->y,
                                                            CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
         else
-            CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(h, p->x, p->w, p->fwd, p->y,
+            CUDNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(h, d->x, d->w, d->conv, d->y,
                                                              CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf));
         for (int i = 0; i < got; i++)
             out[i] = (ConvCandidate){perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType,
@@ -172,12 +190,12 @@ static int rank_candidates(ConvPlan *p, cudnnHandle_t h, ConvPass pass, bool tun
     }
     case CONV_PASS_BWD_DATA: {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        if (tune)
+        if (find)
             CUDNN_TRY(cudnnFindConvolutionBackwardDataAlgorithm(
-                h, p->w, p->y, p->bwd_data, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
+                h, d->w, d->y, d->conv, d->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
         else
             CUDNN_TRY(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                h, p->w, p->y, p->bwd_data, p->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
+                h, d->w, d->y, d->conv, d->x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf));
         for (int i = 0; i < got; i++)
             out[i] = (ConvCandidate){perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType,
                                      perf[i].determinism};
@@ -185,12 +203,12 @@ static int rank_candidates(ConvPlan *p, cudnnHandle_t h, ConvPass pass, bool tun
     }
     case CONV_PASS_BWD_FILTER: {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        if (tune)
+        if (find)
             CUDNN_TRY(cudnnFindConvolutionBackwardFilterAlgorithm(
-                h, p->x, p->y, p->bwd_filter, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
+                h, d->x, d->y, d->conv, d->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
         else
             CUDNN_TRY(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                h, p->x, p->y, p->bwd_filter, p->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
+                h, d->x, d->y, d->conv, d->w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf));
         for (int i = 0; i < got; i++)
             out[i] = (ConvCandidate){perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType,
                                      perf[i].determinism};
@@ -211,7 +229,8 @@ static int select_algos(ConvPlan *p, cudnnHandle_t h, const ConvKey *k,
     for (int pass = CONV_PASS_FWD; pass <= CONV_PASS_BWD_FILTER; pass++) {
         ConvCandidate cands[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];  // the largest of the three
         int count = 0;
-        TRY(rank_candidates(p, h, (ConvPass)pass, tune, cands, &count));
+        const ConvPassDescs d = pass_descs(p, (ConvPass)pass);
+        TRY(conv_rank_candidates(h, (ConvPass)pass, &d, tune, cands, &count));
         char what[160];
         snprintf(what, sizeof what, "conv %dx%dx%dx%d k%d r%d s%d (%s%s)", k->n, k->c, k->h, k->w,
                  k->k, k->r, k->stride, core_precision_name((CorePrecision)k->precision),
@@ -286,23 +305,31 @@ ConvKey conv_key_make(int device, const ConvShape *s, DType dtype, bool nhwc, Co
     return k;
 }
 
+int conv_descs_set(cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, cudnnFilterDescriptor_t w,
+                   const cudnnConvolutionDescriptor_t *convs, int nconv, const ConvShape *s,
+                   cudnnTensorFormat_t fmt, cudnnDataType_t dt, cudnnMathType_t math)
+{
+    CUDNN_TRY(cudnnSetTensor4dDescriptor(x, fmt, dt, s->n, s->c, s->h, s->w));
+    CUDNN_TRY(cudnnSetTensor4dDescriptor(y, fmt, dt, s->n, s->k, s->p, s->q));
+    CUDNN_TRY(cudnnSetFilter4dDescriptor(w, dt, fmt, s->k, s->c, s->r, s->r));
+    for (int i = 0; i < nconv; i++) {
+        // fp32 accumulation for every data type (fp16/bf16: "pseudo" half configs).
+        CUDNN_TRY(cudnnSetConvolution2dDescriptor(convs[i], s->pad, s->pad, s->stride, s->stride,
+                                                  1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+        CUDNN_TRY(cudnnSetConvolutionMathType(convs[i], math));
+    }
+    return 0;
+}
+
 int conv_plan_set(ConvPlan *p, cudnnHandle_t h, const ConvKey *k, const ConvTrialBuffers *trial,
                   ConvTuneStats *stats)
 {
     TRY(conv_plan_create(p));
     p->key = *k;
-    cudnnTensorFormat_t fmt = k->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-    cudnnDataType_t dt = dtype_cudnn((DType)k->dtype);
-    CUDNN_TRY(cudnnSetTensor4dDescriptor(p->x, fmt, dt, k->n, k->c, k->h, k->w));
-    CUDNN_TRY(cudnnSetTensor4dDescriptor(p->y, fmt, dt, k->n, k->k, k->p, k->q));
-    CUDNN_TRY(cudnnSetFilter4dDescriptor(p->w, dt, fmt, k->k, k->c, k->r, k->r));
-    cudnnConvolutionDescriptor_t descs[3] = {p->fwd, p->bwd_data, p->bwd_filter};
-    for (int i = 0; i < 3; i++) {
-        // fp32 accumulation for every data type (fp16/bf16: "pseudo" half configs).
-        CUDNN_TRY(cudnnSetConvolution2dDescriptor(descs[i], k->pad, k->pad, k->stride, k->stride,
-                                                  1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-        CUDNN_TRY(cudnnSetConvolutionMathType(descs[i], base_math(k->precision)));
-    }
+    const ConvShape shape = {k->n, k->c, k->h, k->w, k->k, k->r, k->stride, k->pad, k->p, k->q};
+    const cudnnConvolutionDescriptor_t descs[3] = {p->fwd, p->bwd_data, p->bwd_filter};
+    TRY(conv_descs_set(p->x, p->y, p->w, descs, 3, &shape, k->nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                       dtype_cudnn((DType)k->dtype), base_math(k->precision)));
     int on, oc, oh, ow;
     CUDNN_TRY(cudnnGetConvolution2dForwardOutputDim(p->fwd, p->x, p->w, &on, &oc, &oh, &ow));
     if (on != k->n || oc != k->k || oh != k->p || ow != k->q)

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "kernels/conv_select.h"
 #include "kernels/core.h"
 #include "kernels/cuda_common.cuh"
 #include "kernels/layers_cpu.h"
@@ -51,6 +52,39 @@ ConvKey conv_key_make(int device, const ConvShape *s, DType dtype, bool nhwc, Co
 // the input's size (also written as backward-data's output), y the output's (also read
 // as dy), w a filter to read and dw a filter-sized buffer to write.
 typedef struct ConvTrialBuffers { void *x, *y; const void *w; void *dw; } ConvTrialBuffers;
+
+// The descriptors one pass runs on: x the input (dx in backward data), y the output (dy in
+// both backward passes), w the filter (dw in backward filter), conv the pass's convolution.
+typedef struct ConvPassDescs {
+    cudnnTensorDescriptor_t x, y;
+    cudnnFilterDescriptor_t w;
+    cudnnConvolutionDescriptor_t conv;
+} ConvPassDescs;
+
+// Sets x, y and w to shape s in this layout and data type, and each of the nconv
+// convolution descriptors to s's padding and stride (fp32 accumulation) and math type.
+int conv_descs_set(cudnnTensorDescriptor_t x, cudnnTensorDescriptor_t y, cudnnFilterDescriptor_t w,
+                   const cudnnConvolutionDescriptor_t *convs, int nconv, const ConvShape *s,
+                   cudnnTensorFormat_t fmt, cudnnDataType_t dt, cudnnMathType_t math);
+// cuDNN's ranked list for one pass as candidates: Find (find: timed, what cudnn.benchmark
+// does) or the heuristics (cudnnGetConvolution*Algorithm_v7). out holds
+// CUDNN_CONVOLUTION_FWD_ALGO_COUNT entries (the largest of the three passes' counts).
+int conv_rank_candidates(cudnnHandle_t h, ConvPass pass, const ConvPassDescs *d, bool find,
+                         ConvCandidate *out, int *count);
+// The workspace algo needs for the pass, with d->conv's current math type.
+cudnnStatus_t conv_workspace_size(cudnnHandle_t h, ConvPass pass, const ConvPassDescs *d, int algo,
+                                  size_t *bytes);
+// Readies a trial of candidate c: d->conv gets c's math type under the rules, and *ws the
+// workspace c needs (NULL when none; the caller cudaFrees it). A failure is returned as a
+// status (allocation: CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED), not raised.
+cudnnStatus_t conv_candidate_ready(cudnnHandle_t h, ConvPass pass, const ConvPassDescs *d,
+                                   const ConvSelectRules *rules, const ConvCandidate *c, void **ws,
+                                   size_t *ws_size);
+// One call of the pass with algo on buffers b (overwritten: beta = 0): forward writes b->y
+// from b->x and b->w, backward data writes b->x from b->w and b->y, backward filter writes
+// b->dw from b->x and b->y.
+cudnnStatus_t conv_pass_call(cudnnHandle_t h, ConvPass pass, const ConvPassDescs *d, int algo,
+                             const ConvTrialBuffers *b, void *ws, size_t ws_size);
 
 // Counters of algorithm selection, added to by conv_plan_set.
 typedef struct ConvTuneStats { double tune_ms; int hits, misses; } ConvTuneStats;
