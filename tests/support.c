@@ -69,6 +69,13 @@ char *test_read_file(const char *path, size_t *size)
     return buf;
 }
 
+char *test_read_in(const char *folder, const char *name)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", folder, name);
+    return test_read_file(path, NULL);
+}
+
 int test_run(const char *fmt, ...)
 {
     char cmd[4096];
@@ -113,4 +120,106 @@ bool test_csv_field(const char *line, int index, char *out, size_t out_size)
     memcpy(out, p, n);
     out[n] = '\0';
     return true;
+}
+
+bool test_write_file(const char *folder, const char *name, const char *text)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", folder, name);
+    FILE *f = fopen(path, "w");
+    if (!f) return false;
+    bool ok = fputs(text, f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+int test_count_lines(const char *text)
+{
+    int lines = 0;
+    for (const char *p = text; *p; p++) lines += *p == '\n';
+    return lines;
+}
+
+char *test_bench_list(const char *program)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "'%s/%s' --benchmark_list_tests 2>/dev/null", test_build_dir(), program);
+    FILE *p = popen(cmd, "r");
+    if (!p) return NULL;
+    size_t size = 0, cap = 4096;
+    char *text = malloc(cap);
+    size_t n;
+    while (text && (n = fread(text + size, 1, cap - size - 1, p)) > 0) {
+        size += n;
+        if (cap - size - 1 == 0) {
+            char *bigger = realloc(text, cap *= 2);
+            if (!bigger) free(text);
+            text = bigger;
+        }
+    }
+    int status = pclose(p);
+    if (!text || status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        printf("%s --benchmark_list_tests: exit status %d\n", program,
+               status != -1 && WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        free(text);
+        return NULL;
+    }
+    text[size] = '\0';
+    return text;
+}
+
+char *test_bench_csv(const char *program, const char *args)
+{
+    char *tmp = test_temp_dir();
+    if (!tmp) return NULL;
+    int rc = test_run("'%s/%s' %s --harness_csv='%s/out.csv' >'%s/out.txt' 2>&1", test_build_dir(), program, args,
+                      tmp, tmp);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/out.csv", tmp);
+    char *csv = rc == 0 ? test_read_file(path, NULL) : NULL;
+    if (!csv) {
+        snprintf(path, sizeof path, "%s/out.txt", tmp);
+        char *out = test_read_file(path, NULL);
+        printf("%s %s: exit status %d%s, output:\n%s\n", program, args, rc, rc == 0 ? " but no CSV" : "",
+               out ? out : "");
+        free(out);
+    }
+    test_remove_tree(tmp);
+    free(tmp);
+    return csv;
+}
+
+int test_rows_ok_or_skipped(const char *csv, bool gpu, char *why, size_t why_size)
+{
+    int status = test_csv_column(csv, "status"), reason = test_csv_column(csv, "reason"), rows = 0;
+    for (const char *row = strchr(csv, '\n'); row && row[1]; row = strchr(row + 1, '\n'), rows++) {
+        char st[32], r[256];
+        if (!test_csv_field(row + 1, status, st, sizeof st) || !test_csv_field(row + 1, reason, r, sizeof r)) {
+            snprintf(why, why_size, "row %d has no status or reason", rows + 1);
+            return -1;
+        }
+        bool good = gpu ? strcmp(st, "ok") == 0 : strcmp(st, "skipped") == 0 && strncmp(r, "no CUDA device", 14) == 0;
+        if (!good) {
+            snprintf(why, why_size, "row %d is %s: %s", rows + 1, st, r);
+            return -1;
+        }
+    }
+    return rows;
+}
+
+char *test_dir;
+
+int test_setup_dir(void **state)
+{
+    (void)state;
+    test_dir = test_temp_dir();
+    return test_dir ? 0 : -1;
+}
+
+int test_teardown_dir(void **state)
+{
+    (void)state;
+    test_remove_tree(test_dir);
+    free(test_dir);
+    test_dir = NULL;
+    return 0;
 }

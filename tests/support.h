@@ -1,5 +1,6 @@
-// support.h: small helpers shared by the tests: temporary folders, reading files,
-// running commands, and finding the source tree (SUITE_ROOT, set by run-tests.sh).
+// support.h: small helpers shared by the tests: temporary folders, reading and writing
+// files, running commands and benchmark programs (their listings, their results CSVs), and
+// finding the source tree (SUITE_ROOT, set by run-tests.sh).
 #ifndef TEST_SUPPORT_H
 #define TEST_SUPPORT_H
 
@@ -21,6 +22,8 @@ char *test_temp_dir(void);
 void test_remove_tree(const char *path);
 // Reads a whole file into a malloc'd NUL-terminated string, or NULL.
 char *test_read_file(const char *path, size_t *size);
+// Reads folder/name whole (see test_read_file), or NULL.
+char *test_read_in(const char *folder, const char *name);
 // Runs a shell command; returns its exit status (-1 when it could not run).
 int test_run(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 // True when the file exists and has at least min_size bytes.
@@ -29,5 +32,27 @@ bool test_file_at_least(const char *path, size_t min_size);
 int test_csv_column(const char *header, const char *name);
 // Copies field `index` of a comma-separated line into out.
 bool test_csv_field(const char *line, int index, char *out, size_t out_size);
+// Writes text to folder/name; false when the file could not be written whole.
+bool test_write_file(const char *folder, const char *name, const char *text);
+// Number of newline characters in text.
+int test_count_lines(const char *text);
+
+// The standard output of `<build>/<program> --benchmark_list_tests` (malloc'd), or NULL
+// (with the exit status printed) when the program did not exit 0.
+char *test_bench_list(const char *program);
+// Runs `<build>/<program> <args> --harness_csv=<tmp>/out.csv` in a fresh temporary folder
+// and returns the CSV text (malloc'd), or NULL (with the exit status and the program's
+// output printed) when the program did not exit 0 or wrote no CSV.
+char *test_bench_csv(const char *program, const char *args);
+// Checks every row of a results CSV: with a GPU each has status ok; without, each is
+// skipped with a reason that starts "no CUDA device". Returns the number of rows, or -1
+// with the first bad row described in why.
+int test_rows_ok_or_skipped(const char *csv, bool gpu, char *why, size_t why_size);
+
+// cmocka setup/teardown for tests that each work in a fresh temporary folder: test_dir
+// is that folder while a test runs.
+extern char *test_dir;
+int test_setup_dir(void **state);
+int test_teardown_dir(void **state);
 
 #endif

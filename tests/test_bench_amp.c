@@ -89,12 +89,7 @@ static char *run_amp(const char *tmp, const char *filter, const char *extra, cha
 static void test_lists_every_variant(void **state)
 {
     (void)state;
-    char *tmp = test_temp_dir();
-    assert_non_null(tmp);
-    assert_int_equal(test_run("'%s/bench_amp' --benchmark_list_tests >'%s/list' 2>/dev/null", test_build_dir(), tmp), 0);
-    char path[600];
-    snprintf(path, sizeof path, "%s/list", tmp);
-    char *list = test_read_file(path, NULL);
+    char *list = test_bench_list("bench_amp");
     assert_non_null(list);
     const char *want[] = {
         "amp_gemm/fp32_strict/size:1024/", "amp_gemm/tf32/size:4096/", "amp_gemm/fp16/size:8192/",
@@ -108,8 +103,6 @@ static void test_lists_every_variant(void **state)
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(list, want[i])) fail_msg("--benchmark_list_tests lacks %s", want[i]);
     free(list);
-    test_remove_tree(tmp);
-    free(tmp);
 }
 
 // amp_parity and amp_scaler on the CPU backend, for real (a few seconds).

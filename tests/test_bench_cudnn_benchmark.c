@@ -24,13 +24,7 @@
 static void test_lists_every_variant(void **state)
 {
     (void)state;
-    char *tmp = test_temp_dir();
-    assert_non_null(tmp);
-    assert_int_equal(test_run("'%s/" PROGRAM "' --benchmark_list_tests > '%s/list' 2>/dev/null",
-                              test_build_dir(), tmp), 0);
-    char path[600];
-    snprintf(path, sizeof path, "%s/list", tmp);
-    char *list = test_read_file(path, NULL);
+    char *list = test_bench_list(PROGRAM);
     assert_non_null(list);
     const char *want[] = {
         "cudnn_benchmark/heuristic/preset:resnet18/batch:0/", "cudnn_benchmark/autotune/preset:tiny/",
@@ -44,14 +38,10 @@ static void test_lists_every_variant(void **state)
         "cudnn_benchmark_regret/engine_search/preset:resnet18/batch:0/pass:fwd/conv:7/"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(list, want[i])) fail_msg("--benchmark_list_tests lacks %s", want[i]);
-    int lines = 0;
-    for (const char *p = list; *p; p++) lines += *p == '\n';
     // steps and tuning: 2 x 4 presets each; dynamic: 2 x 2 presets x 4 size settings; CPU
     // dynamic: 4; regret: 4 picks x 2 presets x 3 passes x 11 shapes
-    assert_int_equal(lines, 8 + 8 + 16 + 4 + 4 * 2 * 3 * 11);
+    assert_int_equal(test_count_lines(list), 8 + 8 + 16 + 4 + 4 * 2 * 3 * 11);
     free(list);
-    test_remove_tree(tmp);
-    free(tmp);
 }
 
 static void test_bad_option_values_are_refused(void **state)

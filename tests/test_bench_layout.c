@@ -19,12 +19,7 @@
 static void test_lists_every_variant(void **state)
 {
     (void)state;
-    char *tmp = test_temp_dir();
-    assert_non_null(tmp);
-    assert_int_equal(test_run("'%s/bench_layout' --benchmark_list_tests >'%s/list' 2>/dev/null", test_build_dir(), tmp), 0);
-    char path[600];
-    snprintf(path, sizeof path, "%s/list", tmp);
-    char *list = test_read_file(path, NULL);
+    char *list = test_bench_list("bench_layout");
     assert_non_null(list);
     const char *precisions[] = {"fp32", "fp32_strict", "tf32", "fp16", "bf16"};
     const char *presets[] = {"tiny", "small", "medium", "resnet18"};
@@ -36,53 +31,34 @@ static void test_lists_every_variant(void **state)
                          presets[q]);
                 if (!strstr(list, want)) fail_msg("--benchmark_list_tests lacks %s", want);
             }
-    int lines = 0;
-    for (const char *c = list; *c; c++) lines += *c == '\n';
-    assert_int_equal(lines, 5 * 4 * 2);
+    assert_int_equal(test_count_lines(list), 5 * 4 * 2);
     free(list);
-    test_remove_tree(tmp);
-    free(tmp);
 }
 
 static void test_runs_or_skips_with_reason(void **state)
 {
     (void)state;
-    char *tmp = test_temp_dir();
-    assert_non_null(tmp);
-    int rc = test_run("'%s/bench_layout' --benchmark_filter='^layout_(fp32|fp16)/.*/preset:tiny/' "
-                      "--benchmark_min_time=0.01 --harness_csv='%s/l.csv' >/dev/null 2>&1", test_build_dir(), tmp);
-    assert_int_equal(rc, 0);
-    char path[600];
-    snprintf(path, sizeof path, "%s/l.csv", tmp);
-    char *csv = test_read_file(path, NULL);
+    char *csv = test_bench_csv("bench_layout", "--benchmark_filter='^layout_(fp32|fp16)/.*/preset:tiny/' "
+                                               "--benchmark_min_time=0.01");
     assert_non_null(csv);
     int status = test_csv_column(csv, "status"), reason = test_csv_column(csv, "reason"),
         wrong = test_csv_column(csv, "wrong"), variant = test_csv_column(csv, "variant");
     assert_true(status >= 0 && reason >= 0 && variant >= 0);
     bool gpu = gpu_device_available(NULL, 0);
-    int rows = 0;
+    char why[512];
+    int rows = test_rows_ok_or_skipped(csv, gpu, why, sizeof why);
+    if (rows < 0) fail_msg("%s", why);
+    assert_int_equal(rows, 4);
     for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
-        char s[32], r[256], w[32], v[64];
-        assert_true(test_csv_field(line + 1, status, s, sizeof s));
-        assert_true(test_csv_field(line + 1, reason, r, sizeof r));
+        char w[32], v[64];
         assert_true(test_csv_field(line + 1, variant, v, sizeof v));
-        rows++;
-        if (!gpu) {
-            assert_string_equal(s, "skipped");
-            if (strncmp(r, "no CUDA device", 14) != 0) fail_msg("reason: %s", r);
-            continue;
-        }
-        if (strcmp(s, "ok") != 0) fail_msg("%s: %s %s", v, s, r);
-        if (strcmp(v, "channels_last") == 0) {
+        if (gpu && strcmp(v, "channels_last") == 0) {
             assert_true(wrong >= 0 && test_csv_field(line + 1, wrong, w, sizeof w));
             assert_string_equal(w, "0");
         }
     }
-    assert_int_equal(rows, 4);
     if (!gpu) printf("skipped: no CUDA device (the GPU runs of bench_layout are checked only with one)\n");
     free(csv);
-    test_remove_tree(tmp);
-    free(tmp);
 }
 
 int main(void)

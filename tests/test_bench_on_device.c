@@ -26,13 +26,7 @@
 static void test_lists_every_variant(void **state)
 {
     (void)state;
-    char *tmp = test_temp_dir();
-    assert_non_null(tmp);
-    assert_int_equal(test_run("'%s/bench_on_device' --benchmark_list_tests > '%s/list' 2>/dev/null",
-                              test_build_dir(), tmp), 0);
-    char path[600];
-    snprintf(path, sizeof path, "%s/list", tmp);
-    char *list = test_read_file(path, NULL);
+    char *list = test_bench_list("bench_on_device");
     assert_non_null(list);
     const char *want[] = {"on_device/host_built/preset:tiny/batch:0/", "on_device/device_built/preset:resnet18/",
                           "on_device_randn/host_pageable/bytes:4096/", "on_device_randn/host_pinned/bytes:65536/",
@@ -41,43 +35,22 @@ static void test_lists_every_variant(void **state)
                           "on_device_arange/device/bytes:67108864/"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(list, want[i])) fail_msg("--benchmark_list_tests lacks %s", want[i]);
-    int lines = 0;
-    for (const char *p = list; *p; p++) lines += *p == '\n';
-    assert_int_equal(lines, 2 * 3 + 7 * 9);  // macro: 2 variants x 3 presets; micro: 7 x 9 sizes
+    assert_int_equal(test_count_lines(list), 2 * 3 + 7 * 9);  // macro: 2 variants x 3 presets; micro: 7 x 9 sizes
     free(list);
-    test_remove_tree(tmp);
-    free(tmp);
 }
 
 static void test_runs_or_skips_with_reason(void **state)
 {
     (void)state;
-    char *tmp = test_temp_dir();
-    assert_non_null(tmp);
     bool gpu = gpu_device_available(NULL, 0);
-    int rc = test_run("'%s/bench_on_device' --benchmark_min_time=0.01 --harness_csv='%s/od.csv' "
-                      "--benchmark_filter='^(on_device/device_built/preset:tiny|on_device/host_built/preset:tiny|"
-                      "on_device_randn/device/bytes:4096|on_device_zeros/host_pageable/bytes:4096|"
-                      "on_device_arange/device/bytes:65536)/' >/dev/null 2>&1", test_build_dir(), tmp);
-    assert_int_equal(rc, 0);
-    char path[600];
-    snprintf(path, sizeof path, "%s/od.csv", tmp);
-    char *csv = test_read_file(path, NULL);
+    char *csv = test_bench_csv("bench_on_device",
+                               "--benchmark_min_time=0.01 --benchmark_filter='^(on_device/device_built/preset:tiny|"
+                               "on_device/host_built/preset:tiny|on_device_randn/device/bytes:4096|"
+                               "on_device_zeros/host_pageable/bytes:4096|on_device_arange/device/bytes:65536)/'");
     assert_non_null(csv);
-    int status = test_csv_column(csv, "status"), reason = test_csv_column(csv, "reason");
-    int rows = 0;
-    for (const char *row = strchr(csv, '\n'); row && row[1]; row = strchr(row + 1, '\n')) {
-        char st[32], why[256];
-        assert_true(test_csv_field(row + 1, status, st, sizeof st));
-        assert_true(test_csv_field(row + 1, reason, why, sizeof why));
-        if (gpu) {
-            if (strcmp(st, "ok") != 0) fail_msg("a run is %s: %s", st, why);
-        } else {
-            assert_string_equal(st, "skipped");
-            if (strncmp(why, "no CUDA device", 14) != 0) fail_msg("skip reason: %s", why);
-        }
-        rows++;
-    }
+    char why[512];
+    int rows = test_rows_ok_or_skipped(csv, gpu, why, sizeof why);
+    if (rows < 0) fail_msg("%s", why);
     assert_int_equal(rows, 5);
     if (gpu) {
         for (const char *row = strchr(csv, '\n'); row && row[1]; row = strchr(row + 1, '\n')) {
@@ -88,8 +61,6 @@ static void test_runs_or_skips_with_reason(void **state)
         }
     }
     free(csv);
-    test_remove_tree(tmp);
-    free(tmp);
 }
 
 static void test_host_normal_is_standard_and_reproducible(void **state)

@@ -21,14 +21,7 @@
 static void test_lists_every_variant(void **state)
 {
     (void)state;
-    char cmd[1024], *tmp = test_temp_dir();
-    assert_non_null(tmp);
-    snprintf(cmd, sizeof cmd, "'%s/bench_pin_memory' --benchmark_list_tests > '%s/list' 2>/dev/null",
-             test_build_dir(), tmp);
-    assert_int_equal(test_run("%s", cmd), 0);
-    char path[600];
-    snprintf(path, sizeof path, "%s/list", tmp);
-    char *list = test_read_file(path, NULL);
+    char *list = test_bench_list("bench_pin_memory");
     assert_non_null(list);
     const char *want[] = {"pin_memory/pageable/h2d:1/bytes:4096/", "pin_memory/pinned/h2d:0/bytes:268435456/",
                           "pin_memory/pinned_async/", "pin_memory/registered_async/",
@@ -37,26 +30,15 @@ static void test_lists_every_variant(void **state)
                           "pin_memory_alloc/pinned_once/bytes:67108864/fma:4096/"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(list, want[i])) fail_msg("--benchmark_list_tests lacks %s", want[i]);
-    int lines = 0;
-    for (const char *p = list; *p; p++) lines += *p == '\n';
-    assert_int_equal(lines, 4 * 2 * 9 + 4 * 3 * 3); // copies: 2 directions x 9 sizes; steps: 3x3
+    assert_int_equal(test_count_lines(list), 4 * 2 * 9 + 4 * 3 * 3); // copies: 2 directions x 9 sizes; steps: 3x3
     free(list);
-    test_remove_tree(tmp);
-    free(tmp);
 }
 
 static void test_runs_or_skips_with_reason(void **state)
 {
     (void)state;
-    char *tmp = test_temp_dir();
-    assert_non_null(tmp);
-    int rc = test_run("'%s/bench_pin_memory' --benchmark_filter='^pin_memory/pinned/h2d:1/bytes:4096/' "
-                      "--benchmark_min_time=0.01 --harness_csv='%s/pm.csv' >/dev/null 2>&1",
-                      test_build_dir(), tmp);
-    assert_int_equal(rc, 0);
-    char path[600];
-    snprintf(path, sizeof path, "%s/pm.csv", tmp);
-    char *csv = test_read_file(path, NULL);
+    char *csv = test_bench_csv("bench_pin_memory", "--benchmark_filter='^pin_memory/pinned/h2d:1/bytes:4096/' "
+                                                   "--benchmark_min_time=0.01");
     assert_non_null(csv);
     const char *row = strchr(csv, '\n');
     assert_non_null(row);
@@ -72,8 +54,6 @@ static void test_runs_or_skips_with_reason(void **state)
         assert_true(strncmp(reason, "no CUDA device", 14) == 0);
     }
     free(csv);
-    test_remove_tree(tmp);
-    free(tmp);
 }
 
 // Flag values Google Benchmark aborts on (a negative repetition count), runs nothing for

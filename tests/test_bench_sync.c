@@ -24,27 +24,10 @@
 #include "kernels/gpu_device.h"
 #include "tests/support.h"
 
-// Runs bench_sync with a filter into a CSV; returns the CSV text (the caller frees it).
-static char *run_program(const char *filter, char *tmp)
-{
-    int rc = test_run("'%s/bench_sync' --benchmark_filter='%s' --benchmark_min_time=0.01 "
-                      "--harness_csv='%s/sync.csv' >/dev/null 2>&1", test_build_dir(), filter, tmp);
-    if (rc != 0) fail_msg("bench_sync --benchmark_filter='%s': exit status %d", filter, rc);
-    char path[600];
-    snprintf(path, sizeof path, "%s/sync.csv", tmp);
-    return test_read_file(path, NULL);
-}
-
 static void test_lists_every_variant(void **state)
 {
     (void)state;
-    char *tmp = test_temp_dir();
-    assert_non_null(tmp);
-    assert_int_equal(test_run("'%s/bench_sync' --benchmark_list_tests > '%s/list' 2>/dev/null",
-                              test_build_dir(), tmp), 0);
-    char path[600];
-    snprintf(path, sizeof path, "%s/list", tmp);
-    char *list = test_read_file(path, NULL);
+    char *list = test_bench_list("bench_sync");
     assert_non_null(list);
     const char *want[] = {"sync/every_step/preset:tiny/batch:8/", "sync/every_10/preset:small/batch:0/",
                           "sync/every_100/preset:resnet18/batch:8/", "sync/at_end/preset:resnet18/batch:0/",
@@ -55,38 +38,22 @@ static void test_lists_every_variant(void **state)
                           "sync_hidden_copy/pinned_copy/kernels:4/"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(list, want[i])) fail_msg("--benchmark_list_tests lacks %s", want[i]);
-    int lines = 0;
-    for (const char *p = list; *p; p++) lines += *p == '\n';
-    assert_int_equal(lines, 4 * 3 * 2 + 9 * 3);  // macro: 4 variants x 3 presets x 2 batches
+    assert_int_equal(test_count_lines(list), 4 * 3 * 2 + 9 * 3);  // macro: 4 variants x 3 presets x 2 batches
     free(list);
-    test_remove_tree(tmp);
-    free(tmp);
 }
 
 // One run of each kind: skipped with the reason without a GPU, ok and unflagged with one.
 static void test_runs_or_skips_with_reason(void **state)
 {
     (void)state;
-    char *tmp = test_temp_dir();
-    assert_non_null(tmp);
     bool gpu = gpu_device_available(NULL, 0);
-    char *csv = run_program("^(sync/every_10/preset:tiny/batch:8|sync_micro/nonzero/kernels:4|"
-                            "sync_hidden_alloc/malloc_free/kernels:4)/", tmp);
+    char *csv = test_bench_csv("bench_sync", "--benchmark_min_time=0.01 "
+                               "--benchmark_filter='^(sync/every_10/preset:tiny/batch:8|sync_micro/nonzero/kernels:4|"
+                               "sync_hidden_alloc/malloc_free/kernels:4)/'");
     assert_non_null(csv);
-    int status = test_csv_column(csv, "status"), reason = test_csv_column(csv, "reason");
-    int rows = 0;
-    for (const char *row = strchr(csv, '\n'); row && row[1]; row = strchr(row + 1, '\n')) {
-        char st[32], why[256];
-        assert_true(test_csv_field(row + 1, status, st, sizeof st));
-        assert_true(test_csv_field(row + 1, reason, why, sizeof why));
-        if (gpu) {
-            if (strcmp(st, "ok") != 0) fail_msg("a run is %s: %s", st, why);
-        } else {
-            assert_string_equal(st, "skipped");
-            if (strncmp(why, "no CUDA device", 14) != 0) fail_msg("skip reason: %s", why);
-        }
-        rows++;
-    }
+    char why[512];
+    int rows = test_rows_ok_or_skipped(csv, gpu, why, sizeof why);
+    if (rows < 0) fail_msg("%s", why);
     assert_int_equal(rows, 3);
     if (gpu) {
         const char *row = strstr(csv, "\nsync,every_10,");
@@ -98,8 +65,6 @@ static void test_runs_or_skips_with_reason(void **state)
         assert_string_equal(v, "0");
     }
     free(csv);
-    test_remove_tree(tmp);
-    free(tmp);
 }
 
 static void test_compare_catches_wrong_missing_and_nan_reads(void **state)

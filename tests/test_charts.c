@@ -18,8 +18,6 @@
 
 #include "tests/support.h"
 
-static char *dir; // a fresh temporary folder per test
-
 static const char kTidy[] =
     "practice,variant,role,timing,params,status,reason,repetitions,iterations,time,cpu_time,"
     "time_unit,time_median,time_stddev,time_min,time_max,param_size,rate,noisy,time_cv\n"
@@ -78,12 +76,7 @@ static const char kContext[] = "gpu_name=Test GPU\ndriver_version=999.01\nhost=h
 
 static void write_file(const char *folder, const char *name, const char *text)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", folder, name);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    assert_int_equal(fputs(text, f) >= 0, 1);
-    assert_int_equal(fclose(f), 0);
+    if (!test_write_file(folder, name, text)) fail_msg("cannot write %s/%s", folder, name);
 }
 
 // A results folder (with descriptions and claims beside it) under `folder`.
@@ -94,25 +87,10 @@ static void write_fixture(const char *folder)
     write_file(folder, "summary_by_variant.csv", kSummary);
     write_file(folder, "context.txt", kContext);
     char conf[1024];
-    snprintf(conf, sizeof conf, "%s/conf", dir);
+    snprintf(conf, sizeof conf, "%s/conf", test_dir);
     mkdir(conf, 0755);
     write_file(conf, "demo.charts", kDescriptions);
     write_file(conf, "claims.csv", kClaims);
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    dir = test_temp_dir();
-    return dir ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    test_remove_tree(dir);
-    free(dir);
-    return 0;
 }
 
 static bool gnuplot_missing(void)
@@ -127,20 +105,18 @@ static bool gnuplot_missing(void)
 }
 
 // Runs charts.sh on RESULTS (passed through the environment, never through a shell line)
-// with the fixture's descriptions and claims; its output goes to dir/out.txt.
+// with the fixture's descriptions and claims; its output goes to test_dir/out.txt.
 static int charts_on(const char *results)
 {
     setenv("TEST_RESULTS", results, 1);
     return test_run("cd '%s' && CHARTS_DESCRIPTIONS='%s/conf' CLAIMS_CSV='%s/conf/claims.csv' "
                     "bash '%s/scripts/charts.sh' \"$TEST_RESULTS\" >'%s/out.txt' 2>&1",
-                    dir, dir, dir, test_suite_root(), dir);
+                    test_dir, test_dir, test_dir, test_suite_root(), test_dir);
 }
 
 static char *output(void)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/out.txt", dir);
-    char *text = test_read_file(path, NULL);
+    char *text = test_read_in(test_dir, "out.txt");
     assert_non_null(text);
     return text;
 }
@@ -167,9 +143,9 @@ static void test_points_and_error_bars(void **state)
         printf("skipped: python3 is not installed here (the chart renderer needs it)\n");
         skip();
     }
-    write_fixture(dir);
+    write_fixture(test_dir);
     assert_int_equal(test_run("python3 '%s/scripts/charts/render.py' --points '%s' '%s/conf' >'%s/out.txt' 2>&1",
-                              test_suite_root(), dir, dir, dir), 0);
+                              test_suite_root(), test_dir, test_dir, test_dir), 0);
     char *text = output();
     const char *want[] = {
         // from demo.reps.csv: the repetitions' minimum and maximum
@@ -196,20 +172,20 @@ static void test_charts_are_real_pngs_with_headline(void **state)
 {
     (void)state;
     if (gnuplot_missing()) skip();
-    write_fixture(dir);
-    assert_int_equal(charts_on(dir), 0);
+    write_fixture(test_dir);
+    assert_int_equal(charts_on(test_dir), 0);
     char *text = output();
     assert_non_null(strstr(text, "demo_absent: nothing measured"));
     free(text);
-    assert_chart(dir, "demo_time");
-    assert_chart(dir, "demo_rate");
-    assert_chart(dir, "demo_rows");
-    assert_chart(dir, "summary_speedup");
+    assert_chart(test_dir, "demo_time");
+    assert_chart(test_dir, "demo_rate");
+    assert_chart(test_dir, "demo_rows");
+    assert_chart(test_dir, "summary_speedup");
     char path[1024];
-    snprintf(path, sizeof path, "%s/charts/demo_absent.png", dir);
+    snprintf(path, sizeof path, "%s/charts/demo_absent.png", test_dir);
     assert_true(test_run("test -e '%s'", path) != 0);
     // the headline: titled with the GPU, driver and date; interval and claimed range shown
-    snprintf(path, sizeof path, "%s/charts/summary_speedup.svg", dir);
+    snprintf(path, sizeof path, "%s/charts/summary_speedup.svg", test_dir);
     char *svg = test_read_file(path, NULL);
     assert_non_null(svg);
     assert_non_null(strstr(svg, "Test GPU, driver 999.01; 2026-01-02"));
@@ -227,7 +203,7 @@ static void test_quoted_and_dollar_paths_are_data(void **state)
     (void)state;
     if (gnuplot_missing()) skip();
     char evil[1024];
-    snprintf(evil, sizeof evil, "%s/it's \"$(touch pwned1)\" `touch pwned2` ';system('touch pwned3')'", dir);
+    snprintf(evil, sizeof evil, "%s/it's \"$(touch pwned1)\" `touch pwned2` ';system('touch pwned3')'", test_dir);
     assert_int_equal(mkdir(evil, 0755), 0);
     write_fixture(evil);
     assert_int_equal(charts_on(evil), 0);
@@ -235,14 +211,14 @@ static void test_quoted_and_dollar_paths_are_data(void **state)
     assert_chart(evil, "summary_speedup");
     // the report of that folder too
     assert_int_equal(test_run("cd '%s' && CLAIMS_CSV='%s/conf/claims.csv' bash '%s/scripts/report.sh' \"$TEST_RESULTS\" "
-                              ">/dev/null 2>&1", dir, dir, test_suite_root()), 0);
+                              ">/dev/null 2>&1", test_dir, test_dir, test_suite_root()), 0);
     char path[2048];
     snprintf(path, sizeof path, "%s/report.md", evil);
     assert_true(test_file_at_least(path, 200));
     for (int i = 1; i <= 3; i++) { // where a command would have run: the scripts' folders
         assert_int_equal(test_run("test ! -e '%s/pwned%d' && test ! -e '%s/pwned%d' && test ! -e /tmp/pwned%d",
-                                  dir, i, test_suite_root(), i, i), 0);
-        assert_int_equal(test_run("cd '%s' && test ! -e \"$TEST_RESULTS/pwned%d\"", dir, i), 0);
+                                  test_dir, i, test_suite_root(), i, i), 0);
+        assert_int_equal(test_run("cd '%s' && test ! -e \"$TEST_RESULTS/pwned%d\"", test_dir, i), 0);
     }
 }
 
@@ -252,10 +228,10 @@ static void test_garbage_csv_is_an_error(void **state)
 {
     (void)state;
     if (gnuplot_missing()) skip();
-    write_fixture(dir);
+    write_fixture(test_dir);
     char conf[1024], summary[1024];
-    snprintf(conf, sizeof conf, "%s/conf", dir);
-    snprintf(summary, sizeof summary, "%s/summary_by_variant.csv", dir);
+    snprintf(conf, sizeof conf, "%s/conf", test_dir);
+    snprintf(summary, sizeof summary, "%s/summary_by_variant.csv", test_dir);
     remove(summary); // no headline chart here: only the broken CSV matters
     const char *cases[][2] = {
         {"\x7f" "ELF\x01\x02 binary junk\n\xff\xfe\n", "demo.csv"},
@@ -266,8 +242,8 @@ static void test_garbage_csv_is_an_error(void **state)
         {"", "empty file"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        write_file(dir, "demo.csv", cases[i][0]);
-        int rc = charts_on(dir);
+        write_file(test_dir, "demo.csv", cases[i][0]);
+        int rc = charts_on(test_dir);
         char *text = output();
         if (rc != 1) fail_msg("case %zu: exit status %d, want 1: %s", i, rc, text);
         if (!strstr(text, cases[i][1])) fail_msg("case %zu: message lacks '%s': %s", i, cases[i][1], text);
@@ -276,20 +252,20 @@ static void test_garbage_csv_is_an_error(void **state)
     }
     // a description naming a column the CSV lacks: no chart and a message (a results
     // folder older than the description); checking descriptions (--points), an error
-    write_file(dir, "demo.csv", kTidy);
+    write_file(test_dir, "demo.csv", kTidy);
     write_file(conf, "demo.charts", "[demo_typo]\npractice = demo\nx = param_size\ny = no_such_counter\n");
-    assert_int_equal(charts_on(dir), 0);
+    assert_int_equal(charts_on(test_dir), 0);
     char *text = output();
     assert_non_null(strstr(text, "no column 'no_such_counter'"));
     free(text);
     assert_int_equal(test_run("python3 '%s/scripts/charts/render.py' --points '%s' '%s' >/dev/null 2>&1",
-                              test_suite_root(), dir, conf), 1);
+                              test_suite_root(), test_dir, conf), 1);
     // all skipped: nothing to draw, and that is not an error
     write_file(conf, "demo.charts", kDescriptions);
-    write_file(dir, "demo.csv",
+    write_file(test_dir, "demo.csv",
                "practice,variant,role,timing,params,status,reason,repetitions,iterations,time,cpu_time,time_unit,param_size\n"
                "demo,gpu,tuned,cuda_events,size:1,skipped,no CUDA device,1,,,,us,1\n");
-    assert_int_equal(charts_on(dir), 0);
+    assert_int_equal(charts_on(test_dir), 0);
     text = output();
     assert_non_null(strstr(text, "demo_time: nothing measured"));
     free(text);
@@ -303,9 +279,10 @@ static void test_committed_run_draws_from_descriptions(void **state)
     if (gnuplot_missing()) skip();
     const char *run = "results/cpu_vm_20261130-1203";
     char copy[1024];
-    snprintf(copy, sizeof copy, "%s/run", dir);
+    snprintf(copy, sizeof copy, "%s/run", test_dir);
     assert_int_equal(test_run("cp -r '%s/%s' '%s' && rm -rf '%s/charts'", test_suite_root(), run, copy, copy), 0);
-    assert_int_equal(test_run("bash '%s/scripts/charts.sh' '%s' >'%s/out.txt' 2>&1", test_suite_root(), copy, dir), 0);
+    assert_int_equal(test_run("bash '%s/scripts/charts.sh' '%s' >'%s/out.txt' 2>&1", test_suite_root(), copy,
+                              test_dir), 0);
     const char *charts[] = {"summary_speedup", "zero_grad_step", "zero_grad_micro", "batch_size_throughput",
                             "batch_size_convergence_time", "workers_images_per_second", "workers_wait_per_step"};
     for (size_t i = 0; i < sizeof charts / sizeof charts[0]; i++) assert_chart(copy, charts[i]);
@@ -315,11 +292,11 @@ static void test_committed_run_draws_from_descriptions(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_points_and_error_bars, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_charts_are_real_pngs_with_headline, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_quoted_and_dollar_paths_are_data, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_garbage_csv_is_an_error, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_committed_run_draws_from_descriptions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_points_and_error_bars, test_setup_dir, test_teardown_dir),
+        cmocka_unit_test_setup_teardown(test_charts_are_real_pngs_with_headline, test_setup_dir, test_teardown_dir),
+        cmocka_unit_test_setup_teardown(test_quoted_and_dollar_paths_are_data, test_setup_dir, test_teardown_dir),
+        cmocka_unit_test_setup_teardown(test_garbage_csv_is_an_error, test_setup_dir, test_teardown_dir),
+        cmocka_unit_test_setup_teardown(test_committed_run_draws_from_descriptions, test_setup_dir, test_teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

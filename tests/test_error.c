@@ -94,10 +94,7 @@ static void test_modules_report_their_kinds(void **state)
     assert_int_equal(jpeg_decode_file(dec, path, &img), -1);
     assert_int_equal(error_kind(), ERROR_IO);
     snprintf(path, sizeof path, "%s/text.jpg", dir);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs("not a jpeg at all", f);
-    fclose(f);
+    assert_true(test_write_file(dir, "text.jpg", "not a jpeg at all"));
     assert_int_equal(jpeg_decode_file(dec, path, &img), -1);
     assert_int_equal(error_kind(), ERROR_BAD_DATA);
     jpeg_decoder_destroy(dec);

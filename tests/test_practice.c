@@ -253,8 +253,7 @@ static void test_zero_grad_and_batch_size_run_on_the_cpu(void **state)
                               "--harness_axis=batch=8,16 --harness_csv=batch_size.csv >bs.log 2>&1",
                               dir, dir, test_build_dir(), test_build_dir()), 0);
     char path[700];
-    snprintf(path, sizeof path, "%s/zero_grad.csv", dir);
-    char *zg = test_read_file(path, NULL);
+    char *zg = test_read_in(dir, "zero_grad.csv");
     assert_non_null(zg);
     // the two modes' maths is the same: bit-identical parameters, wrong = 0, status ok
     assert_non_null(strstr(zg, "zero_grad,set_to_none,tuned,wall,preset:tiny;batch:0,ok,"));
@@ -262,8 +261,7 @@ static void test_zero_grad_and_batch_size_run_on_the_cpu(void **state)
     assert_non_null(strstr(zg, "zero_grad_memset,flat_buffer,tuned,manual,preset:tiny;batch:0,ok,"));
     assert_null(strstr(zg, ",error,"));
     free(zg);
-    snprintf(path, sizeof path, "%s/batch_size.csv", dir);
-    char *bs = test_read_file(path, NULL);
+    char *bs = test_read_in(dir, "batch_size.csv");
     assert_non_null(bs);
     assert_non_null(strstr(bs, "batch_size,sweep,reference,wall,preset:tiny;batch:16,ok,"));
     assert_non_null(strstr(bs, "batch_size_convergence,large_linear_lr_warmup_cosine,tuned,manual,preset:tiny;batch:8,ok,"));
@@ -301,17 +299,14 @@ static void test_gpu_practices_run_on_cuda(void **state)
                       dir, dir, test_build_dir(), test_build_dir());
     if (rc != 0) test_run("cat '%s/zg.log' '%s/bs.log'", dir, dir);
     assert_int_equal(rc, 0);
-    char path[700];
-    snprintf(path, sizeof path, "%s/zero_grad.csv", dir);
-    char *zg = test_read_file(path, NULL);
+    char *zg = test_read_in(dir, "zero_grad.csv");
     assert_non_null(zg);
     assert_non_null(strstr(zg, "zero_grad,set_to_none,tuned,wall,preset:small;batch:0,ok,"));
     assert_non_null(strstr(zg, "zero_grad_wgrad,overwrite,tuned,manual,preset:small;batch:0,ok,"));
     assert_null(strstr(zg, ",error,"));
     assert_null(strstr(zg, ",skipped,"));
     free(zg);
-    snprintf(path, sizeof path, "%s/batch_size.csv", dir);
-    char *bs = test_read_file(path, NULL);
+    char *bs = test_read_in(dir, "batch_size.csv");
     assert_non_null(bs);
     assert_non_null(strstr(bs, "batch_size,sweep,reference,wall,preset:tiny;batch:64,ok,"));
     free(bs);

@@ -19,23 +19,6 @@
 #include "bench/harness.h"
 #include "tests/support.h"
 
-static char *dir;
-
-static int setup(void **state)
-{
-    (void)state;
-    dir = test_temp_dir();
-    return dir ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    test_remove_tree(dir);
-    free(dir);
-    return 0;
-}
-
 // The claims table and the charts are Python (standard library): where python3 is missing
 // those tests say so and skip.
 static bool python_missing(void)
@@ -47,20 +30,13 @@ static bool python_missing(void)
 
 static void write_file(const char *name, const char *text)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    assert_int_equal(fclose(f), 0);
+    if (!test_write_file(test_dir, name, text)) fail_msg("cannot write %s/%s", test_dir, name);
 }
 
 static char *read_in_dir(const char *name)
 {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    char *text = test_read_file(path, NULL);
-    if (!text) fail_msg("cannot read %s", path);
+    char *text = test_read_in(test_dir, name);
+    if (!text) fail_msg("cannot read %s/%s", test_dir, name);
     return text;
 }
 
@@ -95,7 +71,7 @@ static void test_verdict_rules_on_fixed_numbers(void **state)
     }
     write_file("cases.txt", input);
     assert_int_equal(test_run("python3 '%s/scripts/claims.py' verdicts <'%s/cases.txt' >'%s/v.txt' 2>&1",
-                              test_suite_root(), dir, dir), 0);
+                              test_suite_root(), test_dir, test_dir), 0);
     char *got = read_in_dir("v.txt");
     char *line = got;
     for (size_t i = 0; i < n; i++) {
@@ -153,7 +129,7 @@ static void test_report_headline_claims_table(void **state)
     if (python_missing()) skip();
     write_results_fixture();
     assert_int_equal(test_run("CLAIMS_CSV='%s/claims.txt' bash '%s/scripts/report.sh' '%s' >/dev/null 2>&1",
-                              dir, test_suite_root(), dir), 0);
+                              test_dir, test_suite_root(), test_dir), 0);
     char *report = read_in_dir("report.md");
     // first thing after the machine, before what ran
     const char *machine = strstr(report, "## Machine");
@@ -180,7 +156,7 @@ static void test_report_headline_claims_table(void **state)
     write_file("claims.txt", "practice,tuned,direction,claim,effect_low,effect_high,source,hardware\n"
                              "demo,*,faster,unsourced,,,,\n");
     assert_int_equal(test_run("CLAIMS_CSV='%s/claims.txt' bash '%s/scripts/report.sh' '%s' >/dev/null 2>'%s/err.txt'",
-                              dir, test_suite_root(), dir, dir), 1);
+                              test_dir, test_suite_root(), test_dir, test_dir), 1);
     char *err = read_in_dir("err.txt");
     expect_line(err, "a claim without a source");
     free(err);
@@ -191,14 +167,15 @@ static void test_end_of_run_digest(void **state)
     (void)state;
     if (python_missing()) skip();
     write_results_fixture();
-    assert_int_equal(test_run("python3 '%s/scripts/claims.py' digest '%s' >'%s/d.txt'", test_suite_root(), dir, dir), 0);
+    assert_int_equal(test_run("python3 '%s/scripts/claims.py' digest '%s' >'%s/d.txt'", test_suite_root(), test_dir,
+                              test_dir), 0);
     char *text = read_in_dir("d.txt");
     expect_line(text, "Machine:    no GPU (no CUDA device (test)); host h, Test CPU, 2 cores\n");
     expect_line(text, "Benchmarks: 3 ran, 3 skipped, 1 failed\n");
     // each practice's largest effect, the three largest: 3.00x, 1.20x, 1.01x
     expect_line(text, "Largest:    demo/faster 3.00x [2.50-3.50]; demo_small/fast 1.20x [1.10-1.30]; extra/x 1.01x\n");
     char want[1200];
-    snprintf(want, sizeof want, "Report:     %s/report.md\n", dir);
+    snprintf(want, sizeof want, "Report:     %s/report.md\n", test_dir);
     expect_line(text, want);
     free(text);
 }
@@ -225,7 +202,7 @@ static void test_claims_file_covers_every_practice(void **state)
     free(text);
     // claims.py validates it (a source on every row, direction, ranges) on the committed run
     assert_int_equal(test_run("python3 '%s/scripts/claims.py' table '%s/results/cpu_vm_20261130-1203' '%s' "
-                              ">'%s/t.txt' 2>&1", test_suite_root(), test_suite_root(), path, dir), 0);
+                              ">'%s/t.txt' 2>&1", test_suite_root(), test_suite_root(), path, test_dir), 0);
     char *table = read_in_dir("t.txt");
     expect_line(table, "| pin_memory / pinned_async |");
     expect_line(table, "**not measured here (no CUDA device)** |");
@@ -271,7 +248,7 @@ static void test_console_prints_skips_as_skipped(void **state)
     (void)state;
     int rc = test_run("TEST_REPORT_HARNESS=1 /proc/%d/exe --benchmark_color=false --benchmark_out='%s/tiny.json' "
                       "--benchmark_out_format=json --harness_csv='%s/tiny.csv' >'%s/console.txt' 2>/dev/null",
-                      (int)getpid(), dir, dir, dir);
+                      (int)getpid(), test_dir, test_dir, test_dir);
     assert_int_equal(rc, 1); // the real error fails the program, the skip does not
     char *console = read_in_dir("console.txt");
     expect_line(console, "SKIPPED (no CUDA device)\n");
@@ -294,11 +271,11 @@ int main(int argc, char **argv)
 {
     if (getenv("TEST_REPORT_HARNESS")) return run_as_harness(argc, argv);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_verdict_rules_on_fixed_numbers, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_report_headline_claims_table, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_end_of_run_digest, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_claims_file_covers_every_practice, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_console_prints_skips_as_skipped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_verdict_rules_on_fixed_numbers, test_setup_dir, test_teardown_dir),
+        cmocka_unit_test_setup_teardown(test_report_headline_claims_table, test_setup_dir, test_teardown_dir),
+        cmocka_unit_test_setup_teardown(test_end_of_run_digest, test_setup_dir, test_teardown_dir),
+        cmocka_unit_test_setup_teardown(test_claims_file_covers_every_practice, test_setup_dir, test_teardown_dir),
+        cmocka_unit_test_setup_teardown(test_console_prints_skips_as_skipped, test_setup_dir, test_teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

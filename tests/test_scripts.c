@@ -15,23 +15,11 @@
 
 #include "tests/support.h"
 
-static char *dir;
-
 static int setup(void **state)
 {
-    (void)state;
-    dir = test_temp_dir();
-    if (!dir) return -1;
+    if (test_setup_dir(state) != 0) return -1;
     return test_run("cp '%s/tests/fixtures/pin_memory_fixture.csv' '%s/pin_memory.csv'",
-                    test_suite_root(), dir);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    test_remove_tree(dir);
-    free(dir);
-    return 0;
+                    test_suite_root(), test_dir);
 }
 
 // Speedup column of the summary row for practice/params/tuned, or -1.
@@ -57,16 +45,12 @@ static double speedup_of(const char *summary, const char *practice, const char *
 static void test_summary_speedups_from_fixture(void **state)
 {
     (void)state;
-    assert_int_equal(test_run("bash '%s/scripts/summarize.sh' '%s' >/dev/null", test_suite_root(), dir), 0);
-    char path[512];
-    snprintf(path, sizeof path, "%s/summary.csv", dir);
-    char *summary = test_read_file(path, NULL);
+    assert_int_equal(test_run("bash '%s/scripts/summarize.sh' '%s' >/dev/null", test_suite_root(), test_dir), 0);
+    char *summary = test_read_in(test_dir, "summary.csv");
     assert_non_null(summary);
-    int rows = -1;
-    for (const char *p = summary; *p; p++) rows += *p == '\n';
-    // 2 directions x 3 sizes x 3 tuned copy variants + 2 macros x 2 sizes x 2 fma;
-    // the fixture's skipped rows give no speedup
-    assert_int_equal(rows, 18 + 8);
+    // a header, then 2 directions x 3 sizes x 3 tuned copy variants + 2 macros x 2 sizes
+    // x 2 fma; the fixture's skipped rows give no speedup
+    assert_int_equal(test_count_lines(summary), 1 + 18 + 8);
     // fixture: pageable 10 GB/s, pinned 25 GB/s at 1 MiB -> 2.5x
     assert_true(speedup_of(summary, "pin_memory", "h2d:1;bytes:1048576", "pinned") == 2.5);
     // 64 KiB: 10/3 -> 3 GB/s (integer), 26/3 -> 8 GB/s: 8/3
@@ -75,8 +59,7 @@ static void test_summary_speedups_from_fixture(void **state)
     assert_true(speedup_of(summary, "pin_memory_step", "bytes:4194304;fma:64", "pinned_async_overlap") == 2.0);
     assert_true(speedup_of(summary, "pin_memory", "h2d:1;bytes:268435456", "pinned") < 0);
     free(summary);
-    snprintf(path, sizeof path, "%s/summary_by_variant.csv", dir);
-    char *by_variant = test_read_file(path, NULL);
+    char *by_variant = test_read_in(test_dir, "summary_by_variant.csv");
     assert_non_null(by_variant);
     assert_non_null(strstr(by_variant, "pin_memory_alloc,pinned_once,"));
     assert_non_null(strstr(by_variant, ",4,3.0000,")); // then ci_low,ci_high,verdict,...
@@ -87,15 +70,15 @@ static void test_summary_rejects_a_file_that_is_not_tidy_csv(void **state)
 {
     (void)state;
     char bad[512];
-    snprintf(bad, sizeof bad, "%s/not_tidy.csv", dir);
+    snprintf(bad, sizeof bad, "%s/not_tidy.csv", test_dir);
     FILE *f = fopen(bad, "w");
     assert_non_null(f);
     fputs("a,b\n1,2\n", f);
     fclose(f);
     assert_int_not_equal(test_run("bash '%s/scripts/summarize.sh' -o '%s/not_tidy.out' '%s' 2>/dev/null",
-                                  test_suite_root(), dir, bad), 0);
+                                  test_suite_root(), test_dir, bad), 0);
     remove(bad);
-    snprintf(bad, sizeof bad, "%s/not_tidy.out", dir);
+    snprintf(bad, sizeof bad, "%s/not_tidy.out", test_dir);
     remove(bad);
 }
 
@@ -106,8 +89,8 @@ static void test_summary_bad_arguments_are_clear_errors(void **state)
 {
     (void)state;
     char empty[512], err[512];
-    snprintf(empty, sizeof empty, "%s/empty", dir);
-    snprintf(err, sizeof err, "%s/err.txt", dir);
+    snprintf(empty, sizeof empty, "%s/empty", test_dir);
+    snprintf(err, sizeof err, "%s/err.txt", test_dir);
     assert_int_equal(test_run("mkdir -p '%s'", empty), 0);
     const char *cases[][2] = {{"-o", "-o needs an output file"},
                               {"''", "usage: summarize.sh"},
@@ -116,7 +99,7 @@ static void test_summary_bad_arguments_are_clear_errors(void **state)
                               {"-o x.csv /nonexistent.csv", "cannot read /nonexistent.csv"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *args = strcmp(cases[i][0], "EMPTY") == 0 ? empty : cases[i][0];
-        int rc = test_run("cd '%s' && bash '%s/scripts/summarize.sh' %s >/dev/null 2>'%s'", dir,
+        int rc = test_run("cd '%s' && bash '%s/scripts/summarize.sh' %s >/dev/null 2>'%s'", test_dir,
                           test_suite_root(), args, err);
         if (rc != 1) fail_msg("summarize.sh %s: exit status %d, want 1", args, rc);
         char *text = test_read_file(err, NULL);
@@ -127,7 +110,7 @@ static void test_summary_bad_arguments_are_clear_errors(void **state)
     char path[600];
     snprintf(path, sizeof path, "%s/summary.csv", empty);
     assert_true(test_run("test -e '%s'", path) != 0);
-    assert_int_equal(test_run("rm -rf '%s' '%s' '%s/x.csv'", empty, err, dir), 0);
+    assert_int_equal(test_run("rm -rf '%s' '%s' '%s/x.csv'", empty, err, test_dir), 0);
     // charts and report refuse a folder that does not exist; a report that cannot be
     // written is a failure, not "report: DIR/report.md" and exit status 0
     assert_int_equal(test_run("bash '%s/scripts/charts.sh' /nonexistent 2>/dev/null", test_suite_root()), 1);
@@ -144,8 +127,8 @@ static void test_run_suite_bad_settings_are_refused(void **state)
 {
     (void)state;
     char res[512], err[512];
-    snprintf(res, sizeof res, "%s/suite-results", dir);
-    snprintf(err, sizeof err, "%s/err.txt", dir);
+    snprintf(res, sizeof res, "%s/suite-results", test_dir);
+    snprintf(err, sizeof err, "%s/err.txt", test_dir);
     const char *cases[][2] = {{"BENCH_TIMEOUT=abc BENCH_FILTER=pin_memory", "BENCH_TIMEOUT='abc'"},
                               {"BENCH_TIMEOUT=-5 BENCH_FILTER=pin_memory", "BENCH_TIMEOUT='-5'"},
                               {"BENCH_FILTER=no_such_practice", "no practice programs"}};
@@ -191,19 +174,19 @@ static void test_charts_are_non_empty_pngs(void **state)
     if (gnuplot_missing()) skip();
     assert_int_equal(test_run("bash '%s/scripts/summarize.sh' '%s' >/dev/null && "
                               "bash '%s/scripts/charts.sh' '%s' >/dev/null",
-                              test_suite_root(), dir, test_suite_root(), dir), 0);
+                              test_suite_root(), test_dir, test_suite_root(), test_dir), 0);
     const char *charts[] = {"pin_memory_bw_h2d", "pin_memory_bw_d2h", "pin_memory_step",
                             "pin_memory_alloc", "summary_speedup"};
     for (size_t i = 0; i < sizeof charts / sizeof charts[0]; i++) {
         char path[512];
-        snprintf(path, sizeof path, "%s/charts/%s.png", dir, charts[i]);
+        snprintf(path, sizeof path, "%s/charts/%s.png", test_dir, charts[i]);
         size_t size = 0;
         char *png = test_read_file(path, &size);
         if (!png) fail_msg("no chart %s", path);
         assert_true(size > 5000); // axes, labels and lines, not an empty canvas
         assert_memory_equal(png, "\x89PNG\r\n\x1a\n", 8);
         free(png);
-        snprintf(path, sizeof path, "%s/charts/%s.svg", dir, charts[i]);
+        snprintf(path, sizeof path, "%s/charts/%s.svg", test_dir, charts[i]);
         assert_true(test_file_at_least(path, 2000));
     }
 }
@@ -211,9 +194,9 @@ static void test_charts_are_non_empty_pngs(void **state)
 static void test_report_embeds_charts_and_speedups(void **state)
 {
     (void)state;
-    assert_int_equal(test_run("bash '%s/scripts/report.sh' '%s' >/dev/null", test_suite_root(), dir), 0);
+    assert_int_equal(test_run("bash '%s/scripts/report.sh' '%s' >/dev/null", test_suite_root(), test_dir), 0);
     char path[512];
-    snprintf(path, sizeof path, "%s/report.md", dir);
+    snprintf(path, sizeof path, "%s/report.md", test_dir);
     char *report = test_read_file(path, NULL);
     assert_non_null(report);
     assert_non_null(strstr(report, "| pin_memory_step | pinned_async_overlap | 4 | 2.00x |"));
@@ -233,5 +216,5 @@ int main(void)
         cmocka_unit_test(test_charts_are_non_empty_pngs),
         cmocka_unit_test(test_report_embeds_charts_and_speedups),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, test_teardown_dir);
 }

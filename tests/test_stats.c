@@ -20,23 +20,11 @@
 #include "bench/context.h"
 #include "tests/support.h"
 
-static char *dir;
-
 static int setup(void **state)
 {
-    (void)state;
-    dir = test_temp_dir();
-    if (!dir) return -1;
+    if (test_setup_dir(state) != 0) return -1;
     return test_run("cp -r '%s/tests/fixtures/stats_A' '%s/tests/fixtures/stats_B' '%s/'", test_suite_root(),
-                    test_suite_root(), dir);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    test_remove_tree(dir);
-    free(dir);
-    return 0;
+                    test_suite_root(), test_dir);
 }
 
 // The line of a CSV text whose first fields are `prefix` (e.g. "fx,n:1,base,fast,"), copied.
@@ -63,6 +51,14 @@ static void field(const char *text, const char *line, const char *name, char *ou
     if (!test_csv_field(line, col, out, n)) fail_msg("no field %s in %s", name, line);
 }
 
+// Asserts that field `name` of `line` is exactly `want`.
+static void expect_field(const char *text, const char *line, const char *name, const char *want)
+{
+    char f[256];
+    field(text, line, name, f, sizeof f);
+    if (strcmp(f, want) != 0) fail_msg("%s is \"%s\", want \"%s\" in %s", name, f, want, line);
+}
+
 static double numf(const char *text, const char *line, const char *name)
 {
     char f[256];
@@ -77,11 +73,9 @@ static double numf(const char *text, const char *line, const char *name)
 
 static char *summarize_a(void)
 {
-    if (test_run("bash '%s/scripts/summarize.sh' '%s/stats_A' >/dev/null", test_suite_root(), dir) != 0)
+    if (test_run("bash '%s/scripts/summarize.sh' '%s/stats_A' >/dev/null", test_suite_root(), test_dir) != 0)
         return NULL;
-    char path[512];
-    snprintf(path, sizeof path, "%s/stats_A/summary.csv", dir);
-    return test_read_file(path, NULL);
+    return test_read_in(test_dir, "stats_A/summary.csv");
 }
 
 // Sample "n:1": baseline 10.0 10.2 9.9 10.1 10.4, tuned 8.0 8.1 7.9 8.3 8.2 (us).
@@ -96,50 +90,39 @@ static void test_speedup_interval_p_value_and_verdict(void **state)
     (void)state;
     char *s = summarize_a();
     assert_non_null(s);
-    char line[1024], f[128];
+    char line[1024];
     assert_true(line_starting(s, "fx,n:1,base,fast,", line, sizeof line));
     ASSERT_NEAR(numf(s, line, "speedup"), 1.24691, 1e-4);
     ASSERT_NEAR(numf(s, line, "ci_low"), 1.207317, 1e-4);
     ASSERT_NEAR(numf(s, line, "ci_high"), 1.291139, 1e-4);
     ASSERT_NEAR(numf(s, line, "p_value"), 0.0079365, 1e-6);
-    field(s, line, "verdict", f, sizeof f);
-    assert_string_equal(f, "faster");
-    field(s, line, "repetitions", f, sizeof f);
-    assert_string_equal(f, "5");
-    field(s, line, "noisy", f, sizeof f);
-    assert_string_equal(f, "0");
-    field(s, line, "contended", f, sizeof f);
-    assert_string_equal(f, "");
+    expect_field(s, line, "verdict", "faster");
+    expect_field(s, line, "repetitions", "5");
+    expect_field(s, line, "noisy", "0");
+    expect_field(s, line, "contended", "");
     ASSERT_NEAR(numf(s, line, "baseline_cv_pct"), 1.9007, 0.01); // stdev / mean, by hand
     ASSERT_NEAR(numf(s, line, "baseline_s"), 10.1e-6, 1e-12);   // medians, in seconds
 
     assert_true(line_starting(s, "fx,n:2,base,fast,", line, sizeof line));
     ASSERT_NEAR(numf(s, line, "speedup"), 1.0, 1e-9);
     ASSERT_NEAR(numf(s, line, "p_value"), 0.6643894, 1e-4);
-    field(s, line, "verdict", f, sizeof f);
-    assert_string_equal(f, "no significant difference");
-    field(s, line, "noisy", f, sizeof f);
-    assert_string_equal(f, "1");
+    expect_field(s, line, "verdict", "no significant difference");
+    expect_field(s, line, "noisy", "1");
     // the skipped benchmark gives no speedup
     assert_null(strstr(s, "skipper"));
     free(s);
 
     // geometric mean over the two points: sqrt(1.24691 * 1) = 1.11665, with an interval from
     // the same bootstrap replicates that holds 1: no significant difference; noisy (n:2)
-    char path[512];
-    snprintf(path, sizeof path, "%s/stats_A/summary_by_variant.csv", dir);
-    char *v = test_read_file(path, NULL);
+    char *v = test_read_in(test_dir, "stats_A/summary_by_variant.csv");
     assert_non_null(v);
     assert_true(line_starting(v, "fx,fast,", line, sizeof line));
     ASSERT_NEAR(numf(v, line, "geomean_speedup"), 1.11665, 1e-4);
     double lo = numf(v, line, "ci_low"), hi = numf(v, line, "ci_high");
     assert_true(lo < 1.0 && hi > 1.11665 && hi < 1.3);
-    field(v, line, "verdict", f, sizeof f);
-    assert_string_equal(f, "no significant difference");
-    field(v, line, "noisy", f, sizeof f);
-    assert_string_equal(f, "1");
-    field(v, line, "points", f, sizeof f);
-    assert_string_equal(f, "2");
+    expect_field(v, line, "verdict", "no significant difference");
+    expect_field(v, line, "noisy", "1");
+    expect_field(v, line, "points", "2");
     free(v);
 }
 
@@ -154,21 +137,19 @@ static void test_noisy_and_contended_flags(void **state)
     assert_true(line_starting(s, "fx_loader,n:1,workers_0,workers_2,", line, sizeof line));
     field(s, line, "contended", f, sizeof f);
     assert_non_null(strstr(f, "loader used 1.20 of the 2 cores its workers could use (1 of 5 repetitions)"));
-    field(s, line, "noisy", f, sizeof f); // 70 us among 50s: CV 16%
-    assert_string_equal(f, "1");
+    expect_field(s, line, "noisy", "1"); // 70 us among 50s: CV 16%
     assert_true(line_starting(s, "fx_gpu,n:1,plain,tuned_gpu,", line, sizeof line));
     field(s, line, "contended", f, sizeof f);
     assert_non_null(strstr(f, "SM clock 900 of 1980 MHz"));
     assert_non_null(strstr(f, "thermal"));
-    field(s, line, "noisy", f, sizeof f);
-    assert_string_equal(f, "0");
+    expect_field(s, line, "noisy", "0");
     free(s);
     // a stricter noise threshold flags the n:1 row too (CV 1.9%)
     assert_int_equal(test_run("STATS_NOISE_CV=1 bash '%s/scripts/summarize.sh' '%s/stats_A' >/dev/null && "
                               "grep -q '^fx,n:1,base,fast,.*,faster,5,1,' '%s/stats_A/summary.csv'",
-                              test_suite_root(), dir, dir), 0);
+                              test_suite_root(), test_dir, test_dir), 0);
     assert_int_not_equal(test_run("STATS_NOISE_CV=abc bash '%s/scripts/summarize.sh' '%s/stats_A' 2>/dev/null",
-                                  test_suite_root(), dir), 0);
+                                  test_suite_root(), test_dir), 0);
 }
 
 // Zero, negative or non-numeric times and malformed rows are errors, never a speedup.
@@ -184,10 +165,10 @@ static void test_garbage_csv_is_an_error(void **state)
         {"1s/.*/garbage header/", "fx.csv", "is not a tidy CSV"},
     };
     char g[512], err[600];
-    snprintf(g, sizeof g, "%s/garbage", dir);
-    snprintf(err, sizeof err, "%s/err.txt", dir);
+    snprintf(g, sizeof g, "%s/garbage", test_dir);
+    snprintf(err, sizeof err, "%s/err.txt", test_dir);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        assert_int_equal(test_run("rm -rf '%s' && cp -r '%s/stats_A' '%s' && sed -i '%s' '%s/%s'", g, dir, g,
+        assert_int_equal(test_run("rm -rf '%s' && cp -r '%s/stats_A' '%s' && sed -i '%s' '%s/%s'", g, test_dir, g,
                                   cases[i][0], g, cases[i][1]), 0);
         int rc = test_run("bash '%s/scripts/summarize.sh' '%s' >/dev/null 2>'%s'", test_suite_root(), g, err);
         if (rc == 0) fail_msg("case %zu (%s): summarize accepted it", i, cases[i][0]);
@@ -205,23 +186,18 @@ static void test_single_repetition_run_degrades_to_n_a(void **state)
 {
     (void)state;
     char one[512];
-    snprintf(one, sizeof one, "%s/one", dir);
+    snprintf(one, sizeof one, "%s/one", test_dir);
     assert_int_equal(test_run("cp -r '%s/results/cpu_vm_20261130-1203' '%s' && bash '%s/scripts/summarize.sh' '%s' >/dev/null",
                               test_suite_root(), one, test_suite_root(), one), 0);
-    char path[600], line[1024], f[128];
-    snprintf(path, sizeof path, "%s/summary.csv", one);
-    char *s = test_read_file(path, NULL);
+    char line[1024];
+    char *s = test_read_in(one, "summary.csv");
     assert_non_null(s);
     assert_true(line_starting(s, "num_workers,batch:64,workers_0,workers_2,", line, sizeof line));
     ASSERT_NEAR(numf(s, line, "speedup"), 1.8622, 1e-3);
-    field(s, line, "ci_low", f, sizeof f);
-    assert_string_equal(f, "");
-    field(s, line, "p_value", f, sizeof f);
-    assert_string_equal(f, "");
-    field(s, line, "verdict", f, sizeof f);
-    assert_string_equal(f, "no significant difference");
-    field(s, line, "repetitions", f, sizeof f);
-    assert_string_equal(f, "1");
+    expect_field(s, line, "ci_low", "");
+    expect_field(s, line, "p_value", "");
+    expect_field(s, line, "verdict", "no significant difference");
+    expect_field(s, line, "repetitions", "1");
     free(s);
     assert_int_equal(test_run("rm -rf '%s'", one), 0);
 }
@@ -234,21 +210,21 @@ static void test_compare_two_machines(void **state)
     (void)state;
     // a results path with a quote and a $(...) is data, never code
     char weird[600];
-    snprintf(weird, sizeof weird, "%s/it's $(touch pwned)", dir);
+    snprintf(weird, sizeof weird, "%s/it's $(touch pwned)", test_dir);
     setenv("STATS_WEIRD", weird, 1);
-    assert_int_equal(test_run("cd '%s' && mkdir -p \"$STATS_WEIRD\" && cp -r stats_B/. \"$STATS_WEIRD/\"", dir), 0);
+    assert_int_equal(test_run("cd '%s' && mkdir -p \"$STATS_WEIRD\" && cp -r stats_B/. \"$STATS_WEIRD/\"",
+                              test_dir), 0);
     int rc = test_run("cd '%s' && bash '%s/scripts/compare.sh' -o cmp/out stats_A \"$STATS_WEIRD\" >out.txt 2>&1",
-                      dir, test_suite_root());
+                      test_dir, test_suite_root());
     if (rc != 0) {
         char p[600];
-        snprintf(p, sizeof p, "%s/out.txt", dir);
+        snprintf(p, sizeof p, "%s/out.txt", test_dir);
         char *t = test_read_file(p, NULL);
         fail_msg("compare.sh failed (%d): %s", rc, t ? t : "");
     }
-    assert_true(test_run("test -e '%s/pwned'", dir) != 0);
-    char path[600], line[1024], f[128];
-    snprintf(path, sizeof path, "%s/cmp/out/compare.md", dir);
-    char *md = test_read_file(path, NULL);
+    assert_true(test_run("test -e '%s/pwned'", test_dir) != 0);
+    char path[600], line[1024];
+    char *md = test_read_in(test_dir, "cmp/out/compare.md");
     assert_non_null(md);
     assert_non_null(strstr(md, "**driver differs**: A 0.0.fixture-a, B 0.0.fixture-b"));
     assert_null(strstr(md, "**cuDNN differs**"));
@@ -256,48 +232,43 @@ static void test_compare_two_machines(void **state)
     assert_non_null(strstr(md, "| fast | B | 2 | 1.05x |"));
     assert_non_null(strstr(md, "## Absolute times relative to A"));
     free(md);
-    snprintf(path, sizeof path, "%s/cmp/out/speedups.csv", dir);
-    char *sp = test_read_file(path, NULL);
+    char *sp = test_read_in(test_dir, "cmp/out/speedups.csv");
     assert_non_null(sp);
     assert_true(line_starting(sp, "fx,fast,B,", line, sizeof line));
     ASSERT_NEAR(numf(sp, line, "speedup"), 1.05351, 1e-4);
     ASSERT_NEAR(numf(sp, line, "vs_first"), 0.94346, 1e-4);
-    field(sp, line, "driver_version", f, sizeof f);
-    assert_string_equal(f, "0.0.fixture-b");
+    expect_field(sp, line, "driver_version", "0.0.fixture-b");
     double lo = numf(sp, line, "vs_first_ci_low"), hi = numf(sp, line, "vs_first_ci_high");
     assert_true(lo <= 0.94346 && 0.94346 <= hi);
     // the loader's speedup is the same on both (1.98x): not a significant difference
     assert_true(line_starting(sp, "fx_loader,workers_2,B,", line, sizeof line));
-    field(sp, line, "vs_first_significant", f, sizeof f);
-    assert_string_equal(f, "no");
+    expect_field(sp, line, "vs_first_significant", "no");
     free(sp);
     // absolute times: B's fx/fast at n:1 over A's = 9.1 / 8.1 = 1.12346, every repetition of
     // B above every one of A: exact p = 2/252
-    snprintf(path, sizeof path, "%s/cmp/out/times.csv", dir);
-    char *tm = test_read_file(path, NULL);
+    char *tm = test_read_in(test_dir, "cmp/out/times.csv");
     assert_non_null(tm);
     assert_true(line_starting(tm, "fx,fast,n:1,B,", line, sizeof line));
     ASSERT_NEAR(numf(tm, line, "relative_to_first"), 1.12346, 1e-4);
     ASSERT_NEAR(numf(tm, line, "p_value"), 0.0079365, 1e-6);
     free(tm);
     // the index of the folder the comparison went into links it
-    snprintf(path, sizeof path, "%s/cmp/README.md", dir);
-    char *index = test_read_file(path, NULL);
+    char *index = test_read_in(test_dir, "cmp/README.md");
     assert_non_null(index);
     assert_non_null(strstr(index, "[out](out/compare.md)"));
     free(index);
     if (test_run("command -v gnuplot >/dev/null 2>&1") == 0) {
-        snprintf(path, sizeof path, "%s/cmp/out/charts/compare_fx.png", dir);
+        snprintf(path, sizeof path, "%s/cmp/out/charts/compare_fx.png", test_dir);
         assert_true(test_file_at_least(path, 5000));
-        snprintf(path, sizeof path, "%s/cmp/out/charts/compare_fx.svg", dir);
+        snprintf(path, sizeof path, "%s/cmp/out/charts/compare_fx.svg", test_dir);
         assert_true(test_file_at_least(path, 2000));
     } else {
         printf("skipped: the compare charts (gnuplot is not installed here)\n");
     }
     // fewer than two folders, or one that does not exist: clear errors
-    assert_int_equal(test_run("bash '%s/scripts/compare.sh' '%s/stats_A' 2>/dev/null", test_suite_root(), dir), 1);
+    assert_int_equal(test_run("bash '%s/scripts/compare.sh' '%s/stats_A' 2>/dev/null", test_suite_root(), test_dir), 1);
     assert_int_equal(test_run("bash '%s/scripts/compare.sh' '%s/stats_A' /nonexistent 2>/dev/null",
-                              test_suite_root(), dir), 1);
+                              test_suite_root(), test_dir), 1);
 }
 
 // The harness keeps every repetition: FILE.reps.csv beside the tidy CSV, and time_cv.
@@ -305,18 +276,15 @@ static void test_harness_writes_every_repetition(void **state)
 {
     (void)state;
     char csv[600], path[700];
-    snprintf(csv, sizeof csv, "%s/h/zg.csv", dir);
+    snprintf(csv, sizeof csv, "%s/h/zg.csv", test_dir);
     assert_int_equal(test_run("mkdir -p '%s/h' && '%s/bench_zero_grad' --backend=cpu "
                               "--benchmark_filter='zero_grad_memset/.*/preset:tiny/' --benchmark_repetitions=3 "
                               "--benchmark_enable_random_interleaving=true --benchmark_min_time=0.01 "
                               "--harness_csv='%s' >/dev/null 2>&1",
-                              dir, test_build_dir(), csv), 0);
-    snprintf(path, sizeof path, "%s/h/zg.reps.csv", dir);
-    char *reps = test_read_file(path, NULL);
+                              test_dir, test_build_dir(), csv), 0);
+    char *reps = test_read_in(test_dir, "h/zg.reps.csv");
     assert_non_null(reps);
-    int lines = 0;
-    for (const char *p = reps; *p; p++) lines += *p == '\n';
-    assert_int_equal(lines, 1 + 2 * 3); // header, 2 variants x 3 repetitions
+    assert_int_equal(test_count_lines(reps), 1 + 2 * 3); // header, 2 variants x 3 repetitions
     assert_non_null(strstr(reps, "practice,variant,role,timing,params,repetition,time,cpu_time,time_unit,iterations,"));
     char line[1024];
     assert_true(line_starting(reps, "zero_grad_memset,flat_buffer,tuned,manual,preset:tiny;batch:0,3,", line, sizeof line));
@@ -326,12 +294,10 @@ static void test_harness_writes_every_repetition(void **state)
     assert_non_null(tidy);
     assert_true(line_starting(tidy, "zero_grad_memset,per_tensor,", line, sizeof line));
     assert_true(numf(tidy, line, "time_cv") >= 0);
-    char f[64];
-    field(tidy, line, "repetitions", f, sizeof f);
-    assert_string_equal(f, "3");
+    expect_field(tidy, line, "repetitions", "3");
     free(tidy);
     // and the summary uses them
-    snprintf(path, sizeof path, "%s/h", dir);
+    snprintf(path, sizeof path, "%s/h", test_dir);
     assert_int_equal(test_run("bash '%s/scripts/summarize.sh' '%s' >/dev/null && "
                               "grep -q '^zero_grad_memset,preset:tiny;batch:0,per_tensor,flat_buffer,.*,3,[01],' '%s/summary.csv'",
                               test_suite_root(), path, path), 0);
@@ -360,13 +326,12 @@ static void test_gpu_runs_record_state_and_cache(void **state)
 {
     (void)state;
     REQUIRE_GPU();
-    char csv[600], path[700];
-    snprintf(csv, sizeof csv, "%s/g/pm.csv", dir);
+    char csv[600];
+    snprintf(csv, sizeof csv, "%s/g/pm.csv", test_dir);
     assert_int_equal(test_run("mkdir -p '%s/g' && '%s/bench_pin_memory' --benchmark_filter='^pin_memory/pinned/h2d:1/bytes:65536/' "
                               "--benchmark_repetitions=2 --benchmark_min_time=0.01 --harness_csv='%s' >/dev/null 2>&1",
-                              dir, test_build_dir(), csv), 0);
-    snprintf(path, sizeof path, "%s/g/pm.reps.csv", dir);
-    char *reps = test_read_file(path, NULL), line[2048], f[64];
+                              test_dir, test_build_dir(), csv), 0);
+    char *reps = test_read_in(test_dir, "g/pm.reps.csv"), line[2048];
     assert_non_null(reps);
     assert_true(line_starting(reps, "pin_memory,pinned,tuned,cuda_events,h2d:1;bytes:65536,2,", line, sizeof line));
     double clock = numf(reps, line, "gpu_sm_clock_after_mhz");
@@ -376,17 +341,13 @@ static void test_gpu_runs_record_state_and_cache(void **state)
     char *tidy = test_read_file(csv, NULL);
     assert_non_null(tidy);
     assert_true(line_starting(tidy, "pin_memory,pinned,", line, sizeof line));
-    field(tidy, line, "cache", f, sizeof f);
-    assert_string_equal(f, "warm");
+    expect_field(tidy, line, "cache", "warm");
     free(tidy);
-    snprintf(csv, sizeof csv, "%s/g/zg.csv", dir);
-    assert_int_equal(test_run("'%s/bench_zero_grad' --backend=cuda --benchmark_filter='zero_grad_memset/flat_buffer/preset:tiny/' "
-                              "--benchmark_min_time=0.01 --harness_csv='%s' >/dev/null 2>&1", test_build_dir(), csv), 0);
-    tidy = test_read_file(csv, NULL);
+    tidy = test_bench_csv("bench_zero_grad", "--backend=cuda --benchmark_min_time=0.01 "
+                                             "--benchmark_filter='zero_grad_memset/flat_buffer/preset:tiny/'");
     assert_non_null(tidy);
     assert_true(line_starting(tidy, "zero_grad_memset,flat_buffer,", line, sizeof line));
-    field(tidy, line, "cache", f, sizeof f);
-    assert_string_equal(f, "cold");
+    expect_field(tidy, line, "cache", "cold");
     free(tidy);
 }
 
@@ -402,5 +363,5 @@ int main(void)
         cmocka_unit_test(test_gpu_state_sample),
         cmocka_unit_test(test_gpu_runs_record_state_and_cache),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, test_teardown_dir);
 }

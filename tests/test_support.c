@@ -58,11 +58,45 @@ static void test_csv_helpers(void **state)
     assert_false(test_csv_field("a,bb", 3, field, sizeof field));
 }
 
+// The helpers the benchmark tests share: counting lines, judging result rows, writing and
+// reading files, and a program that cannot run giving NULL (never an empty listing).
+static void test_file_and_result_helpers(void **state)
+{
+    (void)state;
+    assert_int_equal(test_count_lines(""), 0);
+    assert_int_equal(test_count_lines("no newline"), 0);
+    assert_int_equal(test_count_lines("a\nb\n"), 2);
+    const char *skipped = "practice,status,reason\na,skipped,no CUDA device (test)\nb,skipped,no CUDA device\n";
+    char why[256];
+    assert_int_equal(test_rows_ok_or_skipped(skipped, false, why, sizeof why), 2);
+    assert_int_equal(test_rows_ok_or_skipped(skipped, true, why, sizeof why), -1);
+    assert_string_equal(why, "row 1 is skipped: no CUDA device (test)");
+    assert_int_equal(test_rows_ok_or_skipped("practice,status,reason\na,ok,\nb,error,boom\n", true, why, sizeof why),
+                     -1);
+    assert_string_equal(why, "row 2 is error: boom");
+    assert_int_equal(test_rows_ok_or_skipped("practice,status,reason\na,skipped,out of memory\n", false, why,
+                                             sizeof why), -1);
+    char *dir = test_temp_dir();
+    assert_non_null(dir);
+    assert_true(test_write_file(dir, "f.txt", "one\ntwo\n"));
+    char *text = test_read_in(dir, "f.txt");
+    assert_non_null(text);
+    assert_string_equal(text, "one\ntwo\n");
+    free(text);
+    assert_null(test_read_in(dir, "missing.txt"));
+    assert_false(test_write_file(dir, "no/such/folder.txt", "x"));
+    test_remove_tree(dir);
+    free(dir);
+    assert_null(test_bench_list("no_such_program"));
+    assert_null(test_bench_csv("no_such_program", "--benchmark_min_time=0.01"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_temp_dir_is_fresh_and_caller_owned),
         cmocka_unit_test(test_csv_helpers),
+        cmocka_unit_test(test_file_and_result_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
