@@ -134,7 +134,10 @@ bash "$here/summarize.sh" "$out" || any_failed=1
 if [[ -z ${BENCH_NO_CHARTS:-} ]]; then bash "$here/charts.sh" "$out" || any_failed=1; fi
 bash "$here/report.sh" "$out" || any_failed=1
 # results/README.md: one line per run (GPU, driver, date, headline speedups)
-python3 "$here/stats.py" index "$(dirname "$out")" || any_failed=1
+# only for the repository's own results/ (a RESULTS_DIR or -o elsewhere gets no index)
+if [[ $(cd "$(dirname "$out")" && pwd -P) == "$(cd "$here/.." && pwd -P)/results" ]]; then
+  python3 "$here/stats.py" index "$(dirname "$out")" || any_failed=1
+fi
 
 echo
 echo "Results: $out"
