@@ -26,7 +26,9 @@ typedef struct CudaCore {
     DType dt;                    // activation storage type
     bool nhwc;                   // activation layout (ResNet only; MLP always NCHW)
     bool staged;                 // weights cast/permuted per step; conv dW gathered back
-    float *params, *grads, *mom, *stats, *saved, *bn_scratch;
+    float *params, *grads, *mom, *stats, *saved;
+    float *bn_scratch;           // BN reductions' scratch (cuda_bn_scratch_floats)
+    size_t bn_scratch_cap;       // floats of bn_scratch
     void *wc;                    // compute-type weight copy (staged)
     void *gc;                    // compute-type conv filter gradient (staged); always the
                                  // candidate trials' filter-gradient scratch
@@ -160,6 +162,7 @@ static int alloc_activations(Core *core, int n)
 
 static void *weight(const Core *core, const ModelOp *op);
 static int sample_device_used(CudaCore *c);
+static ChanGeom geom(const Core *core, int t, int n);
 
 // Buffers for n samples of the current image size (reallocated only when they grow) and
 // conv plans for exactly that shape. Plans are made again for a new (n, size), and after
@@ -183,9 +186,13 @@ static int prepare(Core *core, int n)
         error_restore(kind, why);
         return error_wrap("buffers for a batch of %d at %dx%d", n, size, size);
     }
-    size_t ws_need = 0;
+    size_t ws_need = 0, bn_need = 0;
     for (int i = 0; i < g->n_ops; i++) {
         const ModelOp *op = &g->ops[i];
+        if (op->kind == OP_BN) {
+            size_t need = cuda_bn_scratch_floats(geom(core, op->in, n));
+            if (need > bn_need) bn_need = need;
+        }
         if (op->kind != OP_CONV) continue;
         ConvShape shape = model_conv_shape(g, op, n);
         const CoreConfig *cfg = &core->cfg;
@@ -205,6 +212,7 @@ static int prepare(Core *core, int n)
         if (p->ws_bwd_filter > need) need = p->ws_bwd_filter;
         if (need > ws_need) ws_need = need;
     }
+    TRY(grow(c, (void **)&c->bn_scratch, &c->bn_scratch_cap, bn_need, sizeof(float)));
     if (ws_need > c->ws_size) {
         DEV_FREE(c, c->ws, c->ws_size);
         c->ws_size = 0;
@@ -327,7 +335,7 @@ static int forward(Core *core, int n, FwdMode mode)
                                       c->saved + op->save_off + op->cin,
                                       mode == FWD_TRAIN ? c->stats + op->stat_off : NULL,
                                       mode == FWD_TRAIN ? c->stats + op->stat_off + op->cin : NULL,
-                                      c->s));
+                                      c->bn_scratch, c->s));
             break;
         }
         case OP_RELU: TRY(cuda_relu_fwd(x, y, c->dt, count, c->s)); break;
@@ -608,7 +616,8 @@ static void cuda_destroy(Core *core)
     DEV_FREE(c, c->mom, np * sizeof(float));
     DEV_FREE(c, c->stats, g->n_stats * sizeof(float));
     DEV_FREE(c, c->saved, g->n_saved * sizeof(float));
-    DEV_FREE(c, c->bn_scratch, 0);
+    DEV_FREE(c, c->bn_scratch, c->bn_scratch_cap * sizeof(float));
+    c->bn_scratch_cap = 0;
     DEV_FREE(c, c->wc, 0);
     DEV_FREE(c, c->gc, 0);
     DEV_FREE(c, c->ws, c->ws_size);
@@ -706,11 +715,9 @@ static int cuda_init_state(Core *core)
     c->nhwc = cfg->layout == CORE_LAYOUT_NHWC && cfg->model.kind == CORE_MODEL_RESNET;
     c->staged = c->dt != DT_F32 || c->nhwc;
 
-    int max_c = 1;
     size_t max_filter = 1;
     for (int i = 0; i < g->n_ops; i++) {
         const ModelOp *op = &g->ops[i];
-        if (op->cin > max_c) max_c = op->cin;
         if (op->kind == OP_CONV && (size_t)op->cout * op->cin * op->k * op->k > max_filter)
             max_filter = (size_t)op->cout * op->cin * op->k * op->k;
     }
@@ -719,7 +726,6 @@ static int cuda_init_state(Core *core)
     TRY(DEV_ALLOC(c, c->mom, np * sizeof(float)));
     TRY(DEV_ALLOC(c, c->stats, g->n_stats * sizeof(float)));
     TRY(DEV_ALLOC(c, c->saved, g->n_saved * sizeof(float)));
-    TRY(DEV_ALLOC(c, c->bn_scratch, 2 * (size_t)max_c * sizeof(float)));
     if (c->staged) TRY(DEV_ALLOC(c, c->wc, np * dtype_size(c->dt)));
     TRY(DEV_ALLOC(c, c->gc, max_filter * dtype_size(c->dt)));
     TRY(DEV_ALLOC(c, c->dsc, sizeof(DevScalars)));

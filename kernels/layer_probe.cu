@@ -147,10 +147,10 @@ static int run_bn(Probe *pr, ChanGeom g, const float *x, const float *gamma, con
     TRY(probe_alloc(pr, (void **)&invstd, g.c * sizeof(float)));
     TRY(probe_alloc(pr, (void **)&dg, g.c * sizeof(float)));
     TRY(probe_alloc(pr, (void **)&db, g.c * sizeof(float)));
-    TRY(probe_alloc(pr, (void **)&scratch, 2 * g.c * sizeof(float)));
+    TRY(probe_alloc(pr, (void **)&scratch, cuda_bn_scratch_floats(g) * sizeof(float)));
     TRY(alloc_like(pr, g, &yd));
     TRY(alloc_like(pr, g, &dxd));
-    TRY(cuda_bn_fwd_train(xd, yd, pr->dt, g, gd, bd, mean, invstd, NULL, NULL, 0));
+    TRY(cuda_bn_fwd_train(xd, yd, pr->dt, g, gd, bd, mean, invstd, NULL, NULL, scratch, 0));
     TRY(cuda_bn_bwd(xd, dyd, dxd, false, pr->dt, g, gd, mean, invstd, dg, db, false, scratch, 0));
     TRY(get(pr, yd, g, y));
     TRY(get(pr, dxd, g, dx));

@@ -137,14 +137,15 @@ __global__ void bn_stats_kernel(const void *x, DType dt, ChanGeom g, float *save
 // y = x * gamma * invstd + (beta - mean * gamma * invstd); `infer` takes a variance.
 __global__ void bn_apply_kernel(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
                                 const float *beta, const float *mean, const float *stat,
-                                bool infer)
+                                bool infer, bool relu)
 {
     size_t total = (size_t)g.n * g.c * g.hw;
     GRID_STRIDE(i, total) {
         int c = chan_of(g, i);
         float invstd = infer ? rsqrtf(stat[c] + MODEL_BN_EPS) : stat[c];
         float sc = gamma[c] * invstd, sh = beta[c] - mean[c] * sc;
-        st(y, i, dt, ld(x, i, dt) * sc + sh);
+        float v = ld(x, i, dt) * sc + sh;
+        st(y, i, dt, relu ? fmaxf(v, 0.0f) : v);
     }
 }
 
@@ -158,9 +159,9 @@ typedef enum { BN_SUM_X, BN_SUM_VAR, BN_SUM_BWD } BnSumMode;
 #define BN_TILE_C 32
 #define BN_TILE_R 8
 
-__global__ void bn_nhwc_sum_kernel(const void *x, const void *dy, DType dt, size_t rows, int C,
-                                   const float *mean, const float *invstd, float *a, float *b,
-                                   BnSumMode mode)
+__global__ void bn_nhwc_sum_kernel(const void *x, const void *relu_y, const void *dy, DType dt,
+                                   size_t rows, int C, const float *mean, const float *invstd,
+                                   float *a, float *b, BnSumMode mode)
 {
     __shared__ float sa[BN_TILE_R][BN_TILE_C + 1], sb[BN_TILE_R][BN_TILE_C + 1];
     const int tx = threadIdx.x, ty = threadIdx.y, c = blockIdx.x * BN_TILE_C + tx;
@@ -177,7 +178,7 @@ __global__ void bn_nhwc_sum_kernel(const void *x, const void *dy, DType dt, size
             } else if (mode == BN_SUM_VAR) {
                 tb += (v - mu) * (v - mu);
             } else {
-                float d = ld(dy, i, dt);
+                float d = relu_y && ld(relu_y, i, dt) <= 0.0f ? 0.0f : ld(dy, i, dt);
                 ta += d;
                 tb += d * (v - mu) * is;
             }
@@ -193,8 +194,9 @@ __global__ void bn_nhwc_sum_kernel(const void *x, const void *dy, DType dt, size
     }
 }
 
-static int bn_nhwc_sum(const void *x, const void *dy, DType dt, ChanGeom g, const float *mean,
-                       const float *invstd, float *a, float *b, BnSumMode mode, cudaStream_t s)
+static int bn_nhwc_sum(const void *x, const void *relu_y, const void *dy, DType dt, ChanGeom g,
+                       const float *mean, const float *invstd, float *a, float *b, BnSumMode mode,
+                       cudaStream_t s)
 {
     size_t rows = (size_t)g.n * g.hw;
     unsigned gx = (unsigned)((g.c + BN_TILE_C - 1) / BN_TILE_C);
@@ -203,7 +205,8 @@ static int bn_nhwc_sum(const void *x, const void *dy, DType dt, ChanGeom g, cons
     if (gy > cap) gy = cap;
     if (gy < 1) gy = 1;
     dim3 grid(gx, (unsigned)gy), block(BN_TILE_C, BN_TILE_R);
-    bn_nhwc_sum_kernel<<<grid, block, 0, s>>>(x, dy, dt, rows, g.c, mean, invstd, a, b, mode);
+    bn_nhwc_sum_kernel<<<grid, block, 0, s>>>(x, relu_y, dy, dt, rows, g.c, mean, invstd, a, b,
+                                              mode);
     CUDA_TRY(cudaGetLastError());
     return 0;
 }
@@ -248,22 +251,54 @@ static int bn_stats(const void *x, DType dt, ChanGeom g, float *save_mean, float
     }
     CUDA_TRY(cudaMemsetAsync(save_mean, 0, g.c * sizeof(float), s));
     CUDA_TRY(cudaMemsetAsync(save_invstd, 0, g.c * sizeof(float), s));
-    TRY(bn_nhwc_sum(x, NULL, dt, g, NULL, NULL, save_mean, save_invstd, BN_SUM_X, s));
-    TRY(bn_nhwc_sum(x, NULL, dt, g, NULL, NULL, save_mean, save_invstd, BN_SUM_VAR, s));
+    TRY(bn_nhwc_sum(x, NULL, NULL, dt, g, NULL, NULL, save_mean, save_invstd, BN_SUM_X, s));
+    TRY(bn_nhwc_sum(x, NULL, NULL, dt, g, NULL, NULL, save_mean, save_invstd, BN_SUM_VAR, s));
     bn_nhwc_finish_kernel<<<blocks_for(g.c), CUDA_THREADS, 0, s>>>(
         g.c, (size_t)g.n * g.hw, save_mean, save_invstd, running_mean, running_var);
     CUDA_TRY(cudaGetLastError());
     return 0;
 }
 
-int cuda_bn_fwd_train(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
-                      const float *beta, float *save_mean, float *save_invstd,
-                      float *running_mean, float *running_var, cudaStream_t s)
+size_t cuda_bn_scratch_floats(ChanGeom g) { return 2 * (size_t)g.c; }
+
+static int bn_fwd_train(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
+                        const float *beta, float *save_mean, float *save_invstd,
+                        float *running_mean, float *running_var, bool relu, cudaStream_t s)
 {
     TRY(bn_stats(x, dt, g, save_mean, save_invstd, running_mean, running_var, s));
     size_t total = (size_t)g.n * g.c * g.hw;
     bn_apply_kernel<<<grid_for(total), CUDA_THREADS, 0, s>>>(x, y, dt, g, gamma, beta, save_mean,
-                                                             save_invstd, false);
+                                                             save_invstd, false, relu);
+    CUDA_TRY(cudaGetLastError());
+    return 0;
+}
+
+int cuda_bn_fwd_train(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
+                      const float *beta, float *save_mean, float *save_invstd,
+                      float *running_mean, float *running_var, float *scratch, cudaStream_t s)
+{
+    (void)scratch;
+    return bn_fwd_train(x, y, dt, g, gamma, beta, save_mean, save_invstd, running_mean,
+                        running_var, false, s);
+}
+
+int cuda_bn_relu_fwd_train(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
+                           const float *beta, float *save_mean, float *save_invstd,
+                           float *running_mean, float *running_var, float *scratch,
+                           cudaStream_t s)
+{
+    (void)scratch;
+    return bn_fwd_train(x, y, dt, g, gamma, beta, save_mean, save_invstd, running_mean,
+                        running_var, true, s);
+}
+
+static int bn_fwd_infer(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
+                        const float *beta, const float *running_mean, const float *running_var,
+                        bool relu, cudaStream_t s)
+{
+    size_t total = (size_t)g.n * g.c * g.hw;
+    bn_apply_kernel<<<grid_for(total), CUDA_THREADS, 0, s>>>(x, y, dt, g, gamma, beta,
+                                                             running_mean, running_var, true, relu);
     CUDA_TRY(cudaGetLastError());
     return 0;
 }
@@ -272,15 +307,19 @@ int cuda_bn_fwd_infer(const void *x, void *y, DType dt, ChanGeom g, const float 
                       const float *beta, const float *running_mean, const float *running_var,
                       cudaStream_t s)
 {
-    size_t total = (size_t)g.n * g.c * g.hw;
-    bn_apply_kernel<<<grid_for(total), CUDA_THREADS, 0, s>>>(x, y, dt, g, gamma, beta,
-                                                             running_mean, running_var, true);
-    CUDA_TRY(cudaGetLastError());
-    return 0;
+    return bn_fwd_infer(x, y, dt, g, gamma, beta, running_mean, running_var, false, s);
+}
+
+int cuda_bn_relu_fwd_infer(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
+                           const float *beta, const float *running_mean,
+                           const float *running_var, cudaStream_t s)
+{
+    return bn_fwd_infer(x, y, dt, g, gamma, beta, running_mean, running_var, true, s);
 }
 
 // One block per channel: sum(dy) and sum(dy * xhat) into the parameter grads and scratch.
-__global__ void bn_bwd_reduce_kernel(const void *x, const void *dy, DType dt, ChanGeom g,
+__global__ void bn_bwd_reduce_kernel(const void *x, const void *relu_y, const void *dy, DType dt,
+                                     ChanGeom g,
                                      const float *mean, const float *invstd, float *dgamma,
                                      float *dbeta, bool accum, float *scratch)
 {
@@ -289,7 +328,7 @@ __global__ void bn_bwd_reduce_kernel(const void *x, const void *dy, DType dt, Ch
     float mu = mean[c], is = invstd[c], sdy = 0.0f, sdyx = 0.0f;
     for (size_t i = threadIdx.x; i < m; i += blockDim.x) {
         size_t j = chan_index(g, (int)(i / g.hw), c, (int)(i % g.hw));
-        float d = ld(dy, j, dt);
+        float d = relu_y && ld(relu_y, j, dt) <= 0.0f ? 0.0f : ld(dy, j, dt);
         sdy += d;
         sdyx += d * (ld(x, j, dt) - mu) * is;
     }
@@ -302,8 +341,8 @@ __global__ void bn_bwd_reduce_kernel(const void *x, const void *dy, DType dt, Ch
     }
 }
 
-__global__ void bn_bwd_dx_kernel(const void *x, const void *dy, void *dx, bool accum, DType dt,
-                                 ChanGeom g, const float *gamma, const float *mean,
+__global__ void bn_bwd_dx_kernel(const void *x, const void *relu_y, const void *dy, void *dx,
+                                 bool accum, DType dt, ChanGeom g, const float *gamma, const float *mean,
                                  const float *invstd, const float *scratch)
 {
     size_t total = (size_t)g.n * g.c * g.hw;
@@ -311,32 +350,55 @@ __global__ void bn_bwd_dx_kernel(const void *x, const void *dy, void *dx, bool a
     GRID_STRIDE(i, total) {
         int c = chan_of(g, i);
         float is = invstd[c], xhat = (ld(x, i, dt) - mean[c]) * is;
-        float v = gamma[c] * is / m * (m * ld(dy, i, dt) - scratch[c] - xhat * scratch[g.c + c]);
+        float d = relu_y && ld(relu_y, i, dt) <= 0.0f ? 0.0f : ld(dy, i, dt);
+        float v = gamma[c] * is / m * (m * d - scratch[c] - xhat * scratch[g.c + c]);
         st(dx, i, dt, accum ? ld(dx, i, dt) + v : v);
     }
 }
 
-int cuda_bn_bwd(const void *x, const void *dy, void *dx, bool accum_dx, DType dt, ChanGeom g,
-                const float *gamma, const float *save_mean, const float *save_invstd,
-                float *dgamma, float *dbeta, bool accum_param, float *scratch, cudaStream_t s)
+// relu_y: the fused ReLU's output (its mask applies to dy), or NULL.
+static int bn_bwd(const void *x, const void *relu_y, const void *dy, void *dx, bool accum_dx,
+                  DType dt, ChanGeom g, const float *gamma, const float *save_mean,
+                  const float *save_invstd, float *dgamma, float *dbeta, bool accum_param,
+                  float *scratch, cudaStream_t s)
 {
     if (!g.nhwc) {
-        bn_bwd_reduce_kernel<<<g.c, CUDA_THREADS, 0, s>>>(x, dy, dt, g, save_mean, save_invstd,
-                                                          dgamma, dbeta, accum_param, scratch);
+        bn_bwd_reduce_kernel<<<g.c, CUDA_THREADS, 0, s>>>(x, relu_y, dy, dt, g, save_mean,
+                                                          save_invstd, dgamma, dbeta, accum_param,
+                                                          scratch);
         CUDA_TRY(cudaGetLastError());
     } else {
         CUDA_TRY(cudaMemsetAsync(scratch, 0, 2 * (size_t)g.c * sizeof(float), s));
-        TRY(bn_nhwc_sum(x, dy, dt, g, save_mean, save_invstd, scratch, scratch + g.c, BN_SUM_BWD, s));
+        TRY(bn_nhwc_sum(x, relu_y, dy, dt, g, save_mean, save_invstd, scratch, scratch + g.c,
+                        BN_SUM_BWD, s));
         bn_nhwc_bwd_finish_kernel<<<blocks_for(g.c), CUDA_THREADS, 0, s>>>(g.c, scratch, dgamma,
                                                                            dbeta, accum_param);
         CUDA_TRY(cudaGetLastError());
     }
     if (!dx) return 0;
     size_t total = (size_t)g.n * g.c * g.hw;
-    bn_bwd_dx_kernel<<<grid_for(total), CUDA_THREADS, 0, s>>>(x, dy, dx, accum_dx, dt, g, gamma,
-                                                              save_mean, save_invstd, scratch);
+    bn_bwd_dx_kernel<<<grid_for(total), CUDA_THREADS, 0, s>>>(x, relu_y, dy, dx, accum_dx, dt, g,
+                                                              gamma, save_mean, save_invstd,
+                                                              scratch);
     CUDA_TRY(cudaGetLastError());
     return 0;
+}
+
+int cuda_bn_bwd(const void *x, const void *dy, void *dx, bool accum_dx, DType dt, ChanGeom g,
+                const float *gamma, const float *save_mean, const float *save_invstd,
+                float *dgamma, float *dbeta, bool accum_param, float *scratch, cudaStream_t s)
+{
+    return bn_bwd(x, NULL, dy, dx, accum_dx, dt, g, gamma, save_mean, save_invstd, dgamma, dbeta,
+                  accum_param, scratch, s);
+}
+
+int cuda_bn_relu_bwd(const void *x, const void *y, const void *dy, void *dx, bool accum_dx,
+                     DType dt, ChanGeom g, const float *gamma, const float *save_mean,
+                     const float *save_invstd, float *dgamma, float *dbeta, bool accum_param,
+                     float *scratch, cudaStream_t s)
+{
+    return bn_bwd(x, y, dy, dx, accum_dx, dt, g, gamma, save_mean, save_invstd, dgamma, dbeta,
+                  accum_param, scratch, s);
 }
 
 // ---- elementwise ----
@@ -370,14 +432,24 @@ int cuda_relu_bwd(const void *y, const void *dy, void *dx, bool accum, DType dt,
     return 0;
 }
 
-__global__ void add_kernel(const void *a, const void *b, void *y, DType dt, size_t n)
+__global__ void add_kernel(const void *a, const void *b, void *y, DType dt, size_t n, bool relu)
 {
-    GRID_STRIDE(i, n) st(y, i, dt, ld(a, i, dt) + ld(b, i, dt));
+    GRID_STRIDE(i, n) {
+        float v = ld(a, i, dt) + ld(b, i, dt);
+        st(y, i, dt, relu ? fmaxf(v, 0.0f) : v);
+    }
 }
 
 int cuda_add_fwd(const void *a, const void *b, void *y, DType dt, size_t n, cudaStream_t s)
 {
-    add_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(a, b, y, dt, n);
+    add_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(a, b, y, dt, n, false);
+    CUDA_TRY(cudaGetLastError());
+    return 0;
+}
+
+int cuda_add_relu_fwd(const void *a, const void *b, void *y, DType dt, size_t n, cudaStream_t s)
+{
+    add_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(a, b, y, dt, n, true);
     CUDA_TRY(cudaGetLastError());
     return 0;
 }
@@ -388,7 +460,7 @@ int cuda_copy_grad(const void *dy, void *dx, bool accum, DType dt, size_t n, cud
         CUDA_TRY(cudaMemcpyAsync(dx, dy, n * dtype_size(dt), cudaMemcpyDeviceToDevice, s));
         return 0;
     }
-    add_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(dx, dy, dx, dt, n);
+    add_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(dx, dy, dx, dt, n, false);
     CUDA_TRY(cudaGetLastError());
     return 0;
 }

@@ -2,6 +2,9 @@
 // input/weight casts and layout changes, batch norm, ReLU, residual add, global
 // average pooling, linear bias, softmax cross-entropy. Launchers return 0 or -1
 // (check.h); `accum` adds into the output gradient instead of overwriting it.
+// Aliasing (the memory plan relies on it): every element-wise kernel may run in place
+// (y == an input; dx == dy when not accumulating), and the BN backwards may write dx over
+// dy when not accumulating. No other outputs may alias inputs.
 #ifndef LAYERS_CUDA_CUH
 #define LAYERS_CUDA_CUH
 
@@ -21,20 +24,38 @@ int cuda_gather_filter_grad(const void *g, DType dt, float *grad, int k, int c, 
                             bool nhwc, bool accum, cudaStream_t s);
 // dst (dtype) = src (fp32), n elements.
 int cuda_cast(const float *src, void *dst, DType dt, size_t n, cudaStream_t s);
+// Floats of device scratch that cuda_bn_fwd_train / cuda_bn_bwd (and their fused
+// forms) need for a tensor of geometry g.
+size_t cuda_bn_scratch_floats(ChanGeom g);
 // Training BN: batch statistics into save_mean/save_invstd, running stats updated when
-// running_mean != NULL, y = gamma * xhat + beta.
+// running_mean != NULL, y = gamma * xhat + beta. scratch: cuda_bn_scratch_floats(g).
 int cuda_bn_fwd_train(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
                       const float *beta, float *save_mean, float *save_invstd,
-                      float *running_mean, float *running_var, cudaStream_t s);
+                      float *running_mean, float *running_var, float *scratch, cudaStream_t s);
+// The same with a ReLU fused into the output: y = max(gamma * xhat + beta, 0).
+int cuda_bn_relu_fwd_train(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
+                           const float *beta, float *save_mean, float *save_invstd,
+                           float *running_mean, float *running_var, float *scratch,
+                           cudaStream_t s);
 // Inference BN with running statistics.
 int cuda_bn_fwd_infer(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
                       const float *beta, const float *running_mean, const float *running_var,
                       cudaStream_t s);
+// Inference BN with a fused ReLU.
+int cuda_bn_relu_fwd_infer(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
+                           const float *beta, const float *running_mean,
+                           const float *running_var, cudaStream_t s);
 // BN backward: dgamma/dbeta (fp32, =|+= by accum_param), dx (=|+= by accum_dx) when
-// dx != NULL. scratch holds 2*C floats.
+// dx != NULL. scratch: cuda_bn_scratch_floats(g).
 int cuda_bn_bwd(const void *x, const void *dy, void *dx, bool accum_dx, DType dt, ChanGeom g,
                 const float *gamma, const float *save_mean, const float *save_invstd,
                 float *dgamma, float *dbeta, bool accum_param, float *scratch, cudaStream_t s);
+// BN backward through a fused ReLU: as cuda_bn_bwd with dy replaced by dy * (y > 0),
+// y the fused forward's output.
+int cuda_bn_relu_bwd(const void *x, const void *y, const void *dy, void *dx, bool accum_dx,
+                     DType dt, ChanGeom g, const float *gamma, const float *save_mean,
+                     const float *save_invstd, float *dgamma, float *dbeta, bool accum_param,
+                     float *scratch, cudaStream_t s);
 // y = max(x, 0).
 int cuda_relu_fwd(const void *x, void *y, DType dt, size_t n, cudaStream_t s);
 // dx (=|+=) dy * (y > 0).
@@ -42,6 +63,8 @@ int cuda_relu_bwd(const void *y, const void *dy, void *dx, bool accum, DType dt,
                   cudaStream_t s);
 // y = a + b.
 int cuda_add_fwd(const void *a, const void *b, void *y, DType dt, size_t n, cudaStream_t s);
+// y = max(a + b, 0) (its backward is cuda_relu_bwd on y, then the add's).
+int cuda_add_relu_fwd(const void *a, const void *b, void *y, DType dt, size_t n, cudaStream_t s);
 // dx (=|+=) dy.
 int cuda_copy_grad(const void *dy, void *dx, bool accum, DType dt, size_t n, cudaStream_t s);
 // y (N, C) = mean over HW of x.
