@@ -120,6 +120,8 @@ static void usage(FILE *f)
         "  --layout L             nchw | nhwc activation layout on the GPU (default nchw)\n"
         "  --zero-grad Z          memset (memset + accumulate) | set_to_none (first write\n"
         "                         overwrites) (default memset)\n"
+        "  --pointwise P          separate (BN, add and ReLU each a kernel, PyTorch eager) |\n"
+        "                         fused (BN+ReLU and add+ReLU one op each) (default separate)\n"
         "  --conv-algo A          heuristic | autotune (time candidates per shape, cached)\n"
         "  --readback R           every_step (sync on the loss each step, like .item()) |\n"
         "                         deferred (accumulate on the device) (default every_step)\n"
@@ -166,7 +168,7 @@ enum {
     OPT_INIT_SCALE, OPT_GROWTH, OPT_WORKSPACE, OPT_MIN_LR, OPT_DATA, OPT_DATA_DIR,
     OPT_DATASET_PRESET, OPT_NUM_WORKERS, OPT_SKIP_BAD, OPT_HOLDOUT, OPT_CROP_SCALE,
     OPT_DETERMINISTIC, OPT_VERBOSE, OPT_THREADS, OPT_LOADER_TIMEOUT, OPT_MAX_PIXELS, OPT_HELP,
-    OPT_DDP, OPT_NPROC,
+    OPT_DDP, OPT_NPROC, OPT_POINTWISE,
 };
 
 static const struct option options[] = {
@@ -176,7 +178,7 @@ static const struct option options[] = {
     {"eval-batches", 1, 0, OPT_EVAL}, {"target-accuracy", 1, 0, OPT_TARGET},
     {"backend", 1, 0, OPT_BACKEND}, {"device", 1, 0, OPT_DEVICE},
     {"precision", 1, 0, OPT_PRECISION}, {"layout", 1, 0, OPT_LAYOUT},
-    {"zero-grad", 1, 0, OPT_ZERO}, {"conv-algo", 1, 0, OPT_ALGO},
+    {"zero-grad", 1, 0, OPT_ZERO}, {"conv-algo", 1, 0, OPT_ALGO}, {"pointwise", 1, 0, OPT_POINTWISE},
     {"readback", 1, 0, OPT_READBACK}, {"readback-interval", 1, 0, OPT_INTERVAL},
     {"lr", 1, 0, OPT_LR}, {"momentum", 1, 0, OPT_MOMENTUM}, {"weight-decay", 1, 0, OPT_WD},
     {"lr-decay", 1, 0, OPT_DECAY}, {"warmup", 1, 0, OPT_WARMUP},
@@ -342,6 +344,7 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
         case OPT_PRECISION: if (core_precision_parse(v, &cfg->precision)) return parse_fail(name, v); break;
         case OPT_LAYOUT: if (core_layout_parse(v, &cfg->layout)) return parse_fail(name, v); break;
         case OPT_ZERO: if (core_zero_grad_parse(v, &cfg->zero_grad)) return parse_fail(name, v); break;
+        case OPT_POINTWISE: if (core_pointwise_parse(v, &cfg->pointwise)) return parse_fail(name, v); break;
         case OPT_ALGO: if (core_conv_algo_parse(v, &cfg->conv_algo)) return parse_fail(name, v); break;
         case OPT_READBACK: if (core_readback_parse(v, &cfg->readback)) return parse_fail(name, v); break;
         case OPT_DECAY: if (core_lr_decay_parse(v, &cfg->optim.decay)) return parse_fail(name, v); break;
@@ -524,6 +527,8 @@ int main(int argc, char **argv)
            core_zero_grad_name(cfg.zero_grad), core_conv_algo_name(cfg.conv_algo),
            core_readback_name(cfg.readback), cfg.batch_size, m->image_size, m->image_size,
            m->num_classes, st.param_count);
+    printf("train: pointwise %s, activations and their gradients %.1f MiB (memory plan)\n",
+           core_pointwise_name(cfg.pointwise), st.activation_bytes / 1048576.0);
     if (st.backend == CORE_BACKEND_CPU)
         printf("train: cpu threads %d (%s)\n", core_cpu_threads(), core_cpu_kernels());
     else if (st.backend == CORE_BACKEND_CPU_REF)

@@ -33,6 +33,7 @@ int core_config_preset(CoreConfig *cfg, const char *name)
         .layout = CORE_LAYOUT_NCHW,
         .zero_grad = CORE_ZERO_GRAD_MEMSET,
         .conv_algo = CORE_CONV_ALGO_HEURISTIC,
+        .pointwise = CORE_POINTWISE_SEPARATE,
         .readback = CORE_READBACK_EVERY_STEP,
         .readback_interval = 10,
         .batch_size = 32,
@@ -85,7 +86,8 @@ int core_config_validate(const CoreConfig *c)
     if ((unsigned)c->precision >= CORE_PRECISION_COUNT || (unsigned)c->layout > CORE_LAYOUT_NHWC ||
         (unsigned)c->zero_grad > CORE_ZERO_GRAD_SET_TO_NONE ||
         (unsigned)c->conv_algo > CORE_CONV_ALGO_AUTOTUNE ||
-        (unsigned)c->readback > CORE_READBACK_DEFERRED || (unsigned)c->backend > CORE_BACKEND_CPU_REF)
+        (unsigned)c->readback > CORE_READBACK_DEFERRED || (unsigned)c->backend > CORE_BACKEND_CPU_REF ||
+        (unsigned)c->pointwise > CORE_POINTWISE_FUSED)
         return BAD("enum field out of range");
     ModelGraph *g = malloc(sizeof *g);
     if (!g) return BAD("out of memory");

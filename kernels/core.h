@@ -57,6 +57,11 @@ typedef enum {
     CORE_READBACK_DEFERRED,   // accumulate on the device, read every readback_interval
 } CoreReadback;
 
+typedef enum {
+    CORE_POINTWISE_SEPARATE, // BN, add and ReLU each their own kernel (PyTorch eager)
+    CORE_POINTWISE_FUSED,    // BN+ReLU and add+ReLU one kernel each (what a fuser does)
+} CorePointwise;
+
 typedef enum { CORE_MODEL_RESNET, CORE_MODEL_MLP } CoreModelKind;
 
 typedef enum { CORE_LR_CONSTANT, CORE_LR_COSINE, CORE_LR_STEP } CoreLrDecay;
@@ -110,6 +115,8 @@ typedef struct CoreConfig {
     CoreConvAlgo conv_algo;
     CoreReadback readback;
     int readback_interval;      // K for CORE_READBACK_DEFERRED
+    CorePointwise pointwise;    // fused pointwise ops (CUDA and the fast CPU backend; the
+                                // reference backend always runs them separately)
     int batch_size;             // the expected batch; used for LR scaling and presizing
     size_t workspace_limit;     // max cuDNN workspace bytes per convolution (0: 256 MiB)
     bool deterministic;         // only deterministic cuDNN algorithms (for tests that compare
@@ -151,6 +158,9 @@ typedef struct CoreStats {
     size_t param_count;       // trainable parameters
     size_t peak_bytes;        // peak memory the core itself allocated (its buffers, the
                               // cuDNN workspace and the cuBLAS workspace it hands cuBLAS)
+    size_t activation_bytes;  // the memory plan's arena for the current batch shape:
+                              // activations and their gradients, reused by liveness
+                              // (kernels/model_plan.h); 0 before the first plan
     size_t device_used_bytes; // CUDA: peak growth of the device's used memory since the core
                               // was created (cudaMemGetInfo, sampled after planning and at
                               // core_stats): everything the libraries allocated too; 0 on
@@ -287,6 +297,7 @@ const char *core_zero_grad_name(CoreZeroGrad z);
 const char *core_conv_algo_name(CoreConvAlgo a);
 const char *core_readback_name(CoreReadback r);
 const char *core_lr_decay_name(CoreLrDecay d);
+const char *core_pointwise_name(CorePointwise p);
 // Parses "auto", "cpu", "cuda", "cpu-ref".
 int core_backend_parse(const char *s, CoreBackend *out);
 // Parses "fp32", "fp32_strict", "tf32", "fp16", "bf16".
@@ -301,6 +312,8 @@ int core_conv_algo_parse(const char *s, CoreConvAlgo *out);
 int core_readback_parse(const char *s, CoreReadback *out);
 // Parses "constant", "cosine", "step".
 int core_lr_decay_parse(const char *s, CoreLrDecay *out);
+// Parses "separate", "fused".
+int core_pointwise_parse(const char *s, CorePointwise *out);
 
 #ifdef __cplusplus
 }

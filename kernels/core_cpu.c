@@ -6,6 +6,10 @@
 // core_cpu_threads() threads. Precisions other than fp32 compute in fp32 here; FP16
 // still runs the full loss-scaling path (scale, inf/nan check, unscale, skip, update),
 // so the GradScaler can be tested without a GPU.
+// Activations and their gradients are views into one arena laid out by the memory plan
+// (kernels/model_plan.h): the fast backend reuses and aliases buffers by liveness and,
+// with CORE_POINTWISE_FUSED, fuses BN+ReLU and add+ReLU in its loops; the reference keeps
+// every tensor in its own buffer and every op separate, as it always has.
 // Layout NHWC only changes GPU storage and is ignored here.
 #include <math.h>
 #include <sched.h>
@@ -18,6 +22,7 @@
 #include "kernels/core_internal.h"
 #include "kernels/layers_cpu.h"
 #include "kernels/layers_cpu_fast.h"
+#include "kernels/model_plan.h"
 
 // The layer functions of one CPU backend; the reference's are adapters below.
 typedef struct CpuLayers {
@@ -36,6 +41,19 @@ typedef struct CpuLayers {
                    const float *dy, const float *gamma, const float *save_mean,
                    const float *save_invstd, float *dx, bool accum_dx, float *dgamma,
                    float *dbeta, bool accum_param);
+    // Fused pointwise forms (NULL: the backend never fuses; its plan keeps ops separate).
+    void (*bn_relu_fwd_train)(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                              const float *gamma, const float *beta, float *y, float *save_mean,
+                              float *save_invstd, float *running_mean, float *running_var);
+    void (*bn_relu_fwd_infer)(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                              const float *gamma, const float *beta, const float *running_mean,
+                              const float *running_var, float *y);
+    void (*bn_relu_bwd)(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                        const float *y, const float *dy, const float *gamma,
+                        const float *save_mean, const float *save_invstd, float *dx,
+                        bool accum_dx, float *dgamma, float *dbeta, bool accum_param);
+    void (*add_relu_fwd)(const CpuWorkspace *ws, size_t count, const float *a, const float *b,
+                         float *y);
     void (*relu_fwd)(const CpuWorkspace *ws, size_t count, const float *x, float *y);
     void (*relu_bwd)(const CpuWorkspace *ws, size_t count, const float *y, const float *dy,
                      float *dx, bool accum);
@@ -165,14 +183,18 @@ static void ref_sgd(const CpuWorkspace *ws, size_t np, float *params, const floa
     }
 }
 
+// The reference keeps every op separate and every tensor in its own buffer (its plan has
+// no reuse and no fusion): the oracle runs exactly as it always has.
 static const CpuLayers ref_layers = {
     ref_conv_fwd, ref_conv_bwd, ref_bn_fwd_train, ref_bn_fwd_infer, ref_bn_bwd,
+    NULL, NULL, NULL, NULL,
     ref_relu_fwd, ref_relu_bwd, ref_add_fwd, ref_copy_grad, ref_gap_fwd, ref_gap_bwd,
     ref_linear_fwd, ref_linear_bwd, ref_sgd,
 };
 
 static const CpuLayers fast_layers = {
     conv_fwd_fast, conv_bwd_fast, bn_fwd_train_fast, bn_fwd_infer_fast, bn_bwd_fast,
+    bn_relu_fwd_train_fast, bn_relu_fwd_infer_fast, bn_relu_bwd_fast, add_relu_fwd_fast,
     relu_fwd_fast, relu_bwd_fast, add_fwd_fast, copy_grad_fast, gap_fwd_fast, gap_bwd_fast,
     linear_fwd_fast, linear_bwd_fast, sgd_update_fast,
 };
@@ -209,8 +231,11 @@ typedef struct CpuCore {
     bool fast;             // CORE_BACKEND_CPU: threads follow core_cpu_threads()
     CpuWorkspace ws;       // threads and per-thread scratch (im2col, weight-gradient parts)
     float *params, *grads, *mom, *stats, *saved;
-    float *act[MODEL_MAX_TENSORS], *dact[MODEL_MAX_TENSORS];
-    size_t act_cap[MODEL_MAX_TENSORS]; // floats allocated for act[t] and for dact[t]
+    ModelPlan plan;        // where activations and gradients live (model_plan.h)
+    int plan_n, plan_size; // the (batch, image size) of plan; 0: none yet
+    float *arena;          // the plan's arena; it only grows
+    size_t arena_cap;      // bytes of arena
+    float *act[MODEL_MAX_TENSORS], *dact[MODEL_MAX_TENSORS]; // views into arena (NULL: none)
     int ws_image_size;     // the image size the workspace was laid out for
     const float *input;
     AmpScaler scaler;
@@ -236,37 +261,41 @@ static float *cpu_alloc(CpuCore *c, size_t count)
     return p;
 }
 
-static void free_tensor(CpuCore *c, int t)
-{
-    if (c->act[t] || c->dact[t]) c->bytes -= 2 * c->act_cap[t] * sizeof(float);
-    free(c->act[t]); free(c->dact[t]);
-    c->act[t] = c->dact[t] = NULL;
-    c->act_cap[t] = 0;
-}
-
-// Sized by what each tensor holds, not by the graph: the image size may have changed.
 static void free_activations(CpuCore *c)
 {
-    for (int t = 0; t < MODEL_MAX_TENSORS; t++) free_tensor(c, t);
+    c->bytes -= c->arena_cap;
+    free(c->arena);
+    c->arena = NULL;
+    c->arena_cap = 0;
+    c->plan_n = c->plan_size = 0;
+    memset(c->act, 0, sizeof c->act);
+    memset(c->dact, 0, sizeof c->dact);
 }
 
-// Activations and their gradients for n samples of the current image size; a tensor is
-// reallocated only when it grows (a larger batch or larger images).
+// The memory plan for n samples of the current image size, made once per (n, size); the
+// arena is reallocated only when a plan needs more than it holds.
 static int ensure_capacity(Core *core, int n)
 {
     CpuCore *c = cpu(core);
     const ModelGraph *g = &core->graph;
-    for (int t = 1; t < g->n_tensors; t++) {
-        size_t count = (size_t)n * model_tensor_size(g, t);
-        if (count <= c->act_cap[t]) continue;
-        free_tensor(c, t);
-        c->act_cap[t] = count;  // what free_tensor takes off, also after a partial failure
-        if (!(c->act[t] = cpu_alloc(c, count)) || !(c->dact[t] = cpu_alloc(c, count))) {
-            if (c->act[t] && !c->dact[t]) c->bytes += count * sizeof(float);  // the pair's share
-            free_activations(c);
-            return -1;
-        }
+    if (n == c->plan_n && g->shapes[0].h == c->plan_size) return 0;
+    ModelPlanOptions o = {.training = true, .reuse = c->fast,
+                          .fuse = c->fast && core->cfg.pointwise == CORE_POINTWISE_FUSED};
+    c->plan_n = c->plan_size = 0;  // until everything below succeeds
+    TRY(model_plan_make(g, n, sizeof(float), &o, &c->plan));
+    if (c->plan.arena_bytes > c->arena_cap) {
+        free_activations(c);
+        size_t floats = c->plan.arena_bytes / sizeof(float);
+        if (!(c->arena = cpu_alloc(c, floats))) return -1;
+        c->arena_cap = floats * sizeof(float);
     }
+    for (int t = 0; t < MODEL_MAX_TENSORS; t++) {
+        size_t a = c->plan.act_off[t], d = c->plan.dact_off[t];
+        c->act[t] = a == MODEL_PLAN_NONE ? NULL : (float *)((char *)c->arena + a);
+        c->dact[t] = d == MODEL_PLAN_NONE ? NULL : (float *)((char *)c->arena + d);
+    }
+    c->plan_n = n;
+    c->plan_size = g->shapes[0].h;
     return 0;
 }
 
@@ -307,11 +336,13 @@ static void forward(Core *core, int n, FwdMode mode)
     const ModelGraph *g = &core->graph;
     for (int i = 0; i < g->n_ops; i++) {
         const ModelOp *op = &g->ops[i];
+        const ModelPlanOp *po = &c->plan.ops[i];
         const float *x = tensor(c, op->in);
         float *y = c->act[op->out];
         ModelShape s = g->shapes[op->in];
         int hw = s.h * s.w;
         size_t count = (size_t)n * model_tensor_size(g, op->in);
+        if (po->fused_away) continue;  // the op before wrote its output
         switch (op->kind) {
         case OP_CONV: {
             ConvShape cs = model_conv_shape(g, op, n);
@@ -320,16 +351,20 @@ static void forward(Core *core, int n, FwdMode mode)
         }
         case OP_BN:
             if (mode == FWD_INFER)
-                L->bn_fwd_infer(ws, n, s.c, hw, x, c->params + op->w_off, c->params + op->b_off,
-                                c->stats + op->stat_off, c->stats + op->stat_off + s.c, y);
+                (po->relu_fused ? L->bn_relu_fwd_infer : L->bn_fwd_infer)(
+                    ws, n, s.c, hw, x, c->params + op->w_off, c->params + op->b_off,
+                    c->stats + op->stat_off, c->stats + op->stat_off + s.c, y);
             else
-                L->bn_fwd_train(ws, n, s.c, hw, x, c->params + op->w_off, c->params + op->b_off, y,
-                                c->saved + op->save_off, c->saved + op->save_off + s.c,
-                                mode == FWD_TRAIN ? c->stats + op->stat_off : NULL,
-                                mode == FWD_TRAIN ? c->stats + op->stat_off + s.c : NULL);
+                (po->relu_fused ? L->bn_relu_fwd_train : L->bn_fwd_train)(
+                    ws, n, s.c, hw, x, c->params + op->w_off, c->params + op->b_off, y,
+                    c->saved + op->save_off, c->saved + op->save_off + s.c,
+                    mode == FWD_TRAIN ? c->stats + op->stat_off : NULL,
+                    mode == FWD_TRAIN ? c->stats + op->stat_off + s.c : NULL);
             break;
         case OP_RELU: L->relu_fwd(ws, count, x, y); break;
-        case OP_ADD: L->add_fwd(ws, count, x, tensor(c, op->in2), y); break;
+        case OP_ADD:
+            (po->relu_fused ? L->add_relu_fwd : L->add_fwd)(ws, count, x, tensor(c, op->in2), y);
+            break;
         case OP_GAP: L->gap_fwd(ws, n, s.c, hw, x, y); break;
         case OP_LINEAR:
             L->linear_fwd(ws, n, op->cin, op->cout, x, c->params + op->w_off,
@@ -349,6 +384,7 @@ static int backward(Core *core, int n, bool accum_params)
     const ModelGraph *g = &core->graph;
     for (int i = g->n_ops - 1; i >= 0; i--) {
         const ModelOp *op = &g->ops[i];
+        const ModelPlanOp *po = &c->plan.ops[i];
         const float *x = tensor(c, op->in), *dy = c->dact[op->out];
         float *dx = op->in_grad ? c->dact[op->in] : NULL;
         ModelShape s = g->shapes[op->in];
@@ -362,14 +398,23 @@ static int backward(Core *core, int n, bool accum_params)
             break;
         }
         case OP_BN:
-            L->bn_bwd(ws, n, s.c, hw, x, dy, c->params + op->w_off, c->saved + op->save_off,
-                      c->saved + op->save_off + s.c, dx, op->in_accum, c->grads + op->w_off,
-                      c->grads + op->b_off, accum_params);
+            if (po->relu_fused)  // y: the fused ReLU's output, the same bytes as this op's
+                L->bn_relu_bwd(ws, n, s.c, hw, x, c->act[op->out], dy, c->params + op->w_off,
+                               c->saved + op->save_off, c->saved + op->save_off + s.c, dx,
+                               op->in_accum, c->grads + op->w_off, c->grads + op->b_off,
+                               accum_params);
+            else
+                L->bn_bwd(ws, n, s.c, hw, x, dy, c->params + op->w_off, c->saved + op->save_off,
+                          c->saved + op->save_off + s.c, dx, op->in_accum, c->grads + op->w_off,
+                          c->grads + op->b_off, accum_params);
             break;
-        case OP_RELU: if (dx) L->relu_bwd(ws, count, c->act[op->out], dy, dx, op->in_accum); break;
-        case OP_ADD:
-            if (dx) L->copy_grad(ws, count, dy, dx, op->in_accum);
-            L->copy_grad(ws, count, dy, c->dact[op->in2], op->in2_accum);
+        case OP_RELU:
+            // Fused into the BN before it: dact[in] is dact[out], masked by that BN's backward.
+            if (dx && !po->bwd_fused) L->relu_bwd(ws, count, c->act[op->out], dy, dx, op->in_accum);
+            break;
+        case OP_ADD:  // an aliased input gradient already is dy: nothing to copy
+            if (dx && !po->in_alias) L->copy_grad(ws, count, dy, dx, op->in_accum);
+            if (!po->in2_alias) L->copy_grad(ws, count, dy, c->dact[op->in2], op->in2_accum);
             break;
         case OP_GAP: if (dx) L->gap_bwd(ws, n, s.c, hw, dy, dx, op->in_accum); break;
         case OP_LINEAR:
@@ -499,6 +544,7 @@ static int cpu_stats(Core *core, CoreStats *s)
 {
     CpuCore *c = cpu(core);
     s->peak_bytes = c->peak;
+    s->activation_bytes = c->plan_n ? c->plan.arena_bytes : 0;
     s->skipped_steps = c->skipped;
     s->loss_scale = core->cfg.precision == CORE_PRECISION_FP16 ? c->scaler.scale : 1.0f;
     s->growth_tracker = c->scaler.growth_tracker;

@@ -4,6 +4,10 @@
 // bf16 and NCHW or NHWC. A step queues all its work on one stream and synchronises
 // only to read the loss back (every step, or every K steps when deferred) and to let
 // the caller reuse its host batch buffers (it waits for the upload copy only).
+// Activations and their gradients are views into one arena laid out by the memory plan
+// (kernels/model_plan.h): kept only while backward needs them, ReLUs and adds in place,
+// the residual add's gradient passed on without a copy. With CORE_POINTWISE_FUSED, BN+ReLU
+// and add+ReLU run as one kernel each (layers_cuda.cuh).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +17,7 @@
 #include "kernels/conv_select.h"
 #include "kernels/core_internal.h"
 #include "kernels/layers_cuda.cuh"
+#include "kernels/model_plan.h"
 #include "kernels/optim_cuda.cuh"
 
 typedef enum { FWD_TRAIN, FWD_TRAIN_NO_STATS, FWD_INFER } FwdMode;
@@ -32,7 +37,11 @@ typedef struct CudaCore {
     void *wc;                    // compute-type weight copy (staged)
     void *gc;                    // compute-type conv filter gradient (staged); always the
                                  // candidate trials' filter-gradient scratch
-    void *act[MODEL_MAX_TENSORS], *dact[MODEL_MAX_TENSORS];
+    ModelPlan plan;              // where activations and gradients live (model_plan.h)
+    void *arena;                 // the plan's arena; it only grows
+    size_t arena_cap;            // bytes of arena
+    void *act[MODEL_MAX_TENSORS], *dact[MODEL_MAX_TENSORS]; // views into arena; act[0]: the
+                                 // staged input (its own buffer), NULL when not staged
     float *in_stage[2];          // device copies of host batches, ping-pong
     int32_t *lab_stage[2];
     cudaEvent_t copied[2], consumed[2];
@@ -42,8 +51,7 @@ typedef struct CudaCore {
     void *ws;
     size_t ws_size;
     ConvPlan plans[MODEL_MAX_OPS];
-    size_t act_cap[MODEL_MAX_TENSORS];  // elements allocated for act[t]
-    size_t dact_cap[MODEL_MAX_TENSORS]; // elements allocated for dact[t]
+    size_t x0_cap;               // elements allocated for act[0]
     size_t in_cap[2];            // floats of in_stage[i]
     size_t lab_cap[2];           // labels of lab_stage[i]
     int cur_n, cur_size;         // the (n, image size) the plans are for; 0: none
@@ -114,12 +122,12 @@ static size_t in_elems(const Core *core, int n) { return (size_t)n * model_tenso
 static void free_activations(Core *core)
 {
     CudaCore *c = cu(core);
-    size_t es = dtype_size(c->dt);
-    for (int t = 0; t < MODEL_MAX_TENSORS; t++) {
-        DEV_FREE(c, c->act[t], c->act_cap[t] * es);
-        DEV_FREE(c, c->dact[t], c->dact_cap[t] * es);
-        c->act_cap[t] = c->dact_cap[t] = 0;
-    }
+    DEV_FREE(c, c->act[0], c->x0_cap * dtype_size(c->dt));
+    c->x0_cap = 0;
+    DEV_FREE(c, c->arena, c->arena_cap);
+    c->arena_cap = 0;
+    memset(c->act, 0, sizeof c->act);
+    memset(c->dact, 0, sizeof c->dact);
     for (int i = 0; i < 2; i++) {
         DEV_FREE(c, c->in_stage[i], c->in_cap[i] * sizeof(float));
         DEV_FREE(c, c->lab_stage[i], c->lab_cap[i] * sizeof(int32_t));
@@ -141,18 +149,23 @@ static int grow(CudaCore *c, void **p, size_t *cap, size_t need, size_t elem)
     return 0;
 }
 
-// Activations, their gradients and the upload buffers for n samples of the current image
-// size; a buffer is reallocated only when it must grow (a larger batch or larger images).
+// The memory plan for n samples of the current image size, its arena (activations and
+// their gradients), the staged input and the upload buffers; a buffer is reallocated only
+// when it must grow (a larger batch or larger images).
 static int alloc_activations(Core *core, int n)
 {
     CudaCore *c = cu(core);
     const ModelGraph *g = &core->graph;
     size_t es = dtype_size(c->dt);
-    for (int t = 0; t < g->n_tensors; t++) {
-        size_t need = (size_t)n * model_tensor_size(g, t);
-        if (t > 0 || c->staged) TRY(grow(c, &c->act[t], &c->act_cap[t], need, es));
-        if (t > 0) TRY(grow(c, &c->dact[t], &c->dact_cap[t], need, es));
+    ModelPlanOptions o = {true, true, core->cfg.pointwise == CORE_POINTWISE_FUSED};
+    TRY(model_plan_make(g, n, es, &o, &c->plan));
+    TRY(grow(c, &c->arena, &c->arena_cap, c->plan.arena_bytes, 1));
+    for (int t = 1; t < MODEL_MAX_TENSORS; t++) {
+        size_t a = c->plan.act_off[t], d = c->plan.dact_off[t];
+        c->act[t] = a == MODEL_PLAN_NONE ? NULL : (void *)((char *)c->arena + a);
+        c->dact[t] = d == MODEL_PLAN_NONE ? NULL : (void *)((char *)c->arena + d);
     }
+    if (c->staged) TRY(grow(c, &c->act[0], &c->x0_cap, in_elems(core, n), es));
     for (int i = 0; i < 2; i++) {
         TRY(grow(c, (void **)&c->in_stage[i], &c->in_cap[i], in_elems(core, n), sizeof(float)));
         TRY(grow(c, (void **)&c->lab_stage[i], &c->lab_cap[i], (size_t)n, sizeof(int32_t)));
@@ -317,29 +330,34 @@ static int forward(Core *core, int n, FwdMode mode)
     const float one = 1.0f, zero = 0.0f;
     for (int i = 0; i < g->n_ops; i++) {
         const ModelOp *op = &g->ops[i];
+        const ModelPlanOp *po = &c->plan.ops[i];
         const void *x = tensor(core, op->in);
         void *y = c->act[op->out];
         ChanGeom gi = geom(core, op->in, n);
         size_t count = (size_t)n * model_tensor_size(g, op->in);
+        if (po->fused_away) continue;  // the op before wrote its output
         switch (op->kind) {
         case OP_CONV:
             TRY(conv_forward(&c->plans[i], c->dnn, x, weight(core, op), y, c->ws, c->ws_size));
             break;
         case OP_BN: {
             float *gamma = c->params + op->w_off, *beta = c->params + op->b_off;
+            float *mean = c->stats + op->stat_off, *var = c->stats + op->stat_off + op->cin;
             if (mode == FWD_INFER)
-                TRY(cuda_bn_fwd_infer(x, y, c->dt, gi, gamma, beta, c->stats + op->stat_off,
-                                      c->stats + op->stat_off + op->cin, c->s));
+                TRY((po->relu_fused ? cuda_bn_relu_fwd_infer : cuda_bn_fwd_infer)(
+                    x, y, c->dt, gi, gamma, beta, mean, var, c->s));
             else
-                TRY(cuda_bn_fwd_train(x, y, c->dt, gi, gamma, beta, c->saved + op->save_off,
-                                      c->saved + op->save_off + op->cin,
-                                      mode == FWD_TRAIN ? c->stats + op->stat_off : NULL,
-                                      mode == FWD_TRAIN ? c->stats + op->stat_off + op->cin : NULL,
-                                      c->bn_scratch, c->s));
+                TRY((po->relu_fused ? cuda_bn_relu_fwd_train : cuda_bn_fwd_train)(
+                    x, y, c->dt, gi, gamma, beta, c->saved + op->save_off,
+                    c->saved + op->save_off + op->cin, mode == FWD_TRAIN ? mean : NULL,
+                    mode == FWD_TRAIN ? var : NULL, c->bn_scratch, c->s));
             break;
         }
         case OP_RELU: TRY(cuda_relu_fwd(x, y, c->dt, count, c->s)); break;
-        case OP_ADD: TRY(cuda_add_fwd(x, tensor(core, op->in2), y, c->dt, count, c->s)); break;
+        case OP_ADD:
+            TRY((po->relu_fused ? cuda_add_relu_fwd : cuda_add_fwd)(x, tensor(core, op->in2), y, c->dt,
+                                                                    count, c->s));
+            break;
         case OP_GAP: TRY(cuda_gap_fwd(x, y, c->dt, gi, c->s)); break;
         case OP_LINEAR:
             // Row-major y (n, M) = x (n, K) W^T: column-major y^T = W^T' x^T.
@@ -361,6 +379,7 @@ static int backward(Core *core, int n, bool accum_params)
     const float one = 1.0f;
     for (int i = g->n_ops - 1; i >= 0; i--) {
         const ModelOp *op = &g->ops[i];
+        const ModelPlanOp *po = &c->plan.ops[i];
         const void *x = tensor(core, op->in);
         const void *dy = c->dact[op->out];
         void *dx = op->in_grad ? c->dact[op->in] : NULL;
@@ -383,17 +402,26 @@ static int backward(Core *core, int n, bool accum_params)
             break;
         }
         case OP_BN:
-            TRY(cuda_bn_bwd(x, dy, dx, op->in_accum, c->dt, gi, c->params + op->w_off,
-                            c->saved + op->save_off, c->saved + op->save_off + op->cin,
-                            c->grads + op->w_off, c->grads + op->b_off, accum_params,
-                            c->bn_scratch, c->s));
+            if (po->relu_fused)  // y: the fused ReLU's output, the same bytes as this op's
+                TRY(cuda_bn_relu_bwd(x, c->act[op->out], dy, dx, op->in_accum, c->dt, gi,
+                                     c->params + op->w_off, c->saved + op->save_off,
+                                     c->saved + op->save_off + op->cin, c->grads + op->w_off,
+                                     c->grads + op->b_off, accum_params, c->bn_scratch, c->s));
+            else
+                TRY(cuda_bn_bwd(x, dy, dx, op->in_accum, c->dt, gi, c->params + op->w_off,
+                                c->saved + op->save_off, c->saved + op->save_off + op->cin,
+                                c->grads + op->w_off, c->grads + op->b_off, accum_params,
+                                c->bn_scratch, c->s));
             break;
         case OP_RELU:
-            if (dx) TRY(cuda_relu_bwd(c->act[op->out], dy, dx, op->in_accum, c->dt, count, c->s));
+            // Fused into the BN before it: dact[in] is dact[out], masked by that BN's backward.
+            if (dx && !po->bwd_fused)
+                TRY(cuda_relu_bwd(c->act[op->out], dy, dx, op->in_accum, c->dt, count, c->s));
             break;
-        case OP_ADD:
-            if (dx) TRY(cuda_copy_grad(dy, dx, op->in_accum, c->dt, count, c->s));
-            TRY(cuda_copy_grad(dy, c->dact[op->in2], op->in2_accum, c->dt, count, c->s));
+        case OP_ADD:  // an aliased input gradient already is dy: nothing to copy
+            if (dx && !po->in_alias) TRY(cuda_copy_grad(dy, dx, op->in_accum, c->dt, count, c->s));
+            if (!po->in2_alias)
+                TRY(cuda_copy_grad(dy, c->dact[op->in2], op->in2_accum, c->dt, count, c->s));
             break;
         case OP_GAP:
             if (dx) TRY(cuda_gap_bwd(dy, dx, op->in_accum, c->dt, gi, c->s));
@@ -563,6 +591,7 @@ static int cuda_stats(Core *core, CoreStats *st)
     TRY(read_scalars(c));
     TRY(sample_device_used(c));
     st->peak_bytes = c->peak;
+    st->activation_bytes = c->cur_n ? c->plan.arena_bytes : 0;
     st->device_used_bytes = c->device_used_peak;
     st->skipped_steps = c->hsc->skipped;
     st->loss_scale = core->cfg.precision == CORE_PRECISION_FP16 ? c->hsc->scale : 1.0f;

@@ -287,6 +287,15 @@ CPU_SIMD static void affine_span(const float *x, float *y, size_t n, float scale
     for (size_t i = 0; i < n; i++) y[i] = x[i] * scale + shift;
 }
 
+// affine_span then relu_span in one pass (the same two roundings, so the same bits).
+CPU_SIMD static void affine_relu_span(const float *x, float *y, size_t n, float scale, float shift)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = x[i] * scale + shift;
+        y[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
 // sum dy and sum dy * (x - mean) * invstd over one row.
 CPU_SIMD static void bn_grad_sums_span(const float *x, const float *dy, size_t n, float mean,
                                        float invstd, float *sdy, float *sdyx)
@@ -299,6 +308,39 @@ CPU_SIMD static void bn_grad_sums_span(const float *x, const float *dy, size_t n
     }
     *sdy = a;
     *sdyx = b;
+}
+
+// bn_grad_sums_span of dy masked by a fused ReLU's output y (dy where y > 0, else 0).
+CPU_SIMD static void bn_relu_grad_sums_span(const float *x, const float *y, const float *dy,
+                                            size_t n, float mean, float invstd, float *sdy,
+                                            float *sdyx)
+{
+    float a = 0.0f, b = 0.0f;
+#pragma omp simd reduction(+ : a, b)
+    for (size_t i = 0; i < n; i++) {
+        float d = y[i] > 0.0f ? dy[i] : 0.0f;
+        a += d;
+        b += d * (x[i] - mean) * invstd;
+    }
+    *sdy = a;
+    *sdyx = b;
+}
+
+// bn_dx_span of dy masked likewise.
+CPU_SIMD static void bn_relu_dx_span(const float *x, const float *y, const float *dy, float *dx,
+                                     size_t n, float k, float m, float db, float dg, float mean,
+                                     float invstd, bool accum)
+{
+    if (accum)
+        for (size_t i = 0; i < n; i++) {
+            float xhat = (x[i] - mean) * invstd, d = y[i] > 0.0f ? dy[i] : 0.0f;
+            dx[i] += k * (m * d - db - xhat * dg);
+        }
+    else
+        for (size_t i = 0; i < n; i++) {
+            float xhat = (x[i] - mean) * invstd, d = y[i] > 0.0f ? dy[i] : 0.0f;
+            dx[i] = k * (m * d - db - xhat * dg);
+        }
 }
 
 CPU_SIMD static void bn_dx_span(const float *x, const float *dy, float *dx, size_t n, float k,
@@ -332,6 +374,14 @@ CPU_SIMD static void relu_bwd_span(const float *y, const float *dy, float *dx, s
 CPU_SIMD static void add_span(const float *a, const float *b, float *y, size_t n)
 {
     for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+CPU_SIMD static void add_relu_span(const float *a, const float *b, float *y, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = a[i] + b[i];
+        y[i] = v > 0.0f ? v : 0.0f;
+    }
 }
 
 CPU_SIMD static void fill_span(float *y, size_t n, float v)
@@ -653,8 +703,10 @@ void conv_bwd_fast(const CpuWorkspace *ws, const ConvShape *s, const float *x, c
 typedef struct BnJob {
     int n, c, hw, tasks;
     const float *x, *dy, *gamma, *beta, *mean_in, *invstd_in, *running_mean_in, *running_var_in;
+    const float *relu_y;  // backward through a fused ReLU: its output (the mask); else NULL
     float *y, *dx, *save_mean, *save_invstd, *running_mean, *running_var, *dgamma, *dbeta;
     bool accum_dx, accum_param;
+    bool relu;            // forward: a ReLU fused into the output
 } BnJob;
 
 static void bn_fwd_train_task(void *arg, int t)
@@ -681,20 +733,38 @@ static void bn_fwd_train_task(void *arg, int t)
         float sc = j->gamma[ch] * invstd, sh = j->beta[ch] - (float)mean * sc;
         for (int i = 0; i < n; i++) {
             size_t o = ((size_t)i * c + ch) * hw;
-            affine_span(j->x + o, j->y + o, (size_t)hw, sc, sh);
+            if (j->relu) affine_relu_span(j->x + o, j->y + o, (size_t)hw, sc, sh);
+            else affine_span(j->x + o, j->y + o, (size_t)hw, sc, sh);
         }
     }
+}
+
+static void bn_fwd_train_job(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                             const float *gamma, const float *beta, float *y, float *save_mean,
+                             float *save_invstd, float *running_mean, float *running_var,
+                             bool relu)
+{
+    BnJob j = {.n = n, .c = c, .hw = hw, .tasks = channel_tasks(ws, c, (size_t)n * c * hw),
+               .x = x, .gamma = gamma, .beta = beta, .y = y, .save_mean = save_mean,
+               .save_invstd = save_invstd, .running_mean = running_mean,
+               .running_var = running_var, .relu = relu};
+    cpu_pool_run(ws->threads, j.tasks, bn_fwd_train_task, &j);
 }
 
 void bn_fwd_train_fast(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
                        const float *gamma, const float *beta, float *y, float *save_mean,
                        float *save_invstd, float *running_mean, float *running_var)
 {
-    BnJob j = {.n = n, .c = c, .hw = hw, .tasks = channel_tasks(ws, c, (size_t)n * c * hw),
-               .x = x, .gamma = gamma, .beta = beta, .y = y, .save_mean = save_mean,
-               .save_invstd = save_invstd, .running_mean = running_mean,
-               .running_var = running_var};
-    cpu_pool_run(ws->threads, j.tasks, bn_fwd_train_task, &j);
+    bn_fwd_train_job(ws, n, c, hw, x, gamma, beta, y, save_mean, save_invstd, running_mean,
+                     running_var, false);
+}
+
+void bn_relu_fwd_train_fast(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                            const float *gamma, const float *beta, float *y, float *save_mean,
+                            float *save_invstd, float *running_mean, float *running_var)
+{
+    bn_fwd_train_job(ws, n, c, hw, x, gamma, beta, y, save_mean, save_invstd, running_mean,
+                     running_var, true);
 }
 
 static void bn_fwd_infer_task(void *arg, int t)
@@ -706,19 +776,34 @@ static void bn_fwd_infer_task(void *arg, int t)
         float sh = j->beta[ch] - j->running_mean_in[ch] * sc;
         for (int i = 0; i < n; i++) {
             size_t o = ((size_t)i * c + ch) * hw;
-            affine_span(j->x + o, j->y + o, (size_t)hw, sc, sh);
+            if (j->relu) affine_relu_span(j->x + o, j->y + o, (size_t)hw, sc, sh);
+            else affine_span(j->x + o, j->y + o, (size_t)hw, sc, sh);
         }
     }
+}
+
+static void bn_fwd_infer_job(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                             const float *gamma, const float *beta, const float *running_mean,
+                             const float *running_var, float *y, bool relu)
+{
+    BnJob j = {.n = n, .c = c, .hw = hw, .tasks = channel_tasks(ws, c, (size_t)n * c * hw),
+               .x = x, .gamma = gamma, .beta = beta, .running_mean_in = running_mean,
+               .running_var_in = running_var, .y = y, .relu = relu};
+    cpu_pool_run(ws->threads, j.tasks, bn_fwd_infer_task, &j);
 }
 
 void bn_fwd_infer_fast(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
                        const float *gamma, const float *beta, const float *running_mean,
                        const float *running_var, float *y)
 {
-    BnJob j = {.n = n, .c = c, .hw = hw, .tasks = channel_tasks(ws, c, (size_t)n * c * hw),
-               .x = x, .gamma = gamma, .beta = beta, .running_mean_in = running_mean,
-               .running_var_in = running_var, .y = y};
-    cpu_pool_run(ws->threads, j.tasks, bn_fwd_infer_task, &j);
+    bn_fwd_infer_job(ws, n, c, hw, x, gamma, beta, running_mean, running_var, y, false);
+}
+
+void bn_relu_fwd_infer_fast(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                            const float *gamma, const float *beta, const float *running_mean,
+                            const float *running_var, float *y)
+{
+    bn_fwd_infer_job(ws, n, c, hw, x, gamma, beta, running_mean, running_var, y, true);
 }
 
 static void bn_bwd_task(void *arg, int t)
@@ -732,7 +817,11 @@ static void bn_bwd_task(void *arg, int t)
         for (int i = 0; i < n; i++) {
             size_t o = ((size_t)i * c + ch) * hw;
             float a, b;
-            bn_grad_sums_span(j->x + o, j->dy + o, (size_t)hw, mean, invstd, &a, &b);
+            if (j->relu_y)
+                bn_relu_grad_sums_span(j->x + o, j->relu_y + o, j->dy + o, (size_t)hw, mean, invstd,
+                                       &a, &b);
+            else
+                bn_grad_sums_span(j->x + o, j->dy + o, (size_t)hw, mean, invstd, &a, &b);
             sdy += a;
             sdyx += b;
         }
@@ -743,8 +832,12 @@ static void bn_bwd_task(void *arg, int t)
         float k = j->gamma[ch] * invstd / m;
         for (int i = 0; i < n; i++) {
             size_t o = ((size_t)i * c + ch) * hw;
-            bn_dx_span(j->x + o, j->dy + o, j->dx + o, (size_t)hw, k, m, db, dg, mean, invstd,
-                       j->accum_dx);
+            if (j->relu_y)
+                bn_relu_dx_span(j->x + o, j->relu_y + o, j->dy + o, j->dx + o, (size_t)hw, k, m, db,
+                                dg, mean, invstd, j->accum_dx);
+            else
+                bn_dx_span(j->x + o, j->dy + o, j->dx + o, (size_t)hw, k, m, db, dg, mean, invstd,
+                           j->accum_dx);
         }
     }
 }
@@ -760,10 +853,22 @@ void bn_bwd_fast(const CpuWorkspace *ws, int n, int c, int hw, const float *x, c
     cpu_pool_run(ws->threads, j.tasks, bn_bwd_task, &j);
 }
 
+void bn_relu_bwd_fast(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                      const float *y, const float *dy, const float *gamma, const float *save_mean,
+                      const float *save_invstd, float *dx, bool accum_dx, float *dgamma,
+                      float *dbeta, bool accum_param)
+{
+    BnJob j = {.n = n, .c = c, .hw = hw, .tasks = channel_tasks(ws, c, (size_t)n * c * hw),
+               .x = x, .dy = dy, .relu_y = y, .gamma = gamma, .mean_in = save_mean,
+               .invstd_in = save_invstd, .dx = dx, .dgamma = dgamma, .dbeta = dbeta,
+               .accum_dx = accum_dx, .accum_param = accum_param};
+    cpu_pool_run(ws->threads, j.tasks, bn_bwd_task, &j);
+}
+
 // ---- pointwise -------------------------------------------------------------------------
 
 // One pointwise call: span t of T over count floats.
-typedef enum { PW_RELU, PW_RELU_BWD, PW_ADD, PW_COPY_GRAD, PW_SGD } PointwiseKind;
+typedef enum { PW_RELU, PW_RELU_BWD, PW_ADD, PW_ADD_RELU, PW_COPY_GRAD, PW_SGD } PointwiseKind;
 
 typedef struct PointwiseJob {
     PointwiseKind kind;
@@ -785,6 +890,7 @@ static void pointwise_task(void *arg, int t)
     case PW_RELU: relu_span(j->a + lo, j->y + lo, n); break;
     case PW_RELU_BWD: relu_bwd_span(j->a + lo, j->b + lo, j->y + lo, n, j->accum); break;
     case PW_ADD: add_span(j->a + lo, j->b + lo, j->y + lo, n); break;
+    case PW_ADD_RELU: add_relu_span(j->a + lo, j->b + lo, j->y + lo, n); break;
     case PW_COPY_GRAD:
         if (j->accum) add_span(j->y + lo, j->a + lo, j->y + lo, n);
         else memcpy(j->y + lo, j->a + lo, n * sizeof *j->y);
@@ -814,6 +920,12 @@ void relu_bwd_fast(const CpuWorkspace *ws, size_t count, const float *y, const f
 void add_fwd_fast(const CpuWorkspace *ws, size_t count, const float *a, const float *b, float *y)
 {
     pointwise(ws, &(PointwiseJob){.kind = PW_ADD, .count = count, .a = a, .b = b, .y = y});
+}
+
+void add_relu_fwd_fast(const CpuWorkspace *ws, size_t count, const float *a, const float *b,
+                       float *y)
+{
+    pointwise(ws, &(PointwiseJob){.kind = PW_ADD_RELU, .count = count, .a = a, .b = b, .y = y});
 }
 
 void copy_grad_fast(const CpuWorkspace *ws, size_t count, const float *dy, float *dx, bool accum)

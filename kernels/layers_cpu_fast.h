@@ -6,6 +6,8 @@
 // AVX2 and baseline x86-64, chosen at start-up (GCC target_clones). Results differ from the
 // reference only by float rounding (summation order); tests/test_cpu_fast.c states how much.
 // Backward functions take `accum`: true adds into the output gradient, false overwrites.
+// In place (the memory plan, kernels/model_plan.h, relies on it): the pointwise layers may
+// take y == an input, and the ReLU and BN backwards dx == dy when not accumulating.
 #ifndef LAYERS_CPU_FAST_H
 #define LAYERS_CPU_FAST_H
 
@@ -61,14 +63,29 @@ void conv_bwd_fast(const CpuWorkspace *ws, const ConvShape *s, const float *x, c
 void bn_fwd_train_fast(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
                        const float *gamma, const float *beta, float *y, float *save_mean,
                        float *save_invstd, float *running_mean, float *running_var);
+// bn_fwd_train_fast with a ReLU fused into the output: y = max(gamma * xhat + beta, 0),
+// bit for bit bn_fwd_train_fast then relu_fwd_fast.
+void bn_relu_fwd_train_fast(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                            const float *gamma, const float *beta, float *y, float *save_mean,
+                            float *save_invstd, float *running_mean, float *running_var);
 // As bn_fwd_infer_cpu.
 void bn_fwd_infer_fast(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
                        const float *gamma, const float *beta, const float *running_mean,
                        const float *running_var, float *y);
+// bn_fwd_infer_fast with a fused ReLU.
+void bn_relu_fwd_infer_fast(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                            const float *gamma, const float *beta, const float *running_mean,
+                            const float *running_var, float *y);
 // As bn_bwd_cpu.
 void bn_bwd_fast(const CpuWorkspace *ws, int n, int c, int hw, const float *x, const float *dy,
                  const float *gamma, const float *save_mean, const float *save_invstd,
                  float *dx, bool accum_dx, float *dgamma, float *dbeta, bool accum_param);
+// bn_bwd_fast through a fused ReLU: dy masked by the fused forward's output y (dy where
+// y > 0) in the same loops, the same values as relu_bwd_fast then bn_bwd_fast.
+void bn_relu_bwd_fast(const CpuWorkspace *ws, int n, int c, int hw, const float *x,
+                      const float *y, const float *dy, const float *gamma, const float *save_mean,
+                      const float *save_invstd, float *dx, bool accum_dx, float *dgamma,
+                      float *dbeta, bool accum_param);
 // y = max(x, 0).
 void relu_fwd_fast(const CpuWorkspace *ws, size_t count, const float *x, float *y);
 // dx (=|+=) dy where y > 0.
@@ -76,6 +93,9 @@ void relu_bwd_fast(const CpuWorkspace *ws, size_t count, const float *y, const f
                    float *dx, bool accum);
 // y = a + b.
 void add_fwd_fast(const CpuWorkspace *ws, size_t count, const float *a, const float *b, float *y);
+// y = max(a + b, 0).
+void add_relu_fwd_fast(const CpuWorkspace *ws, size_t count, const float *a, const float *b,
+                       float *y);
 // dx (=|+=) dy.
 void copy_grad_fast(const CpuWorkspace *ws, size_t count, const float *dy, float *dx, bool accum);
 // y (N, C) = mean over HW of x (N, C, HW).

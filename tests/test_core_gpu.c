@@ -176,6 +176,27 @@ static void test_gpu_nhwc_matches_nchw(void **state)
     }
 }
 
+// Fused BN+ReLU and add+ReLU, in both layouts, against the CPU reference (which runs
+// them separately), at each precision's tolerance: the memory plan's aliases and the fused
+// kernels together.
+static void test_gpu_fused_matches_cpu_reference(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    CorePrecision ps[] = {CORE_PRECISION_FP32_STRICT, CORE_PRECISION_FP16};
+    for (int i = 0; i < 2; i++)
+        for (int nhwc = 0; nhwc <= 1; nhwc++) {
+            CoreConfig ref = config("tiny", CORE_BACKEND_CPU_REF, CORE_PRECISION_FP32, 8);
+            CoreConfig fused = config("tiny", CORE_BACKEND_CUDA, ps[i], 8);
+            fused.pointwise = CORE_POINTWISE_FUSED;
+            fused.layout = nhwc ? CORE_LAYOUT_NHWC : CORE_LAYOUT_NCHW;
+            char what[80];
+            snprintf(what, sizeof what, "fused %s %s vs cpu-ref", core_precision_name(ps[i]),
+                     core_layout_name(fused.layout));
+            compare_variants(ref, fused, grad_tol(ps[i]), what);
+        }
+}
+
 static void test_gpu_autotune_matches_heuristic(void **state)
 {
     (void)state;
@@ -638,6 +659,7 @@ int main(void)
         cmocka_unit_test(test_gpu_split_step_and_hooks),
         cmocka_unit_test(test_gpu_out_of_memory_is_reported),
         cmocka_unit_test(test_gpu_every_precision_layout_and_policy_runs),
+        cmocka_unit_test(test_gpu_fused_matches_cpu_reference),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

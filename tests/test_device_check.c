@@ -53,8 +53,11 @@ static void test_wrapper_finds_libraries_in_site_packages(void **state)
                               "ln -s libcudnn.so.9.1.0 sp/nvidia/cudnn/lib/libcudnn.so.9 && "
                               "echo x > sp/nvidia/nccl/lib/libnccl.so.2", tmp), 0);
     char body[1024];
-    snprintf(body, sizeof body, "echo '%s/sp'", tmp);  // a python3 that reports its site-packages
+    // A python3 and a python that report these site-packages (and hide the real ones,
+    // which may hold pip's CUDA libraries, e.g. torch's).
+    snprintf(body, sizeof body, "echo '%s/sp'", tmp);
     script(tmp, "bin/python3", body);
+    script(tmp, "bin/python", body);
     char out[1200];
     snprintf(out, sizeof out, "%s/print.txt", tmp);
     assert_int_equal(test_run("PATH='%s/bin':\"$PATH\" CUDA_HOME='%s/nocuda' GPU_LIBS_NO_SEARCH=1 "

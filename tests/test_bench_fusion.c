@@ -1,0 +1,75 @@
+// test_bench_fusion.c: the pointwise-fusion practice (build/bench_fusion). It lists
+// separate (baseline) and fused (tuned) for its presets; tiny runs on whatever backend
+// this machine has (the fast CPU backend without a GPU): both rows ok, and the fused one
+// passes its checks against the separate one (wrong = 0; on the CPU bit for bit, so the
+// parameter and loss differences are exactly 0), with the plan's activation bytes > 0.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kernels/gpu_device.h"
+#include "tests/support.h"
+
+static void test_lists_both_variants(void **state)
+{
+    (void)state;
+    char *list = test_bench_list("bench_fusion");
+    assert_non_null(list);
+    assert_non_null(strstr(list, "fusion/separate/preset:tiny/"));
+    assert_non_null(strstr(list, "fusion/fused/preset:tiny/"));
+    assert_non_null(strstr(list, "fusion/fused/preset:small/"));
+    assert_null(strstr(list, "preset:mlp"));  // nothing to fuse
+    free(list);
+}
+
+static void field(const char *line, const char *csv, const char *name, char *out, size_t size)
+{
+    int col = test_csv_column(csv, name);
+    if (col < 0) fail_msg("no column %s", name);
+    assert_true(test_csv_field(line, col, out, size));
+}
+
+static void test_tiny_runs_and_checks(void **state)
+{
+    (void)state;
+    char *csv = test_bench_csv("bench_fusion", "--benchmark_filter='preset:tiny/' --benchmark_min_time=0.01");
+    assert_non_null(csv);
+    bool gpu = gpu_device_available(NULL, 0);
+    int rows = 0;
+    for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        char status[32], variant[32], wrong[32], mib[32], rel[32], loss_rel[32];
+        field(line + 1, csv, "status", status, sizeof status);
+        field(line + 1, csv, "variant", variant, sizeof variant);
+        assert_string_equal(status, "ok");
+        field(line + 1, csv, "activation_mib", mib, sizeof mib);
+        assert_true(atof(mib) > 0.0);
+        if (strcmp(variant, "fused") == 0) {
+            field(line + 1, csv, "wrong", wrong, sizeof wrong);
+            field(line + 1, csv, "check_rel_diff", rel, sizeof rel);
+            field(line + 1, csv, "check_loss_rel_diff", loss_rel, sizeof loss_rel);
+            assert_string_equal(wrong, "0");
+            if (!gpu) {  // the CPU's fused loops are bit-identical
+                assert_true(atof(rel) == 0.0);
+                assert_true(atof(loss_rel) == 0.0);
+            }
+        }
+        rows++;
+    }
+    assert_int_equal(rows, 2);
+    free(csv);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lists_both_variants),
+        cmocka_unit_test(test_tiny_runs_and_checks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
