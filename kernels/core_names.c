@@ -11,6 +11,7 @@ static const char *zero_grad_names[] = {"memset", "set_to_none"};
 static const char *conv_algo_names[] = {"heuristic", "autotune"};
 static const char *readback_names[] = {"every_step", "deferred"};
 static const char *lr_decay_names[] = {"constant", "cosine", "step"};
+static const char *cuda_graph_names[] = {"eager", "graph"};
 
 #define COUNT(a) ((int)(sizeof a / sizeof a[0]))
 #define NAME(table, v) (((unsigned)(v) < (unsigned)COUNT(table)) ? table[v] : "?")
@@ -38,6 +39,7 @@ const char *core_zero_grad_name(CoreZeroGrad z) { return NAME(zero_grad_names, z
 const char *core_conv_algo_name(CoreConvAlgo a) { return NAME(conv_algo_names, a); }
 const char *core_readback_name(CoreReadback r) { return NAME(readback_names, r); }
 const char *core_lr_decay_name(CoreLrDecay d) { return NAME(lr_decay_names, d); }
+const char *core_cuda_graph_name(bool cuda_graph) { return cuda_graph_names[cuda_graph ? 1 : 0]; }
 
 PARSER(core_backend_parse, backend_names, CoreBackend)
 PARSER(core_precision_parse, precision_names, CorePrecision)
@@ -46,3 +48,10 @@ PARSER(core_zero_grad_parse, zero_grad_names, CoreZeroGrad)
 PARSER(core_conv_algo_parse, conv_algo_names, CoreConvAlgo)
 PARSER(core_readback_parse, readback_names, CoreReadback)
 PARSER(core_lr_decay_parse, lr_decay_names, CoreLrDecay)
+
+int core_cuda_graph_parse(const char *s, bool *out)
+{
+    int i = lookup(cuda_graph_names, COUNT(cuda_graph_names), s);
+    if (i >= 0) *out = i == 1;
+    return i < 0 ? -1 : 0;
+}
