@@ -594,7 +594,9 @@ static void graph_drop(StepGraph *sg)
     sg->exec = NULL;
 }
 
-// The key of the current shape (see STEP_GRAPH_KEY_MAX); returns its length.
+// The key of the current shape (see STEP_GRAPH_KEY_MAX); returns its length. Every buffer
+// the captured step reads or writes must be in it: a buffer added to CudaCore (a memory
+// plan's arena, a new scratch) belongs here too, or a replay could use freed memory.
 static int graph_key(Core *core, uintptr_t *key)
 {
     CudaCore *c = cu(core);
