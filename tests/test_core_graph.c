@@ -1,6 +1,7 @@
 // test_core_graph.c: the core's cuda_graph field (a training step captured as a CUDA graph
 // and replayed). On every machine: the field's name and parser, its validation (the CPU
-// backends refuse it: ERROR_BAD_USAGE; auto without a GPU: ERROR_NO_DEVICE). With a GPU
+// backends refuse it: ERROR_BAD_USAGE; auto without a GPU: ERROR_NO_DEVICE; so does train's
+// --cuda-graph on the CPU backend). With a GPU
 // (skipped visibly without one): graph replay against eager steps of the same config, bit
 // for bit with deterministic cuDNN, over steps that change the batch and the image size,
 // with host and device batches, with fp16 and injected inf (skipped steps), plus the
@@ -122,6 +123,23 @@ static void test_cpu_stats_have_no_graph_work(void **state)
     assert_true(st.capture_ms == 0.0);
     free(images);
     core_free(core);
+}
+
+// train --cuda-graph sets the field: on the CPU backend the run stops at once, saying why.
+static void test_train_flag_on_cpu_is_refused(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    int rc = test_run("'%s/train' --preset tiny --data tensor --backend cpu --cuda-graph --steps 1 "
+                      ">'%s/out.txt' 2>&1", test_build_dir(), tmp);
+    assert_int_not_equal(rc, 0);
+    char *out = test_read_in(tmp, "out.txt");
+    assert_non_null(out);
+    if (!strstr(out, "cuda_graph needs the CUDA backend")) fail_msg("train said: %s", out);
+    free(out);
+    test_remove_tree(tmp);
+    free(tmp);
 }
 
 // ---- with a GPU: graph replay against eager --------------------------------------------------------
@@ -396,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_cuda_graph_validation),
         cmocka_unit_test(test_cuda_graph_auto_backend),
         cmocka_unit_test(test_cpu_stats_have_no_graph_work),
+        cmocka_unit_test(test_train_flag_on_cpu_is_refused),
         cmocka_unit_test(test_gpu_graph_equals_eager_across_shapes),
         cmocka_unit_test(test_gpu_graph_device_batches),
         cmocka_unit_test(test_gpu_graph_fp16_skipped_steps),
