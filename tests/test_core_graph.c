@@ -1,13 +1,13 @@
 // test_core_graph.c: the core's cuda_graph field (a training step captured as a CUDA graph
 // and replayed). On every machine: the field's name and parser, its validation (the CPU
 // backends refuse it: ERROR_BAD_USAGE; auto without a GPU: ERROR_NO_DEVICE; so does train's
-// --cuda-graph on the CPU backend). With a GPU
-// (skipped visibly without one): graph replay against eager steps of the same config, bit
-// for bit with deterministic cuDNN, over steps that change the batch and the image size,
-// with host and device batches, with fp16 and injected inf (skipped steps), plus the
-// counters that say what ran (captures, replays, eager steps), gradient hooks refused and
-// a re-capture after core_conv_cache_clear. Clipping sums squares with atomics (its norm may
-// round differently run to run), so the clipped run is compared within a stated tolerance.
+// --cuda-graph on the CPU backend). With a GPU (skipped visibly without one): graph replay
+// against eager steps of the same config with deterministic cuDNN, bit for bit wherever
+// two eager runs agree bit for bit (see compare), over steps that change the batch and the
+// image size, with host and device batches, fp16 with injected inf (skipped steps), bf16
+// NHWC, and the MLP with clipping (its norm sums squares with atomics: 1e-5 relative L2);
+// plus the counters that say what ran (captures, replays, eager steps), gradient hooks
+// refused, and a re-capture after core_conv_cache_clear and after an eval of another size.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -245,29 +245,37 @@ static CoreConfig gpu_config(const char *preset, CorePrecision p)
     return cfg;
 }
 
-// Eager and graph cores of cfg through the same steps: parameters bit for bit (tolerance
-// 0) or within a relative L2 tolerance, losses within 1e-6 relative (the loss sums use
-// float atomics), and the graph core's counters as expected.
+// Eager and graph cores of cfg through the same steps, and the graph core's counters as
+// expected. The bar is eager's own reproducibility: when two eager runs agree bit for bit,
+// the graph run must too (tolerance 0) or stay within `tolerance` (relative L2 of the
+// parameters); when they do not (float atomics in a reduction whose order varies), the
+// graph run may differ from eager by no more than 10x what eager differs from itself (or
+// `tolerance`, the larger). Losses likewise, with 1e-6 relative as the floor (their sums
+// use float atomics).
 static void compare(CoreConfig cfg, const Step *steps, int count, bool device, double tolerance,
                     int captures, int eager_steps)
 {
     size_t np = param_count(&cfg);
-    Run eager = {0}, graph = {0};
+    Run eager = {0}, again = {0}, graph = {0};
     cfg.cuda_graph = false;
     run_steps(&cfg, steps, count, false, &eager);  // the reference: host batches, op by op
+    run_steps(&cfg, steps, count, false, &again);
     cfg.cuda_graph = true;
     run_steps(&cfg, steps, count, device, &graph);
-    if (tolerance == 0.0) {
-        assert_memory_equal(graph.params, eager.params, np * sizeof(float));
-    } else {
-        double rel = rel_l2(graph.params, eager.params, np);
-        printf("graph vs eager parameters: relative L2 %.3g (tolerance %g)\n", rel, tolerance);
-        assert_true(rel <= tolerance);
-    }
+    bool reproducible = memcmp(eager.params, again.params, np * sizeof(float)) == 0;
+    double noise = rel_l2(again.params, eager.params, np);
+    double bound = reproducible ? tolerance : fmax(tolerance, 10.0 * noise);
+    double rel = rel_l2(graph.params, eager.params, np);
+    printf("graph vs eager parameters: relative L2 %.3g (bound %.3g; eager vs eager %.3g%s)\n", rel,
+           bound, noise, reproducible ? ", bit for bit" : "");
+    if (bound == 0.0) assert_memory_equal(graph.params, eager.params, np * sizeof(float));
+    else assert_true(rel <= bound);
     for (int i = 0; i < count; i++) {
         assert_int_equal(isnan(graph.losses[i]), isnan(eager.losses[i]));
-        if (!isnan(eager.losses[i]))
-            assert_true(fabsf(graph.losses[i] - eager.losses[i]) <= 1e-6f * fabsf(eager.losses[i]) + 1e-7f);
+        if (isnan(eager.losses[i])) continue;
+        double own = fabs((double)again.losses[i] - eager.losses[i]);
+        double limit = fmax(1e-6 * fabs((double)eager.losses[i]) + 1e-7, 10.0 * own);
+        assert_true(fabs((double)graph.losses[i] - eager.losses[i]) <= limit);
     }
     assert_int_equal(graph.stats.skipped_steps, eager.stats.skipped_steps);
     assert_true(graph.stats.loss_scale == eager.stats.loss_scale);
@@ -279,6 +287,7 @@ static void compare(CoreConfig cfg, const Step *steps, int count, bool device, d
     assert_int_equal(eager.stats.graph_captures, 0);
     assert_int_equal(eager.stats.graph_replays, 0);
     free(eager.params);
+    free(again.params);
     free(graph.params);
 }
 
@@ -329,11 +338,11 @@ static void test_gpu_graph_fp16_skipped_steps(void **state)
     cfg.scaler.growth_interval = 3;
     // eager: step 0 and the two faults; one capture (step 1); 7 replays
     compare(cfg, steps, 10, false, 0.0, 1, 3);
-    // NHWC batch-norm sums per channel with float atomics: within 1e-5 relative L2
+    // NHWC batch-norm sums per channel with float atomics: see compare for the bar
     cfg.precision = CORE_PRECISION_BF16;
     cfg.layout = CORE_LAYOUT_NHWC;
     for (int i = 0; i < 10; i++) steps[i].fault = false;
-    compare(cfg, steps, 10, true, 1e-5, 1, 1);
+    compare(cfg, steps, 10, true, 0.0, 1, 1);
 }
 
 // The MLP (cuBLAS GEMMs in the graph) with clipping: the norm's atomics may round
