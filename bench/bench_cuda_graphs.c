@@ -378,9 +378,9 @@ static void register_custom(const char *practice, const char *variant, HarnessRo
 
 int main(int argc, char **argv)
 {
-    harness_option_int("capture_steps", 50, 1, 100000, NULL,
+    harness_option_int("capture_steps", 20, 1, 100000, NULL,
                        "cuda_graphs_capture: steady steps timed after the first two");
-    harness_option_int("dynamic_steps", 48, 1, 100000, NULL,
+    harness_option_int("dynamic_steps", 24, 1, 100000, NULL,
                        "cuda_graphs_dynamic: training steps per run (the image size changes every "
                        "`every` steps, the axis)");
     int rc = harness_init(argc, argv);
