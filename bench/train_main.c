@@ -142,6 +142,10 @@ static void usage(FILE *f)
         "  --workspace-mb N       max cuDNN workspace per convolution (default 256)\n"
         "  --deterministic        only deterministic cuDNN algorithms\n"
         "                         (torch.backends.cudnn.deterministic = True)\n"
+        "  --cuda-graph           CUDA backend: capture the whole training step as a CUDA\n"
+        "                         graph once per batch shape and replay it (torch.cuda.graphs);\n"
+        "                         the first step of a shape runs op by op. An error on the CPU\n"
+        "                         backends and with --ddp (gradient hooks)\n"
         "  --verbose              print the cuDNN algorithm and math type used for every\n"
         "                         convolution shape after the first step\n"
         "\nDistributed (dist/):\n"
@@ -168,7 +172,7 @@ enum {
     OPT_INIT_SCALE, OPT_GROWTH, OPT_WORKSPACE, OPT_MIN_LR, OPT_DATA, OPT_DATA_DIR,
     OPT_DATASET_PRESET, OPT_NUM_WORKERS, OPT_SKIP_BAD, OPT_HOLDOUT, OPT_CROP_SCALE,
     OPT_DETERMINISTIC, OPT_VERBOSE, OPT_THREADS, OPT_LOADER_TIMEOUT, OPT_MAX_PIXELS, OPT_HELP,
-    OPT_DDP, OPT_NPROC, OPT_POINTWISE,
+    OPT_DDP, OPT_NPROC, OPT_POINTWISE, OPT_CUDA_GRAPH,
 };
 
 static const struct option options[] = {
@@ -193,7 +197,8 @@ static const struct option options[] = {
     {"verbose", 0, 0, OPT_VERBOSE}, {"loader-timeout", 1, 0, OPT_LOADER_TIMEOUT},
     {"max-image-pixels", 1, 0, OPT_MAX_PIXELS},
     {"threads", 1, 0, OPT_THREADS}, {"help", 0, 0, OPT_HELP},
-    {"ddp", 0, 0, OPT_DDP}, {"nproc-per-node", 1, 0, OPT_NPROC}, {0, 0, 0, 0},
+    {"ddp", 0, 0, OPT_DDP}, {"nproc-per-node", 1, 0, OPT_NPROC},
+    {"cuda-graph", 0, 0, OPT_CUDA_GRAPH}, {0, 0, 0, 0},
 };
 
 // --verbose: the cuDNN algorithms and math types chosen for each convolution shape.
@@ -370,6 +375,7 @@ static int parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
             break;
         case OPT_MAX_PIXELS: if (parse_int64(name, v, 0, &a->max_image_pixels)) return -1; break;
         case OPT_DETERMINISTIC: cfg->deterministic = true; break;
+        case OPT_CUDA_GRAPH: cfg->cuda_graph = true; break;
         case OPT_VERBOSE: a->verbose = true; break;
         case OPT_DDP: a->ddp = true; break;
         case OPT_NPROC: if (parse_int(name, v, 1, &a->nproc_per_node)) return -1; a->ddp = true; break;

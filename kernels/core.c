@@ -89,6 +89,8 @@ int core_config_validate(const CoreConfig *c)
         (unsigned)c->readback > CORE_READBACK_DEFERRED || (unsigned)c->backend > CORE_BACKEND_CPU_REF ||
         (unsigned)c->pointwise > CORE_POINTWISE_FUSED)
         return BAD("enum field out of range");
+    if (c->cuda_graph && (c->backend == CORE_BACKEND_CPU || c->backend == CORE_BACKEND_CPU_REF))
+        return BAD("cuda_graph needs the CUDA backend (CUDA graphs replay device work)");
     ModelGraph *g = malloc(sizeof *g);
     if (!g) return BAD("out of memory");
     int rc = model_build(&c->model, g);
@@ -127,6 +129,10 @@ int core_create(const CoreConfig *cfg, Core **out)
     if (core->backend == CORE_BACKEND_AUTO) {
         char why[256];
         core->backend = gpu_device_available(why, sizeof why) ? CORE_BACKEND_CUDA : CORE_BACKEND_CPU;
+        if (cfg->cuda_graph && core->backend != CORE_BACKEND_CUDA) {
+            free(core);
+            return error_set(ERROR_NO_DEVICE, "core_create: cuda_graph needs a CUDA device: %s", why);
+        }
     }
     int rc = core->backend == CORE_BACKEND_CUDA ? core_cuda_init(core) : core_cpu_init(core);
     if (rc != 0) { core_free(core); return -1; }
@@ -178,6 +184,12 @@ int core_set_grad_hooks(Core *core, const CoreGradHooks *hooks)
     if (hooks && (!core->ops->forward_backward || !core->ops->update))
         return error_set(ERROR_BAD_USAGE, "core_set_grad_hooks: the %s backend has no split step",
                          core_backend_name(core->backend));
+    // A captured step would replay the hooks' reports and their host-side work would not
+    // run at all: DDP and CUDA graphs are not combined (as DDP's hooks need a static
+    // bucket plan under torch.cuda.graphs).
+    if (hooks && core->cfg.cuda_graph)
+        return error_set(ERROR_BAD_USAGE, "core_set_grad_hooks: gradient hooks (DDP) and cuda_graph "
+                         "do not combine; create the core without cuda_graph");
     memset(&core->hooks, 0, sizeof core->hooks);
     if (hooks) core->hooks = *hooks;
     return 0;

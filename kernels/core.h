@@ -123,6 +123,15 @@ typedef struct CoreConfig {
                                 // at tight tolerances; benchmarks leave it false, as PyTorch's
                                 // torch.backends.cudnn.deterministic = False)
     uint64_t seed;              // weight initialisation
+    bool cuda_graph;            // CUDA backend: capture the whole training step of core_step
+                                // as a CUDA graph and replay it (torch.cuda.graphs); the
+                                // first step of each (batch, image size) runs eagerly (conv
+                                // plans, autotuning), the next one captures, the rest replay;
+                                // a new shape, a re-plan or core_conv_cache_clear captures
+                                // again. Fault injection forces one eager step. Gradient hooks
+                                // (DDP) are refused, the split step and eval stay eager. Any
+                                // other backend: ERROR_BAD_USAGE (AUTO without a usable GPU:
+                                // ERROR_NO_DEVICE)
 } CoreConfig;
 
 // One batch: n images (n, C, H, W) float32 NCHW and n int32 labels in [0, classes).
@@ -172,6 +181,13 @@ typedef struct CoreStats {
     double autotune_ms;       // time spent timing convolution candidates
     int algo_cache_hits;      // per-shape algorithm cache hits
     int algo_cache_misses;
+    int graph_captures;       // cuda_graph: training steps captured as CUDA graphs
+    int graph_replays;        // cuda_graph: core_step calls that launched a captured graph
+                              // (the capturing step included)
+    int eager_steps;          // cuda_graph: core_step calls that ran op by op (the first
+                              // step of each shape, fault injection)
+    double capture_ms;        // cuda_graph: host time of the captures (stream capture and
+                              // cudaGraphInstantiate), summed
 } CoreStats;
 
 // The cuDNN algorithms actually in use for one convolution shape (CUDA backend).
@@ -298,6 +314,8 @@ const char *core_conv_algo_name(CoreConvAlgo a);
 const char *core_readback_name(CoreReadback r);
 const char *core_lr_decay_name(CoreLrDecay d);
 const char *core_pointwise_name(CorePointwise p);
+// "graph" when cuda_graph is set, else "eager".
+const char *core_cuda_graph_name(bool cuda_graph);
 // Parses "auto", "cpu", "cuda", "cpu-ref".
 int core_backend_parse(const char *s, CoreBackend *out);
 // Parses "fp32", "fp32_strict", "tf32", "fp16", "bf16".
@@ -314,6 +332,8 @@ int core_readback_parse(const char *s, CoreReadback *out);
 int core_lr_decay_parse(const char *s, CoreLrDecay *out);
 // Parses "separate", "fused".
 int core_pointwise_parse(const char *s, CorePointwise *out);
+// Parses "eager", "graph" (the value of cuda_graph: false, true).
+int core_cuda_graph_parse(const char *s, bool *out);
 
 #ifdef __cplusplus
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kernels/check.h"
+#include "kernels/clock.h"
 #include "kernels/conv_cudnn.cuh"
 #include "kernels/conv_select.h"
 #include "kernels/core_internal.h"
@@ -21,6 +22,21 @@
 #include "kernels/optim_cuda.cuh"
 
 typedef enum { FWD_TRAIN, FWD_TRAIN_NO_STATS, FWD_INFER } FwdMode;
+
+// Everything a captured step reads by address (CUDA graph kernels hold raw pointers and
+// sizes): the shape, the plans' generation and every buffer. A graph is replayed only
+// while the key it was captured under still holds.
+#define STEP_GRAPH_KEY_MAX (24 + 2 * MODEL_MAX_TENSORS)
+
+// cuda_graph: the captured training step of the current shape (see graph_step).
+typedef struct StepGraph {
+    cudaGraphExec_t exec;          // NULL: none captured for `key`
+    uintptr_t key[STEP_GRAPH_KEY_MAX];
+    int key_len;                   // 0: no shape seen yet
+    bool eager_done;               // a step of this key ran eagerly (plans, autotuning done)
+    int captures, replays, eager_steps;
+    double capture_ms;
+} StepGraph;
 
 typedef struct CudaCore {
     int device;
@@ -68,6 +84,7 @@ typedef struct CudaCore {
     size_t device_used_peak;     // largest drop of free bytes since then
     ConvTuneStats tune;
     cudaEvent_t grad_ready[MODEL_MAX_OPS]; // per op, recorded after its gradients (DDP hooks)
+    StepGraph graph;             // cuda_graph
 } CudaCore;
 
 // cuBLAS's workspace per handle, as PyTorch sizes it on Hopper and later (4 MiB x 8;
@@ -245,6 +262,35 @@ static ChanGeom geom(const Core *core, int t, int n)
     return g;
 }
 
+// Copies a host batch into staging slot i on the upload stream, ordered before the
+// compute stream's next work; the slot is free once the step that last used it is done.
+static int stage_host_batch(Core *core, const CoreBatch *b, int i)
+{
+    CudaCore *c = cu(core);
+    CUDA_TRY(cudaStreamWaitEvent(c->cs, c->consumed[i], 0));
+    CUDA_TRY(cudaMemcpyAsync(c->in_stage[i], b->images, in_elems(core, b->n) * sizeof(float),
+                             cudaMemcpyHostToDevice, c->cs));
+    CUDA_TRY(cudaMemcpyAsync(c->lab_stage[i], b->labels, (size_t)b->n * sizeof(int32_t),
+                             cudaMemcpyHostToDevice, c->cs));
+    CUDA_TRY(cudaEventRecord(c->copied[i], c->cs));
+    CUDA_TRY(cudaStreamWaitEvent(c->s, c->copied[i], 0));
+    return 0;
+}
+
+// Makes the fp32 NCHW images at src tensor 0: converted (type, layout) into act[0] when
+// staged, else used where they are.
+static int set_input(Core *core, const float *src, int n)
+{
+    CudaCore *c = cu(core);
+    if (c->staged) {
+        TRY(cuda_convert_input(src, c->act[0], c->dt, geom(core, 0, n), c->s));
+        c->x0 = c->act[0];
+    } else {
+        c->x0 = src;
+    }
+    return 0;
+}
+
 // Puts the batch on the device (via the upload stream for host memory) as tensor 0.
 static int upload(Core *core, const CoreBatch *b)
 {
@@ -255,24 +301,11 @@ static int upload(Core *core, const CoreBatch *b)
     const float *src = b->images;
     c->labels = b->labels;
     if (b->memory == CORE_MEMORY_HOST) {
-        // The staging slot is free once the step that used it two steps ago is done.
-        CUDA_TRY(cudaStreamWaitEvent(c->cs, c->consumed[i], 0));
-        CUDA_TRY(cudaMemcpyAsync(c->in_stage[i], b->images, in_elems(core, b->n) * sizeof(float),
-                                 cudaMemcpyHostToDevice, c->cs));
-        CUDA_TRY(cudaMemcpyAsync(c->lab_stage[i], b->labels, (size_t)b->n * sizeof(int32_t),
-                                 cudaMemcpyHostToDevice, c->cs));
-        CUDA_TRY(cudaEventRecord(c->copied[i], c->cs));
-        CUDA_TRY(cudaStreamWaitEvent(c->s, c->copied[i], 0));
+        TRY(stage_host_batch(core, b, i));
         src = c->in_stage[i];
         c->labels = c->lab_stage[i];
     }
-    if (c->staged) {
-        TRY(cuda_convert_input(src, c->act[0], c->dt, geom(core, 0, b->n), c->s));
-        c->x0 = c->act[0];
-    } else {
-        c->x0 = src;
-    }
-    return 0;
+    return set_input(core, src, b->n);
 }
 
 // Marks the batch's device copies as consumed; for host batches, waits until the
@@ -461,9 +494,20 @@ static int read_scalars(CudaCore *c)
     return 0;
 }
 
-// Forward, loss and backward of one (micro-)batch; gradients replace those held or, when
-// accumulate, are added to them. Loss and accuracy join the read-back window.
-static int cuda_forward_backward(Core *core, const CoreBatch *b, bool accumulate)
+// Clears the device's loss and accuracy sums when a read-back window starts.
+static int start_loss_window(CudaCore *c)
+{
+    if (c->loss_count > 0) return 0;
+    CUDA_TRY(cudaMemsetAsync(&c->dsc->loss_sum, 0, sizeof(float), c->s));
+    CUDA_TRY(cudaMemsetAsync(&c->dsc->train_correct, 0, sizeof(int), c->s));
+    c->window_samples = 0;
+    return 0;
+}
+
+// The device work of forward, loss and backward of n samples of tensor 0 and c->labels:
+// the weight casts, zero-grad, forward, softmax cross-entropy and backward. It never
+// synchronises with the host, so a graph step captures it as it is.
+static int forward_backward_work(Core *core, int n, bool accumulate)
 {
     CudaCore *c = cu(core);
     const CoreConfig *cfg = &core->cfg;
@@ -471,48 +515,57 @@ static int cuda_forward_backward(Core *core, const CoreBatch *b, bool accumulate
     size_t np = g->n_params;
     bool fp16 = cfg->precision == CORE_PRECISION_FP16;
     bool memset_mode = cfg->zero_grad == CORE_ZERO_GRAD_MEMSET;
+    TRY(cast_weights(core));
+    if (memset_mode && !accumulate) CUDA_TRY(cudaMemsetAsync(c->grads, 0, np * sizeof(float), c->s));
+    TRY(forward(core, n, FWD_TRAIN));
+    TRY(cuda_softmax_ce(c->act[g->logits], c->dt, c->labels, n, g->shapes[g->logits].c,
+                        fp16 ? &c->dsc->scale : NULL, c->dact[g->logits], &c->dsc->loss_sum,
+                        &c->dsc->train_correct, c->s));
+    TRY(backward(core, n, memset_mode || accumulate));
+    return 0;
+}
+
+// Forward, loss and backward of one (micro-)batch; gradients replace those held or, when
+// accumulate, are added to them. Loss and accuracy join the read-back window.
+static int cuda_forward_backward(Core *core, const CoreBatch *b, bool accumulate)
+{
+    CudaCore *c = cu(core);
     CUDA_TRY(cudaSetDevice(c->device));
     TRY(prepare(core, b->n));
     TRY(upload(core, b));
-    TRY(cast_weights(core));
-    if (memset_mode && !accumulate) CUDA_TRY(cudaMemsetAsync(c->grads, 0, np * sizeof(float), c->s));
-    if (c->loss_count == 0) {
-        CUDA_TRY(cudaMemsetAsync(&c->dsc->loss_sum, 0, sizeof(float), c->s));
-        CUDA_TRY(cudaMemsetAsync(&c->dsc->train_correct, 0, sizeof(int), c->s));
-        c->window_samples = 0;
-    }
-    TRY(forward(core, b->n, FWD_TRAIN));
-    TRY(cuda_softmax_ce(c->act[g->logits], c->dt, c->labels, b->n, g->shapes[g->logits].c,
-                        fp16 ? &c->dsc->scale : NULL, c->dact[g->logits], &c->dsc->loss_sum,
-                        &c->dsc->train_correct, c->s));
-    TRY(backward(core, b->n, memset_mode || accumulate));
+    TRY(start_loss_window(c));
+    TRY(forward_backward_work(core, b->n, accumulate));
     TRY(release_batch(core, b));
     c->loss_count++;
     c->window_samples += b->n;
     return 0;
 }
 
-// The update: the before_update hook (DDP's reduced gradients, ordered on the compute
-// stream), the GradScaler's inf/nan check, clipping, SGD, the scaler and the read-back.
-static int cuda_update(Core *core, float lr, CoreStepResult *r)
+// The device work of the update: the GradScaler's unscale and inf/nan check, clipping,
+// SGD at lr (or at *lr_dev, read on the device, when not NULL) and the scaler update.
+// It never synchronises with the host, so a graph step captures it as it is.
+static int update_work(Core *core, float lr, const float *lr_dev)
 {
     CudaCore *c = cu(core);
     const CoreConfig *cfg = &core->cfg;
     size_t np = core->graph.n_params;
     bool fp16 = cfg->precision == CORE_PRECISION_FP16;
     bool clip = cfg->optim.clip_norm > 0.0f;
-    CUDA_TRY(cudaSetDevice(c->device));
-    TRY(core_report_before_update(core, c->grads, (void *)c->s));
-    if (c->fault_pending) {  // one step only, even if the launch below fails
-        c->fault_pending = false;
-        TRY(cuda_set_value(c->grads + np / 2, c->fault_value, c->s));
-    }
     if (fp16) TRY(cuda_unscale_check(c->grads, np, &c->dsc->scale, &c->dsc->found_inf, c->s));
     if (clip) TRY(cuda_sumsq(c->grads, np, &c->dsc->sumsq, c->s));
-    TRY(cuda_sgd(c->params, c->grads, c->mom, np, lr, cfg->optim.momentum, cfg->optim.weight_decay,
-                 clip ? &c->dsc->sumsq : NULL, cfg->optim.clip_norm,
+    TRY(cuda_sgd(c->params, c->grads, c->mom, np, lr, lr_dev, cfg->optim.momentum,
+                 cfg->optim.weight_decay, clip ? &c->dsc->sumsq : NULL, cfg->optim.clip_norm,
                  fp16 ? &c->dsc->found_inf : NULL, c->s));
     if (fp16) TRY(cuda_scaler_update(c->dsc, cfg->scaler, c->s));
+    return 0;
+}
+
+// The loss read-back when it is due (every step, or every readback_interval steps): the
+// one host synchronisation of a training step.
+static int read_back_if_due(Core *core, CoreStepResult *r)
+{
+    CudaCore *c = cu(core);
+    const CoreConfig *cfg = &core->cfg;
     if (cfg->readback == CORE_READBACK_EVERY_STEP || c->loss_count >= cfg->readback_interval) {
         TRY(read_scalars(c));
         r->loss = c->hsc->loss_sum / (float)c->loss_count;
@@ -524,8 +577,180 @@ static int cuda_update(Core *core, float lr, CoreStepResult *r)
     return 0;
 }
 
+// The update: the before_update hook (DDP's reduced gradients, ordered on the compute
+// stream), the GradScaler's inf/nan check, clipping, SGD, the scaler and the read-back.
+static int cuda_update(Core *core, float lr, CoreStepResult *r)
+{
+    CudaCore *c = cu(core);
+    size_t np = core->graph.n_params;
+    CUDA_TRY(cudaSetDevice(c->device));
+    TRY(core_report_before_update(core, c->grads, (void *)c->s));
+    if (c->fault_pending) {  // one step only, even if the launch below fails
+        c->fault_pending = false;
+        TRY(cuda_set_value(c->grads + np / 2, c->fault_value, c->s));
+    }
+    TRY(update_work(core, lr, NULL));
+    return read_back_if_due(core, r);
+}
+
+// ---- cuda_graph: the training step captured once per shape and replayed -----------------
+//
+// graph_step runs a core_step of a cuda_graph core:
+// - prepare (buffers, conv plans) as always, outside any capture; a step whose prepare
+//   made new plans (a new batch or image size, core_conv_cache_clear, an eval of another
+//   batch size in between) or whose buffers moved drops the graph: its kernels hold the
+//   old addresses and algorithms;
+// - the first step of a shape runs eagerly (cudnn.benchmark's autotuning and every lazy
+//   library set-up happen there, never inside a capture), as does a step with an injected
+//   fault (core_inject_grad_fault);
+// - the next one captures: input conversion, weight casts, zero-grad, forward, loss,
+//   backward, unscale + inf check, clipping, SGD and the scaler update, all on the compute
+//   stream in cudaStreamCaptureModeThreadLocal (a capture-unsafe call from this thread,
+//   e.g. cudaMalloc or a synchronisation, fails the capture: an error, nothing ran);
+// - every step, captured or replayed, first puts its batch where the graph reads it,
+//   outside the graph: a host batch through the upload stream into staging slot 0, a
+//   device batch by one device-to-device copy (PyTorch's static_input.copy_(batch));
+//   then the LR into the device scalar SGD reads (a kernel argument of cuda_set_value,
+//   so no host buffer has to outlive the call), the loss window's reset when one starts,
+//   cudaGraphLaunch, and the read-back when due (read_back_if_due), all outside the graph.
+// cuBLAS runs on the workspace the core hands it (cublasSetWorkspace, after
+// cublasSetStream, which would reset it), so a capture allocates nothing.
+
+static void graph_drop(StepGraph *sg)
+{
+    if (sg->exec) cudaGraphExecDestroy(sg->exec);
+    sg->exec = NULL;
+}
+
+// The key of the current shape (see STEP_GRAPH_KEY_MAX); returns its length. Every buffer
+// the captured step reads or writes must be in it: a buffer added to CudaCore (a memory
+// plan's arena, a new scratch) belongs here too, or a replay could use freed memory.
+static int graph_key(Core *core, uintptr_t *key)
+{
+    CudaCore *c = cu(core);
+    const ModelGraph *g = &core->graph;
+    const uintptr_t fixed[] = {
+        (uintptr_t)c->cur_n, (uintptr_t)c->cur_size, (uintptr_t)c->plan_generation,
+        (uintptr_t)g->n_tensors, (uintptr_t)c->params, (uintptr_t)c->grads, (uintptr_t)c->mom,
+        (uintptr_t)c->stats, (uintptr_t)c->saved, (uintptr_t)c->bn_scratch,
+        (uintptr_t)c->bn_scratch_cap, (uintptr_t)c->wc, (uintptr_t)c->gc, (uintptr_t)c->ws,
+        (uintptr_t)c->ws_size, (uintptr_t)c->dsc, (uintptr_t)c->in_stage[0],
+        (uintptr_t)c->lab_stage[0], (uintptr_t)c->blas_ws, (uintptr_t)c->arena,
+        (uintptr_t)c->arena_cap, (uintptr_t)c->x0_cap,
+    };
+    int k = 0;
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) key[k++] = fixed[i];
+    for (int t = 0; t < g->n_tensors; t++) {
+        key[k++] = (uintptr_t)c->act[t];
+        key[k++] = (uintptr_t)c->dact[t];
+    }
+    return k;
+}
+
+// Puts the batch where the captured step reads it (staging slot 0), outside the graph.
+static int stage_static_batch(Core *core, const CoreBatch *b)
+{
+    CudaCore *c = cu(core);
+    c->slot = 0;
+    if (b->memory == CORE_MEMORY_HOST) {
+        TRY(stage_host_batch(core, b, 0));
+    } else {
+        CUDA_TRY(cudaMemcpyAsync(c->in_stage[0], b->images, in_elems(core, b->n) * sizeof(float),
+                                 cudaMemcpyDeviceToDevice, c->s));
+        CUDA_TRY(cudaMemcpyAsync(c->lab_stage[0], b->labels, (size_t)b->n * sizeof(int32_t),
+                                 cudaMemcpyDeviceToDevice, c->s));
+    }
+    c->labels = c->lab_stage[0];
+    return 0;
+}
+
+// What a graph step captures (see above): the LR comes from the device scalar.
+static int graph_step_work(Core *core, int n)
+{
+    CudaCore *c = cu(core);
+    TRY(set_input(core, c->in_stage[0], n));
+    TRY(forward_backward_work(core, n, false));
+    return update_work(core, 0.0f, &c->dsc->lr);
+}
+
+// Captures the step of n samples into c->graph.exec. On failure nothing has run (a capture
+// only records) and no graph is kept.
+static int graph_capture(Core *core, int n)
+{
+    CudaCore *c = cu(core);
+    StepGraph *sg = &c->graph;
+    double t0 = clock_seconds();
+    CUDA_TRY(cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));
+    int rc = graph_step_work(core, n);
+    cudaGraph_t graph = NULL;
+    cudaError_t end = cudaStreamEndCapture(c->s, &graph);  // always: leaves capture mode
+    if (rc == 0 && end != cudaSuccess)
+        rc = check_cuda_failed(end, __FILE__, __LINE__, "cudaStreamEndCapture");
+    if (rc == 0) {
+        cudaError_t e = cudaGraphInstantiate(&sg->exec, graph, 0);
+        if (e != cudaSuccess) {
+            sg->exec = NULL;
+            rc = check_cuda_failed(e, __FILE__, __LINE__, "cudaGraphInstantiate");
+        }
+    }
+    if (graph) cudaGraphDestroy(graph);
+    if (rc != 0) {
+        (void)cudaGetLastError();  // a failed capture's error is not sticky
+        return error_wrap("capturing the training step (batch %d, %dx%d) as a CUDA graph; nothing "
+                          "ran (without cuda_graph the step runs op by op)", n, c->cur_size,
+                          c->cur_size);
+    }
+    sg->captures++;
+    sg->capture_ms += 1e3 * (clock_seconds() - t0);
+    return 0;
+}
+
+static int graph_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r)
+{
+    CudaCore *c = cu(core);
+    StepGraph *sg = &c->graph;
+    if (core->hooks.ready)  // core_set_grad_hooks refuses them; never replay around hooks
+        return error_set(ERROR_BAD_USAGE, "cuda_graph: gradient hooks are set");
+    CUDA_TRY(cudaSetDevice(c->device));
+    int n0 = c->cur_n, size0 = c->cur_size;
+    unsigned generation0 = c->plan_generation;
+    TRY(prepare(core, b->n));
+    bool replanned = c->cur_n != n0 || c->cur_size != size0 || c->plan_generation != generation0;
+    uintptr_t key[STEP_GRAPH_KEY_MAX];
+    int len = graph_key(core, key);
+    if (replanned || len != sg->key_len || memcmp(key, sg->key, (size_t)len * sizeof key[0]) != 0) {
+        graph_drop(sg);
+        memcpy(sg->key, key, (size_t)len * sizeof key[0]);
+        sg->key_len = len;
+        sg->eager_done = false;
+    }
+    if (!sg->eager_done || c->fault_pending) {
+        TRY(cuda_forward_backward(core, b, false));
+        TRY(cuda_update(core, lr, r));
+        sg->eager_done = true;
+        sg->eager_steps++;
+        return 0;
+    }
+    TRY(stage_static_batch(core, b));
+    int rc = start_loss_window(c);
+    if (rc == 0) rc = cuda_set_value(&c->dsc->lr, lr, c->s);
+    if (rc == 0 && !sg->exec) rc = graph_capture(core, b->n);
+    if (rc == 0) {
+        cudaError_t e = cudaGraphLaunch(sg->exec, c->s);
+        if (e != cudaSuccess) rc = check_cuda_failed(e, __FILE__, __LINE__, "cudaGraphLaunch");
+    }
+    // Even after a failure: the caller may reuse a host batch once this returns.
+    if (release_batch(core, b) != 0 && rc == 0) rc = -1;
+    TRY(rc);
+    sg->replays++;
+    c->loss_count++;
+    c->window_samples += b->n;
+    return read_back_if_due(core, r);
+}
+
 static int cuda_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r)
 {
+    if (core->cfg.cuda_graph) return graph_step(core, b, lr, r);
     TRY(cuda_forward_backward(core, b, false));
     return cuda_update(core, lr, r);
 }
@@ -599,6 +824,10 @@ static int cuda_stats(Core *core, CoreStats *st)
     st->autotune_ms = c->tune.tune_ms;
     st->algo_cache_hits = c->tune.hits;
     st->algo_cache_misses = c->tune.misses;
+    st->graph_captures = c->graph.captures;
+    st->graph_replays = c->graph.replays;
+    st->eager_steps = c->graph.eager_steps;
+    st->capture_ms = c->graph.capture_ms;
     return 0;
 }
 
@@ -638,6 +867,7 @@ static void cuda_destroy(Core *core)
     cudaSetDevice(c->device);
     if (c->s) cudaStreamSynchronize(c->s);
     if (c->cs) cudaStreamSynchronize(c->cs);
+    graph_drop(&c->graph);  // before the buffers its kernels point to
     free_activations(core);
     size_t np = g->n_params;
     DEV_FREE(c, c->params, np * sizeof(float));

@@ -41,10 +41,12 @@ int cuda_sumsq(const float *g, size_t n, double *sumsq, cudaStream_t s)
     return 0;
 }
 
-__global__ void sgd_kernel(float *w, const float *g, float *mom, size_t n, float lr, float m,
-                           float wd, const double *sumsq, float clip, const int *found_inf)
+__global__ void sgd_kernel(float *w, const float *g, float *mom, size_t n, float lr_arg,
+                           const float *lr_dev, float m, float wd, const double *sumsq, float clip,
+                           const int *found_inf)
 {
     if (found_inf && *found_inf) return;  // GradScaler.step skips optimizer.step
+    const float lr = lr_dev ? *lr_dev : lr_arg;
     float coef = 1.0f;
     if (sumsq) {  // clip_grad_norm_: coef = max_norm / (norm + 1e-6), clamped to 1
         coef = clip / ((float)sqrt(*sumsq) + 1e-6f);
@@ -58,12 +60,12 @@ __global__ void sgd_kernel(float *w, const float *g, float *mom, size_t n, float
     }
 }
 
-int cuda_sgd(float *w, const float *g, float *mom, size_t n, float lr, float momentum,
-             float weight_decay, const double *sumsq, float clip, const int *found_inf,
-             cudaStream_t s)
+int cuda_sgd(float *w, const float *g, float *mom, size_t n, float lr, const float *lr_dev,
+             float momentum, float weight_decay, const double *sumsq, float clip,
+             const int *found_inf, cudaStream_t s)
 {
-    sgd_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(w, g, mom, n, lr, momentum, weight_decay,
-                                                    sumsq, clip, found_inf);
+    sgd_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(w, g, mom, n, lr, lr_dev, momentum,
+                                                    weight_decay, sumsq, clip, found_inf);
     CUDA_TRY(cudaGetLastError());
     return 0;
 }

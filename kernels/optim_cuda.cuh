@@ -22,6 +22,8 @@ typedef struct DevScalars {
     float eval_loss;     // core_eval's loss
     int eval_correct;
     int probe_inf;       // found-inf flag for core_loss_grad (never skips anything)
+    float lr;            // the step's learning rate where SGD reads it from the device (a
+                         // captured CUDA graph step: written before each replay)
 } DevScalars;
 
 // g *= 1 / *scale; *found_inf = 1 if any result is inf or nan.
@@ -30,12 +32,15 @@ int cuda_unscale_check(float *g, size_t n, const float *scale, int *found_inf, c
 int cuda_sumsq(const float *g, size_t n, double *sumsq, cudaStream_t s);
 // SGD with momentum and weight decay. Skipped entirely when found_inf && *found_inf.
 // With sumsq != NULL, gradients are first multiplied by min(1, clip / (norm + 1e-6)).
-int cuda_sgd(float *w, const float *g, float *mom, size_t n, float lr, float momentum,
-             float weight_decay, const double *sumsq, float clip, const int *found_inf,
-             cudaStream_t s);
+// The learning rate is lr, or *lr_dev when lr_dev != NULL: read on the device when the
+// kernel runs, so that a captured CUDA graph replays with each step's own rate.
+int cuda_sgd(float *w, const float *g, float *mom, size_t n, float lr, const float *lr_dev,
+             float momentum, float weight_decay, const double *sumsq, float clip,
+             const int *found_inf, cudaStream_t s);
 // GradScaler.update on the device; also counts skipped steps and clears found_inf.
 int cuda_scaler_update(DevScalars *d, AmpScalerConfig cfg, cudaStream_t s);
-// *p = v (testing aid: inject inf/nan into a gradient).
+// *p = v, ordered on s (v travels as a kernel argument, so the caller's copy of it can
+// change at once): the fault injection's inf/nan, a graph step's learning rate.
 int cuda_set_value(float *p, float v, cudaStream_t s);
 
 #endif
