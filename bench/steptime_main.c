@@ -1,32 +1,54 @@
 // steptime_main.c: build/steptime, the training-step time of one core config on one
-// fixed synthetic batch, for side-by-side comparisons with other frameworks
-// (scripts/torch_cpu_twin.py): untimed warm-up steps, then each timed step alone; prints
-// the median, min and mean ms per step. The LR is constant (no warm-up or decay) so a
-// twin can replay the same steps. cpu_median_ms is the process CPU time of a step (all
-// threads, spinning included): at one thread, the step time without preemption. --dump DIR writes what a twin needs to start from the
-// same state and to check it computed the same step:
-//   DIR/params.bin   the initial parameters, float32, the order of kernels/model.h
-//   DIR/images.bin   the batch, float32 (N, C, H, W);  DIR/labels.bin int32 (N)
-//   DIR/after.bin    the parameters after --check-steps steps on that batch
-//   DIR/meta.txt     key=value lines: preset, batch, lr, momentum, weight_decay, losses
+// fixed synthetic batch, for side-by-side comparisons with PyTorch (scripts/torch_twin.py,
+// scripts/twin_compare.py): untimed warm-up steps, then each timed step alone (the loss is
+// read back every step unless --readback deferred, core_sync after it); prints the median,
+// min and mean ms per step, and the core's peak memory (core_stats: peak_bytes, and on CUDA
+// device_used_bytes). The LR is constant unless --lr-warmup (a linear warm-up, then
+// constant) so that a twin can replay the same steps. cpu_median_ms is the process CPU time
+// of a step (all threads, spinning included): at one thread, the step time without
+// preemption.
+//
+// --dump DIR writes what a twin needs to start from the same state and to check that it
+// computes the same steps, before the timing (which starts again from the initial state).
+// All binary files are flat little-endian arrays without headers; P = n_params, in the
+// parameter order of kernels/model.h (per op: conv weight KCRS; BN gamma, beta; linear
+// weight [out][in], bias), K = check_steps:
+//   DIR/meta.txt     key=value lines: format, preset, backend, batch, channels, image_size,
+//                    classes, n_params, precision, lr (base), momentum, weight_decay,
+//                    clip_norm (0: off), lr_warmup (linear warm-up steps, then constant),
+//                    init_scale, growth_factor, backoff_factor, growth_interval (the
+//                    GradScaler, used with fp16), check_steps, inject_steps (comma-separated
+//                    step indices whose gradient gets an inf), inject_index (the flat
+//                    gradient index it is written to: n_params / 2), grad_loss
+//   DIR/params.bin   float32[P]  the initial parameters
+//   DIR/images.bin   float32[N][C][H][W]  the batch;  DIR/labels.bin  int32[N]
+//   DIR/grads.bin    float32[P]  core_loss_grad at the initial parameters on the batch:
+//                    the unscaled fp32 gradient of the mean loss (no weight decay, no
+//                    clipping), grad_loss its loss
+//   DIR/steps.bin    float32[K][4]  per step: lr, loss, loss scale after the step's
+//                    GradScaler update (1 unless fp16), skipped (1 or 0)
+//   DIR/after.bin    float32[P]  the parameters after the K steps on the batch
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "kernels/check.h"
 #include "kernels/clock.h"
-#include "kernels/clock.h"
 #include "kernels/core.h"
+#include "kernels/error.h"
 #include "kernels/synth.h"
+
+#define MAX_INJECT 64
 
 typedef struct Args {
     const char *preset, *dump_dir;
     int steps, warmup, check_steps, threads;
+    int inject[MAX_INJECT], n_inject; // steps (of the dump's check steps) given an inf
 } Args;
 
 static void usage(FILE *f)
@@ -34,17 +56,37 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: steptime [flags]\n"
         "Times training steps of the shared core on one fixed synthetic batch.\n"
-        "  --preset NAME       tiny | mlp | small | medium | resnet18 (default tiny)\n"
-        "  --backend B         auto | cpu | cpu-ref | cuda (default auto)\n"
-        "  --threads N         CPU backend threads (default: the machine's cores)\n"
-        "  --batch-size N      images per step (default: the preset's)\n"
-        "  --zero-grad Z       memset | set_to_none (default memset)\n"
-        "  --steps N           timed steps (default 10)\n"
-        "  --warmup N          untimed steps first (default 2)\n"
-        "  --dump DIR          write the initial parameters, the batch and the parameters\n"
-        "                      after --check-steps steps to DIR (see the file's header)\n"
-        "  --check-steps K     steps before DIR/after.bin (default 3)\n"
-        "  --help              this text\n");
+        "  --preset NAME        tiny | mlp | small | medium | resnet18 (default tiny)\n"
+        "  --backend B          auto | cpu | cpu-ref | cuda (default auto)\n"
+        "  --threads N          CPU backend threads (default: the machine's cores)\n"
+        "  --batch-size N       images per step (default: the preset's)\n"
+        "  --precision P        fp32 | fp32_strict | tf32 | fp16 | bf16 (default fp32; the\n"
+        "                       CPU backends compute in fp32, fp16 runs the loss scaling)\n"
+        "  --layout L           nchw | nhwc: activation layout on the GPU (default nchw)\n"
+        "  --zero-grad Z        memset | set_to_none (default memset)\n"
+        "  --conv-algo A        heuristic | autotune: cuDNN algorithm choice, as\n"
+        "                       cudnn.benchmark False | True (default heuristic)\n"
+        "  --readback R         every_step | deferred: read the loss back every step (.item())\n"
+        "                       or every --readback-interval steps (default every_step)\n"
+        "  --readback-interval N  steps between deferred read-backs (default 10)\n"
+        "  --steps N            timed steps (default 10)\n"
+        "  --warmup N           untimed steps first (default 2)\n"
+        "  --lr X               base learning rate (default: the preset's)\n"
+        "  --momentum X         SGD momentum (default: the preset's)\n"
+        "  --weight-decay X     SGD weight decay (default: the preset's)\n"
+        "  --clip-norm X        clip gradients to this global L2 norm; 0: off (default 0)\n"
+        "  --lr-warmup N        linear LR warm-up over N steps, then constant (default 0)\n"
+        "  --init-scale X       GradScaler initial scale, fp16 (default 65536)\n"
+        "  --growth-interval N  GradScaler growth interval, fp16 (default 2000)\n"
+        "  --dump DIR           write the initial parameters, the batch, the first gradient,\n"
+        "                       per-step LR, loss and scale and the parameters after\n"
+        "                       --check-steps steps to DIR (layout: this file's header)\n"
+        "  --check-steps K      steps replayed for DIR (default 3)\n"
+        "  --inject-inf LIST    comma-separated step indices (< K) whose gradient gets an\n"
+        "                       inf at index n_params/2 during the dump's steps (fp16 only)\n"
+        "  --help               this text\n"
+        "Prints one line: steptime: preset P backend B ... median_ms M min_ms M mean_ms M\n"
+        "images_per_s X cpu_median_ms M peak_mib X device_used_mib X\n");
 }
 
 static int int_arg(const char *flag, const char *v, int min, int *out)
@@ -57,6 +99,38 @@ static int int_arg(const char *flag, const char *v, int min, int *out)
         return -1;
     }
     *out = (int)x;
+    return 0;
+}
+
+static int float_arg(const char *flag, const char *v, float *out)
+{
+    char *end;
+    errno = 0;
+    float x = strtof(v, &end);
+    if (end == v || *end || errno || !isfinite(x) || x < 0.0f) {
+        fprintf(stderr, "steptime: bad value '%s' for --%s: need a finite number >= 0\n", v, flag);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int inject_arg(const char *v, Args *a)
+{
+    char buf[1024];
+    if (strlen(v) >= sizeof buf) {
+        fprintf(stderr, "steptime: --inject-inf list too long\n");
+        return -1;
+    }
+    strcpy(buf, v);
+    a->n_inject = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (a->n_inject == MAX_INJECT) {
+            fprintf(stderr, "steptime: at most %d --inject-inf steps\n", MAX_INJECT);
+            return -1;
+        }
+        if (int_arg("inject-inf", tok, 0, &a->inject[a->n_inject++])) return -1;
+    }
     return 0;
 }
 
@@ -89,10 +163,18 @@ static int parse(int argc, char **argv, CoreConfig *cfg, Args *a)
         fprintf(stderr, "steptime: unknown preset '%s'\n", a->preset);
         return -1;
     }
+    cfg->optim.decay = CORE_LR_CONSTANT; // the same LR every step (after any warm-up)
+    cfg->optim.warmup_steps = 0;
+    cfg->optim.linear_scaling = false;
     static const struct option opts[] = {
         {"preset", 1, 0, 'p'}, {"backend", 1, 0, 'b'}, {"threads", 1, 0, 't'},
         {"batch-size", 1, 0, 'n'}, {"zero-grad", 1, 0, 'z'}, {"steps", 1, 0, 's'},
         {"warmup", 1, 0, 'w'}, {"dump", 1, 0, 'd'}, {"check-steps", 1, 0, 'k'},
+        {"precision", 1, 0, 'P'}, {"layout", 1, 0, 'L'}, {"lr", 1, 0, 'r'},
+        {"momentum", 1, 0, 'm'}, {"weight-decay", 1, 0, 'W'}, {"clip-norm", 1, 0, 'c'},
+        {"lr-warmup", 1, 0, 'u'}, {"init-scale", 1, 0, 'S'}, {"growth-interval", 1, 0, 'g'},
+        {"inject-inf", 1, 0, 'i'}, {"readback", 1, 0, 'R'}, {"readback-interval", 1, 0, 'I'},
+        {"conv-algo", 1, 0, 'A'},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0},
     };
     int opt;
@@ -105,18 +187,51 @@ static int parse(int argc, char **argv, CoreConfig *cfg, Args *a)
                 return -1;
             }
             break;
-        case 't': if (int_arg("threads", optarg, 1, &a->threads)) return -1; break;
-        case 'n': if (int_arg("batch-size", optarg, 1, &cfg->batch_size)) return -1; break;
+        case 'P':
+            if (core_precision_parse(optarg, &cfg->precision)) {
+                fprintf(stderr, "steptime: bad --precision '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        case 'L':
+            if (core_layout_parse(optarg, &cfg->layout)) {
+                fprintf(stderr, "steptime: bad --layout '%s'\n", optarg);
+                return -1;
+            }
+            break;
         case 'z':
             if (core_zero_grad_parse(optarg, &cfg->zero_grad)) {
                 fprintf(stderr, "steptime: bad --zero-grad '%s'\n", optarg);
                 return -1;
             }
             break;
+        case 'R':
+            if (core_readback_parse(optarg, &cfg->readback)) {
+                fprintf(stderr, "steptime: bad --readback '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        case 'A':
+            if (core_conv_algo_parse(optarg, &cfg->conv_algo)) {
+                fprintf(stderr, "steptime: bad --conv-algo '%s'\n", optarg);
+                return -1;
+            }
+            break;
+        case 'I': if (int_arg("readback-interval", optarg, 1, &cfg->readback_interval)) return -1; break;
+        case 't': if (int_arg("threads", optarg, 1, &a->threads)) return -1; break;
+        case 'n': if (int_arg("batch-size", optarg, 1, &cfg->batch_size)) return -1; break;
         case 's': if (int_arg("steps", optarg, 1, &a->steps)) return -1; break;
         case 'w': if (int_arg("warmup", optarg, 0, &a->warmup)) return -1; break;
         case 'd': a->dump_dir = optarg; break;
         case 'k': if (int_arg("check-steps", optarg, 1, &a->check_steps)) return -1; break;
+        case 'r': if (float_arg("lr", optarg, &cfg->optim.base_lr)) return -1; break;
+        case 'm': if (float_arg("momentum", optarg, &cfg->optim.momentum)) return -1; break;
+        case 'W': if (float_arg("weight-decay", optarg, &cfg->optim.weight_decay)) return -1; break;
+        case 'c': if (float_arg("clip-norm", optarg, &cfg->optim.clip_norm)) return -1; break;
+        case 'u': if (int_arg("lr-warmup", optarg, 0, &cfg->optim.warmup_steps)) return -1; break;
+        case 'S': if (float_arg("init-scale", optarg, &cfg->scaler.init_scale)) return -1; break;
+        case 'g': if (int_arg("growth-interval", optarg, 1, &cfg->scaler.growth_interval)) return -1; break;
+        case 'i': if (inject_arg(optarg, a)) return -1; break;
         case 'h': usage(stdout); return 1;
         default: usage(stderr); return -1;
         }
@@ -125,38 +240,105 @@ static int parse(int argc, char **argv, CoreConfig *cfg, Args *a)
         fprintf(stderr, "steptime: unexpected argument '%s'\n", argv[optind]);
         return -1;
     }
+    if (a->n_inject && (!a->dump_dir || cfg->precision != CORE_PRECISION_FP16)) {
+        fprintf(stderr, "steptime: --inject-inf needs --dump and --precision fp16 (only the "
+                        "GradScaler skips a step with an inf gradient)\n");
+        return -1;
+    }
+    for (int i = 0; i < a->n_inject; i++)
+        if (a->inject[i] >= a->check_steps) {
+            fprintf(stderr, "steptime: --inject-inf step %d is not below --check-steps %d\n",
+                    a->inject[i], a->check_steps);
+            return -1;
+        }
+    if (core_config_validate(cfg) != 0) {
+        fprintf(stderr, "steptime: bad configuration: %s\n", error_message());
+        return -1;
+    }
     return 0;
 }
 
-// Writes the initial state, runs check_steps steps, writes the parameters after them.
+static bool injected_at(const Args *a, int step)
+{
+    for (int i = 0; i < a->n_inject; i++)
+        if (a->inject[i] == step) return true;
+    return false;
+}
+
+// meta.txt: the configuration the twin rebuilds (see the file's header).
+static int write_meta(const Core *core, const CoreConfig *cfg, const CoreBatch *b,
+                      const Args *a, float grad_loss)
+{
+    const CoreModelConfig *m = &cfg->model;
+    const AmpScalerConfig *s = &cfg->scaler;
+    size_t np = core_param_count(core);
+    char meta[8192];
+    int len = snprintf(meta, sizeof meta,
+        "format=2\npreset=%s\nbackend=%s\nbatch=%d\nchannels=%d\nimage_size=%d\nclasses=%d\n"
+        "n_params=%zu\nprecision=%s\nlr=%.9g\nmomentum=%.9g\nweight_decay=%.9g\n"
+        "clip_norm=%.9g\nlr_warmup=%d\ninit_scale=%.9g\ngrowth_factor=%.9g\n"
+        "backoff_factor=%.9g\ngrowth_interval=%d\ncheck_steps=%d\ninject_index=%zu\n"
+        "grad_loss=%.9g\ninject_steps=",
+        a->preset, core_backend_name(cfg->backend), b->n, m->in_channels, m->image_size,
+        m->num_classes, np, core_precision_name(cfg->precision), cfg->optim.base_lr,
+        cfg->optim.momentum, cfg->optim.weight_decay, cfg->optim.clip_norm,
+        cfg->optim.warmup_steps, s->init_scale, s->growth_factor, s->backoff_factor,
+        s->growth_interval, a->check_steps, np / 2, grad_loss);
+    for (int i = 0; i < a->n_inject && len < (int)sizeof meta; i++)
+        len += snprintf(meta + len, sizeof meta - len, "%s%d", i ? "," : "", a->inject[i]);
+    if (len < (int)sizeof meta) len += snprintf(meta + len, sizeof meta - len, "\n");
+    if (len >= (int)sizeof meta) return error_set(ERROR_BAD_USAGE, "meta.txt too long");
+    return write_file(a->dump_dir, "meta.txt", meta, strlen(meta));
+}
+
+// Writes the initial state and the first gradient, runs check_steps steps (with the
+// injected infs), writes their LR, loss, scale and skip flag and the parameters after them.
 static int dump(Core *core, const CoreConfig *cfg, const CoreBatch *b, const Args *a,
                 size_t image_floats)
 {
     size_t np = core_param_count(core);
-    float *p = malloc(np * sizeof *p);
-    if (!p) return -1;
-    mkdir(a->dump_dir, 0755);
-    int rc = core_params_get(core, p, np);
-    rc = rc || write_file(a->dump_dir, "params.bin", p, np * sizeof *p) ||
-         write_file(a->dump_dir, "images.bin", b->images, (size_t)b->n * image_floats * sizeof(float)) ||
-         write_file(a->dump_dir, "labels.bin", b->labels, (size_t)b->n * sizeof(int32_t));
-    char meta[4096];
-    int len = snprintf(meta, sizeof meta,
-                       "preset=%s\nbatch=%d\nlr=%.9g\nmomentum=%.9g\nweight_decay=%.9g\n"
-                       "check_steps=%d\nlosses=", a->preset, b->n, cfg->optim.base_lr,
-                       cfg->optim.momentum, cfg->optim.weight_decay, a->check_steps);
-    for (int s = 0; !rc && s < a->check_steps; s++) {
-        CoreStepResult r;
-        rc = core_step(core, b, &r);
-        if (!rc && len < (int)sizeof meta)
-            len += snprintf(meta + len, sizeof meta - len, "%s%.9g", s ? "," : "", r.loss);
+    float *p = malloc(np * sizeof *p), *g = malloc(np * sizeof *g);
+    float *steps = malloc((size_t)a->check_steps * 4 * sizeof *steps);
+    int rc = -1;
+    if (!p || !g || !steps) {
+        error_set(ERROR_OUT_OF_MEMORY, "steptime: no memory for the dump");
+        goto out;
     }
-    if (!rc && len < (int)sizeof meta) snprintf(meta + len, sizeof meta - len, "\n");
-    rc = rc || core_params_get(core, p, np) ||
-         write_file(a->dump_dir, "after.bin", p, np * sizeof *p) ||
-         write_file(a->dump_dir, "meta.txt", meta, strlen(meta));
+    if (mkdir(a->dump_dir, 0755) != 0 && errno != EEXIST) {
+        error_set(ERROR_BAD_USAGE, "cannot create %s: %s", a->dump_dir, strerror(errno));
+        goto out;
+    }
+    float grad_loss = 0.0f;
+    if (core_params_get(core, p, np) || core_loss_grad(core, b, &grad_loss, g) ||
+        core_params_set(core, p, np) || // core_loss_grad leaves momentum alone; to be sure
+        write_file(a->dump_dir, "params.bin", p, np * sizeof *p) ||
+        write_file(a->dump_dir, "images.bin", b->images, (size_t)b->n * image_floats * sizeof(float)) ||
+        write_file(a->dump_dir, "labels.bin", b->labels, (size_t)b->n * sizeof(int32_t)) ||
+        write_file(a->dump_dir, "grads.bin", g, np * sizeof *g))
+        goto out;
+    int skipped_before = 0;
+    for (int s = 0; s < a->check_steps; s++) {
+        CoreStepResult r;
+        CoreStats st;
+        if (injected_at(a, s) && core_inject_grad_fault(core, INFINITY)) goto out;
+        if (core_step(core, b, &r) || core_stats(core, &st)) goto out;
+        float *row = steps + (size_t)s * 4;
+        row[0] = r.lr;
+        row[1] = r.loss;
+        row[2] = st.loss_scale;
+        row[3] = st.skipped_steps > skipped_before ? 1.0f : 0.0f;
+        skipped_before = st.skipped_steps;
+    }
+    if (write_file(a->dump_dir, "steps.bin", steps, (size_t)a->check_steps * 4 * sizeof *steps) ||
+        core_params_get(core, p, np) || write_file(a->dump_dir, "after.bin", p, np * sizeof *p) ||
+        write_meta(core, cfg, b, a, grad_loss))
+        goto out;
+    rc = 0;
+out:
     free(p);
-    return rc ? -1 : 0;
+    free(g);
+    free(steps);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -166,9 +348,6 @@ int main(int argc, char **argv)
     int rc = parse(argc, argv, &cfg, &a);
     if (rc) return rc > 0 ? 0 : 1;
     if (a.threads > 0) core_cpu_set_threads(a.threads);
-    cfg.optim.decay = CORE_LR_CONSTANT; // the same LR every step, for twins to replay
-    cfg.optim.warmup_steps = 0;
-    cfg.optim.linear_scaling = false;
 
     const CoreModelConfig *m = &cfg.model;
     size_t image_floats = (size_t)m->in_channels * m->image_size * m->image_size;
@@ -194,7 +373,11 @@ int main(int argc, char **argv)
             goto out;
         }
         core_free(core); // timing starts again from the initial state
-        if (core_create(&cfg, &core) != 0) goto out;
+        core = NULL;
+        if (core_create(&cfg, &core) != 0) {
+            fprintf(stderr, "steptime: cannot create the core: %s\n", error_message());
+            goto out;
+        }
     }
     for (int s = 0; s < a.warmup + a.steps; s++) {
         double t0 = 1e3 * clock_seconds(), c0 = 1e3 * clock_process_cpu_seconds();
@@ -207,9 +390,16 @@ int main(int argc, char **argv)
             ms[s - a.warmup] = 1e3 * clock_seconds() - t0;
             cpu_ms[s - a.warmup] = 1e3 * clock_process_cpu_seconds() - c0;
         }
+        if (r.loss_ready && !isfinite(r.loss)) {
+            fprintf(stderr, "steptime: step %d: the loss is not finite (%g)\n", s, r.loss);
+            goto out;
+        }
     }
     CoreStats st;
-    core_stats(core, &st);
+    if (core_stats(core, &st) != 0) {
+        fprintf(stderr, "steptime: core_stats failed: %s\n", error_message());
+        goto out;
+    }
     double sum = 0.0;
     for (int s = 0; s < a.steps; s++) sum += ms[s];
     qsort(ms, (size_t)a.steps, sizeof *ms, cmp_double);
@@ -217,11 +407,15 @@ int main(int argc, char **argv)
     int h = a.steps / 2;
     double median = a.steps % 2 ? ms[h] : 0.5 * (ms[h - 1] + ms[h]);
     double cpu_median = a.steps % 2 ? cpu_ms[h] : 0.5 * (cpu_ms[h - 1] + cpu_ms[h]);
-    printf("steptime: preset %s backend %s threads %d batch %d zero_grad %s steps %d "
-           "median_ms %.3f min_ms %.3f mean_ms %.3f images_per_s %.1f cpu_median_ms %.3f\n", a.preset,
-           core_backend_name(st.backend), st.backend == CORE_BACKEND_CPU_REF ? 1 : core_cpu_threads(),
-           cfg.batch_size, core_zero_grad_name(cfg.zero_grad), a.steps, median, ms[0],
-           sum / a.steps, 1e3 * cfg.batch_size / median, cpu_median);
+    printf("steptime: preset %s backend %s threads %d batch %d precision %s layout %s "
+           "zero_grad %s readback %s steps %d median_ms %.3f min_ms %.3f mean_ms %.3f images_per_s %.1f "
+           "cpu_median_ms %.3f peak_mib %.1f device_used_mib %.1f\n",
+           a.preset, core_backend_name(st.backend),
+           st.backend == CORE_BACKEND_CPU_REF ? 1 : core_cpu_threads(), cfg.batch_size,
+           core_precision_name(cfg.precision), core_layout_name(cfg.layout),
+           core_zero_grad_name(cfg.zero_grad), core_readback_name(cfg.readback), a.steps, median, ms[0], sum / a.steps,
+           1e3 * cfg.batch_size / median, cpu_median, st.peak_bytes / 1048576.0,
+           st.device_used_bytes / 1048576.0);
     status = 0;
 out:
     core_free(core);

@@ -3,8 +3,12 @@
 # scripts/device-stage.sh here:
 #   bash scripts/device-check.sh [BUDGET_SECONDS]        (default 480)
 # Within one deadline (start + budget) for everything, it logs the CUDA libraries it
-# finds and loads, runs every test (GPU tests included) and then a quick pass of every
-# practice (`make bench` with a short minimum time), and packs the log and the results
+# finds and loads, FIRST compares the core with its PyTorch twin (scripts/twin_compare.py:
+# resnet18 at batch 128 and 256, fp16 and fp32, NCHW and NHWC, core against eager, and
+# torch.compile while time is left; twin.csv and twin.md in the results folder) within
+# its own share of the budget (it never fails the check: without torch it says so), then
+# runs every test (GPU tests included) and then a quick pass of every practice (`make
+# bench` with a short minimum time), and packs the log and the results
 # folder into $OUT/device-check.tar.gz after the tests and again after each practice
 # program, so that a kill at the tool's limit still brings back what finished. It ends
 # with a summary of tests passed/failed/skipped and benchmarks ok/skipped/failed. Draw the
@@ -12,7 +16,11 @@
 # Environment: BUILD (default device-stage/build), OUT (default /tmp/device-out),
 # RESULTS_ROOT (where the results folder goes, default results),
 # BENCH_ARGS (default --benchmark_min_time=0.05), BENCH_REPETITIONS (default 3),
-# DEVICE_CHECK_TEST_SHARE (percent of the budget the tests may use, default 45).
+# DEVICE_CHECK_TEST_SHARE (percent of the budget the tests may use, default 45, counted
+# from the end of the twin comparison), DEVICE_CHECK_TWIN_SHARE (percent for the twin
+# comparison, default 30: 144 s of 480; 0 skips it), TWIN_CONFIGS (its configs,
+# PRESET:BATCH:PRECISION:LAYOUT ...), TWIN_PRACTICES (e.g. zero_grad,readback,amp: the
+# same toggles timed on both sides; default none), PYTHON (a Python with torch).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -37,6 +45,11 @@ fi
 test_share=${DEVICE_CHECK_TEST_SHARE:-45}
 if [[ ! $test_share =~ ^[0-9]+$ ]] || ((test_share < 1 || test_share > 95)); then
   echo "device-check: DEVICE_CHECK_TEST_SHARE='$test_share' must be a percentage in 1..95" >&2
+  exit 2
+fi
+twin_share=${DEVICE_CHECK_TWIN_SHARE:-30}
+if [[ ! $twin_share =~ ^[0-9]+$ ]] || ((twin_share > 50)); then
+  echo "device-check: DEVICE_CHECK_TWIN_SHARE='$twin_share' must be a percentage in 0..50" >&2
   exit 2
 fi
 out=${OUT:-/tmp/device-out}
@@ -68,7 +81,30 @@ main() {
   printf -v archive_cmd '%q ' bash "$root/scripts/device-check.sh" --archive "$out" "$results" "$log"
   echo "$results" >"$out/.results-dir"
 
-  local test_limit=$((budget * test_share / 100 - ($(now) - start)))
+  # The suite's credibility figure first: the core against PyTorch on this GPU.
+  local twin_start twin_line="twin: not run"
+  twin_start=$(now)
+  local twin_budget=$((budget * twin_share / 100))
+  if ((twin_share == 0)); then
+    twin_line="twin: skipped (DEVICE_CHECK_TWIN_SHARE=0)"
+  elif [[ ! -x $build/steptime ]]; then
+    twin_line="twin: skipped (no $build/steptime)"
+  elif ! "${PYTHON:-python3}" -c 'import torch' >/dev/null 2>&1; then
+    twin_line="twin: skipped (${PYTHON:-python3} cannot import torch on this machine)"
+  else
+    echo "== twin comparison (at most ${twin_budget}s)"
+    # shellcheck disable=SC2086
+    timeout --signal=TERM --kill-after=5 $((twin_budget + 10)) \
+      "${PYTHON:-python3}" scripts/twin_compare.py --device cuda --build "$build" --out "$results" \
+      --rounds 2 --compile --budget "$twin_budget" --core-prefix "bash $root/scripts/with-gpu-libs.sh" \
+      ${TWIN_PRACTICES:+--practices "$TWIN_PRACTICES"} ${TWIN_CONFIGS:-} && twin_line="twin: $results/twin.md" ||
+      twin_line="twin: twin_compare.py failed (exit $?; see the log above)"
+    eval "$archive_cmd"
+  fi
+  echo "$twin_line"
+  local twin_used=$(($(now) - twin_start))
+
+  local test_limit=$((budget * test_share / 100 - ($(now) - start - twin_used)))
   local tests_rc=0 test_line="tests: not run"
   if ((test_limit < 3)); then
     echo "device-check: no time left for the tests"
@@ -108,6 +144,7 @@ main() {
 
   echo
   echo "== device-check summary ($(($(now) - start))s of ${budget}s)"
+  echo "$twin_line"
   echo "$test_line"
   if [[ -f $results/suite-status.tsv ]]; then
     awk -F'\t' 'NR > 1 { n++; prog[$2]++; ok += $3; sk += $4; er += $5 }

@@ -19,7 +19,7 @@ make -j"$(nproc)" BUILD=build-device CUDA_ARCH="${CUDA_ARCH:-90}" \
 rm -rf device-stage && mkdir -p device-stage/build/tests device-stage/lib
 progs=()
 for prog in build-device/bench_* build-device/tests/test_* build-device/context \
-            build-device/train build-device/datasets; do
+            build-device/train build-device/datasets build-device/steptime; do
   [[ -x $prog && ! -d $prog && $prog != *.o && $prog != *.d ]] || continue
   dest=device-stage/build/${prog#build-device/}
   cp "$prog" "$dest"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Writes DIR/report.md: how the results were made (command, GPU, driver, libraries), the
 # published claims against what was measured here (bench/claims.csv; the verdict rules are
-# in scripts/claims.py), what ran and what was skipped and why, the speedups, the charts.
+# in scripts/claims.py), what ran and what was skipped and why, the speedups, the charts;
+# with DIR/twin.csv (scripts/twin_compare.py), the credibility section first: the core's
+# step time and memory against PyTorch's on the same machine.
 # usage: report.sh [RESULTS_DIR]   (default: the newest folder under results/)
 # Environment: CLAIMS_CSV  the claims file (default bench/claims.csv)
 set -uo pipefail
@@ -31,6 +33,17 @@ ctx() { sed -n "s/^$1=//p" "$dir/context.txt" 2>/dev/null | head -n 1; }
   echo
   if [[ -n $(ctx no_gpu_reason) ]]; then
     echo "**No GPU here: $(ctx no_gpu_reason).** GPU benchmarks were skipped; the CPU ones ran."
+    echo
+  fi
+
+  if [[ -f $dir/twin.csv ]]; then
+    echo "## Credibility: the core against PyTorch"
+    echo
+    if command -v python3 >/dev/null; then
+      python3 "$here/twin_compare.py" --render "$dir" || echo "(twin.csv could not be read: see scripts/twin_compare.py's message)"
+    else
+      echo "(python3 is not installed here: see twin.csv)"
+    fi
     echo
   fi
 

@@ -1,0 +1,508 @@
+#!/usr/bin/env python3
+"""torch_twin.py: the training core's model in PyTorch: same layers, weights, batch, numbers.
+
+Builds the network of kernels/model.c for a preset (stem conv + BN + ReLU, basic blocks
+with 1x1 projection shortcuts, global average pooling, linear; or the MLP) and loads the
+core's initial parameters and batch from the folder written by `steptime --dump DIR`
+(layout: the header of bench/steptime_main.c). Two commands:
+
+  check DIR...   replays what the core did, in PyTorch on the CPU, and compares (exit 1 on
+                 any disagreement, naming the quantity and the worst tensor):
+                 - the loss and every gradient tensor at the initial parameters (grads.bin);
+                 - per step: the LR (computed here from the config with LambdaLR, as a
+                   PyTorch user would), the loss, the GradScaler's scale and the skip flag;
+                 - the update after the K steps (after.bin minus params.bin); above its
+                   tolerance a float64 replay tells fp32 rounding from a real difference.
+                 The steps are torch.optim.SGD (momentum, weight decay), LambdaLR linear
+                 warm-up, torch.amp.GradScaler("cpu", ...) with the core's constants when the
+                 precision is fp16 (an inf written into the same flat gradient element at
+                 the same steps), unscale_ before clip_grad_norm_ (PyTorch's documented order).
+  time --dump DIR  times PyTorch training steps of the same model and batch (eager, or
+                 --compile for torch.compile) on the CPU or --device cuda with the same
+                 precision and layout as the core (autocast + GradScaler for fp16, autocast
+                 for bf16, channels_last for nhwc, the core's TF32 meanings, cudnn.benchmark
+                 = False as the core's default heuristic algorithm choice). The loss is read
+                 back every step (.item(), as the core's default) unless --readback deferred.
+
+Only the Python standard library and torch (pip install torch). Examples:
+    build/steptime --preset tiny --dump /tmp/twin-tiny --steps 1
+    python3 scripts/torch_twin.py check /tmp/twin-tiny
+    python3 scripts/torch_twin.py time --dump /tmp/twin-tiny --threads 1 --steps 10
+`time` prints one line: "twin: preset P device D side eager|compile ... median_ms M ...";
+where it cannot run (no CUDA device, torch.compile failing) it prints "twin-skip: REASON"
+and exits 2.
+"""
+import argparse
+import math
+import os
+import statistics
+import sys
+import time
+import warnings
+
+warnings.filterwarnings("ignore", message=".*NumPy.*")  # torch works without numpy
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+# kernels/core.c core_config_preset: the architecture of each preset.
+PRESETS = {
+    "tiny": dict(kind="resnet", in_ch=3, image=16, classes=10, width=8, stages=2, blocks=1,
+                 stem_k=3, stem_s=1),
+    "mlp": dict(kind="mlp", in_ch=3, image=16, classes=10, hidden=128, layers=2),
+    "small": dict(kind="resnet", in_ch=3, image=32, classes=10, width=32, stages=3, blocks=2,
+                  stem_k=3, stem_s=1),
+    "medium": dict(kind="resnet", in_ch=3, image=64, classes=100, width=64, stages=4,
+                   blocks=2, stem_k=3, stem_s=1),
+    "resnet18": dict(kind="resnet", in_ch=3, image=224, classes=1000, width=64, stages=4,
+                     blocks=2, stem_k=7, stem_s=4),
+}
+BN_EPS, BN_MOMENTUM = 1e-5, 0.1  # kernels/model.h
+
+# Tolerances of `check`. Both sides compute in fp32 (the core's CPU backends in fp32 for
+# every precision); they differ only in the order of summation (OpenBLAS / plain loops
+# against PyTorch's oneDNN / ATen kernels, per-thread partial sums), about 1e-7 relative
+# per operation, growing with the depth of the model and amplified by batch norm's
+# division by the batch standard deviation. Measured errors on tiny and mlp are 10-100x
+# below these; a real difference of semantics (another weight decay, momentum, LR,
+# clipping order, a skipped step) is orders of magnitude above them.
+LOSS_TOL = 1e-5     # |loss_twin - loss_core| / |loss_core|, per step
+GRAD_TOL = 1e-4     # per-tensor ||g_twin - g_core|| / ||g_core|| at the initial parameters
+UPDATE_TOL = 1e-3   # per-tensor ||d_twin - d_core|| / ||d_core||, d = params after K steps
+                    # minus initial: the update itself, so that a weight-decay or LR error
+                    # (a small part of the parameters, a large part of the update) shows;
+                    # looser than GRAD_TOL as K steps compound the differences and the
+                    # subtraction cancels digits
+ARBITER = 2.0       # above UPDATE_TOL, a float64 replay decides: fp32 rounding when, per
+                    # tensor, the core's update is at most 2x as far from the float64 one
+                    # as PyTorch's own fp32 update (the fp32 limit, not a difference)
+LR_TOL = 1e-6       # relative: the core rounds its double LR to float, Python keeps double
+# The loss scale and the skip flags must be equal: powers of two and booleans.
+
+
+def conv(cin, cout, k, stride):
+    return nn.Conv2d(cin, cout, k, stride=stride, padding=k // 2, bias=False)
+
+
+def bn(c):
+    return nn.BatchNorm2d(c, eps=BN_EPS, momentum=BN_MOMENTUM)
+
+
+class Block(nn.Module):
+    """conv-BN-ReLU-conv-BN + shortcut (1x1 conv + BN when the shape changes), ReLU."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.proj = None
+        if stride != 1 or cin != cout:
+            self.proj = nn.Sequential(conv(cin, cout, 1, stride), bn(cout))
+        self.conv1, self.bn1 = conv(cin, cout, 3, stride), bn(cout)
+        self.conv2, self.bn2 = conv(cout, cout, 3, 1), bn(cout)
+
+    def forward(self, x):
+        shortcut = self.proj(x) if self.proj is not None else x
+        y = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(y)) + shortcut)
+
+    def ordered_modules(self):
+        # kernels/model.c build_resnet: the projection first, then conv1, bn1, conv2, bn2
+        mods = list(self.proj) if self.proj is not None else []
+        return mods + [self.conv1, self.bn1, self.conv2, self.bn2]
+
+
+class ResNet(nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        self.stem = conv(p["in_ch"], p["width"], p["stem_k"], p["stem_s"])
+        self.stem_bn = bn(p["width"])
+        blocks, cin = [], p["width"]
+        for s in range(p["stages"]):
+            ch = p["width"] << s
+            for b in range(p["blocks"]):
+                blocks.append(Block(cin, ch, 2 if s > 0 and b == 0 else 1))
+                cin = ch
+        self.blocks = nn.Sequential(*blocks)
+        self.fc = nn.Linear(cin, p["classes"])
+
+    def forward(self, x):
+        x = F.relu(self.stem_bn(self.stem(x)))
+        x = self.blocks(x)
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
+
+    def ordered_modules(self):
+        mods = [self.stem, self.stem_bn]
+        for b in self.blocks:
+            mods += b.ordered_modules()
+        return mods + [self.fc]
+
+
+class Mlp(nn.Module):
+    def __init__(self, p):
+        super().__init__()
+        dims = [p["in_ch"] * p["image"] ** 2] + [p["hidden"]] * p["layers"] + [p["classes"]]
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims, dims[1:]))
+
+    def forward(self, x):
+        x = torch.flatten(x, 1)
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i + 1 < len(self.layers):
+                x = F.relu(x)
+        return x
+
+    def ordered_modules(self):
+        return list(self.layers)
+
+
+def ordered_params(model):
+    """(name, tensor) in the flat order of kernels/model.h: conv weight (KCRS); BN gamma,
+    beta; linear weight [out][in], bias."""
+    names = {id(p): n for n, p in model.named_parameters()}
+    out = []
+    for m in model.ordered_modules():
+        ps = [m.weight] if isinstance(m, nn.Conv2d) else [m.weight, m.bias]
+        out += [(names[id(p)], p) for p in ps]
+    return out
+
+
+def read_array(path, dtype=torch.float32):
+    with open(path, "rb") as f:
+        return torch.frombuffer(bytearray(f.read()), dtype=dtype)
+
+
+def read_meta(dump):
+    meta = {}
+    with open(os.path.join(dump, "meta.txt")) as f:
+        for line in f:
+            if "=" in line:
+                k, v = line.rstrip("\n").split("=", 1)
+                meta[k] = v
+    if meta.get("format") != "2":
+        sys.exit(f"twin: {dump}/meta.txt is not a format-2 dump of steptime --dump (rerun it)")
+    if meta.get("preset") not in PRESETS:
+        sys.exit(f"twin: unknown preset '{meta.get('preset')}' in {dump}/meta.txt")
+    return meta
+
+
+def split_flat(named, flat):
+    """The flat float32 vector as one tensor per parameter, shaped like it."""
+    total = sum(p.numel() for _, p in named)
+    if total != flat.numel():
+        sys.exit(f"twin: {flat.numel()} parameters in the dump, the model has {total}")
+    out, off = [], 0
+    for _, p in named:
+        out.append(flat[off:off + p.numel()].view_as(p))
+        off += p.numel()
+    return out
+
+
+class Twin:
+    """The model with the dump's initial parameters, and the dump's batch (CPU)."""
+
+    def __init__(self, dump):
+        self.dump, self.meta = dump, read_meta(dump)
+        self.p = PRESETS[self.meta["preset"]]
+        self.model = ResNet(self.p) if self.p["kind"] == "resnet" else Mlp(self.p)
+        self.named = ordered_params(self.model)
+        self.init = split_flat(self.named, read_array(os.path.join(dump, "params.bin")))
+        self.reset()
+        n, c, s = int(self.meta["batch"]), self.p["in_ch"], self.p["image"]
+        self.images = read_array(os.path.join(dump, "images.bin")).view(n, c, s, s)
+        self.labels = read_array(os.path.join(dump, "labels.bin"), torch.int32).long()
+        self.model.train()
+
+    def reset(self):
+        with torch.no_grad():
+            for (_, p), v in zip(self.named, self.init):
+                p.copy_(v)
+                p.grad = None
+
+    def params(self):
+        return [p for _, p in self.named]
+
+    def optimizer(self):
+        m = self.meta
+        return torch.optim.SGD(self.params(), lr=float(m["lr"]), momentum=float(m["momentum"]),
+                               weight_decay=float(m["weight_decay"]))
+
+
+def warmup_factor(warmup):
+    """The core's linear warm-up (kernels/core.c core_lr_at), constant after: step s < W
+    runs at base * (s + 1) / W. Written from the config, not read from the core."""
+    return lambda s: (s + 1) / warmup if s < warmup else 1.0
+
+
+def rel(a, b):
+    """Relative L2 difference of a against the reference b."""
+    den = torch.linalg.vector_norm(b.double()).item()
+    num = torch.linalg.vector_norm((a - b).double()).item()
+    return num / den if den > 0 else (0.0 if num == 0 else math.inf)
+
+
+def worst(named, mine, core):
+    """(worst relative error, its tensor's name) over the parameter tensors."""
+    errs = [(rel(a, b), n) for (n, _), a, b in zip(named, mine, core)]
+    return max(errs)
+
+
+def check(dump):
+    """Replays the dump's steps; returns a list of (quantity, error, tolerance, ok, detail)."""
+    t = Twin(dump)
+    m = t.meta
+    results = []
+
+    # 1. loss and every gradient at the initial parameters (core_loss_grad)
+    loss = F.cross_entropy(t.model(t.images), t.labels)
+    loss.backward()
+    want = float(m["grad_loss"])
+    err = abs(loss.item() - want) / abs(want)
+    results.append(("loss at the initial parameters", err, LOSS_TOL, err <= LOSS_TOL, ""))
+    core_grads = split_flat(t.named, read_array(os.path.join(dump, "grads.bin")))
+    err, name = worst(t.named, [p.grad for p in t.params()], core_grads)
+    results.append(("gradient (worst tensor)", err, GRAD_TOL, err <= GRAD_TOL, name))
+
+    # 2. K steps: SGD, LambdaLR warm-up, GradScaler, injected infs, clipping
+    t.reset()
+    k = int(m["check_steps"])
+    steps = read_array(os.path.join(dump, "steps.bin")).view(k, 4)
+    fp16 = m["precision"] == "fp16"
+    warmup = int(m["lr_warmup"])
+    records, clipped, mine = replay(t)
+    lr_err = loss_err = 0.0
+    scale_bad, skip_bad = [], []
+    for s, ((lr, loss, scale, skipped), core) in enumerate(zip(records, steps.tolist())):
+        core_lr, core_loss, core_scale, core_skip = core
+        lr_err = max(lr_err, abs(lr - core_lr) / core_lr)
+        loss_err = max(loss_err, abs(loss - core_loss) / abs(core_loss))
+        if scale != core_scale:
+            scale_bad.append(f"step {s}: twin {scale:g} core {core_scale:g}")
+        if skipped != (core_skip == 1.0):
+            skip_bad.append(f"step {s}: twin {'skipped' if skipped else 'stepped'}, core "
+                            f"{'skipped' if core_skip == 1.0 else 'stepped'}")
+    results.append((f"LR per step (warm-up {warmup})", lr_err, LR_TOL, lr_err <= LR_TOL, ""))
+    results.append(("loss per step", loss_err, LOSS_TOL, loss_err <= LOSS_TOL, ""))
+    if fp16:
+        n_skip = int(steps[:, 3].sum().item())
+        results.append(("loss scale per step", len(scale_bad), 0, not scale_bad,
+                        "; ".join(scale_bad) or f"final {records[-1][2]:g}"))
+        results.append(("skipped steps", len(skip_bad), 0, not skip_bad,
+                        "; ".join(skip_bad) or f"{n_skip} of {k} skipped"))
+    after = split_flat(t.named, read_array(os.path.join(dump, "after.bin")))
+    core = [(a - i).double() for a, i in zip(after, t.init)]
+    err, name = worst(t.named, mine, core)
+    ok, detail = err <= UPDATE_TOL, name
+    if not ok:  # fp32 rounding or semantics? A float64 replay tells them apart.
+        exact = replay(Twin(dump), torch.float64)[2]
+        core_err, twin_err = worst(t.named, core, exact), worst(t.named, mine, exact)
+        ok = all(rel(c, e) <= max(UPDATE_TOL, ARBITER * rel(w, e))
+                 for c, w, e in zip(core, mine, exact))
+        detail = (f"{name}; against a float64 replay the core is {core_err[0]:.3g} off "
+                  f"({core_err[1]}), PyTorch's fp32 {twin_err[0]:.3g} ({twin_err[1]}): "
+                  f"{'fp32 rounding, the core no further off' if ok else 'not rounding'}")
+    results.append((f"update after {k} steps (worst tensor)", err, UPDATE_TOL, ok, detail))
+    if float(m["clip_norm"]) > 0:  # the config must exercise clipping, else nothing is proved
+        results.append(("steps whose gradient norm was clipped", clipped, 1, clipped >= 1,
+                        f"{clipped} of {k} (clip_norm {float(m['clip_norm']):g}); at least 1 needed"))
+    return t.meta, results
+
+
+def replay(t, dtype=torch.float32):
+    """The dump's K steps in PyTorch, in dtype: per step (lr, loss, loss scale, skipped),
+    the number of steps whose gradient was clipped, and each tensor's update (float64)."""
+    m = t.meta
+    t.model.to(dtype)
+    images = t.images.to(dtype)
+    fp16 = m["precision"] == "fp16"
+    inject = {int(s) for s in m["inject_steps"].split(",") if s}
+    inject_index, clip = int(m["inject_index"]), float(m["clip_norm"])
+    warmup = int(m["lr_warmup"])
+    opt = t.optimizer()
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, warmup_factor(warmup)) if warmup > 0 else None
+    scaler = torch.amp.GradScaler("cpu", init_scale=float(m["init_scale"]),
+                                  growth_factor=float(m["growth_factor"]),
+                                  backoff_factor=float(m["backoff_factor"]),
+                                  growth_interval=int(m["growth_interval"]), enabled=fp16)
+    records, clipped = [], 0
+    for s in range(int(m["check_steps"])):
+        lr = opt.param_groups[0]["lr"]
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(t.model(images), t.labels)
+        scaler.scale(loss).backward()
+        if s in inject:
+            flat_grad_set(t.params(), inject_index, math.inf)
+        before = scaler.get_scale() if fp16 else 1.0
+        scaler.unscale_(opt)
+        if clip > 0:
+            norm = torch.nn.utils.clip_grad_norm_(t.params(), clip).item()
+            clipped += math.isfinite(norm) and norm > clip  # inf on a skipped step: not counted
+        scaler.step(opt)
+        scaler.update()
+        if sched:
+            sched.step()
+        scale = scaler.get_scale() if fp16 else 1.0
+        # GradScaler backs off exactly when it skipped the step
+        records.append((lr, loss.item(), scale, fp16 and scale < before))
+    with torch.no_grad():
+        updates = [p.detach().double() - i.double() for p, i in zip(t.params(), t.init)]
+    return records, clipped, updates
+
+
+def flat_grad_set(params, index, value):
+    """Writes value into the flat gradient element `index` (the core's fault injection)."""
+    off = 0
+    for p in params:
+        if index < off + p.numel():
+            p.grad.view(-1)[index - off] = value
+            return
+        off += p.numel()
+    sys.exit(f"twin: inject index {index} is past the {off} parameters")
+
+
+def cmd_check(a):
+    failed = 0
+    for dump in a.dumps:
+        meta, results = check(dump)
+        what = (f"preset {meta['preset']} backend {meta['backend']} precision {meta['precision']} "
+                f"batch {meta['batch']} momentum {float(meta['momentum']):g} weight_decay "
+                f"{float(meta['weight_decay']):g} clip_norm {float(meta['clip_norm']):g} "
+                f"lr_warmup {meta['lr_warmup']} inject_steps [{meta['inject_steps']}]")
+        print(f"twin-check: {what}")
+        for q, err, tol, ok, detail in results:
+            failed += not ok
+            print(f"  {'ok  ' if ok else 'FAIL'} {q}: {err:.3g} (tolerance {tol:g})"
+                  f"{': ' + detail if detail else ''}")
+    print(f"twin-check: {'all agree' if not failed else f'{failed} disagreement(s)'} "
+          f"(torch {torch.__version__})")
+    return 1 if failed else 0
+
+
+# ---- timing ---------------------------------------------------------------------------
+
+def skip(reason):
+    print(f"twin-skip: {reason}")
+    sys.exit(2)
+
+
+def set_precision_flags(precision):
+    """The core's precision meanings (kernels/core.h CorePrecision) as PyTorch flags."""
+    strict = precision == "fp32_strict"
+    torch.backends.cudnn.allow_tf32 = not strict             # fp32: cuDNN may use TF32
+    torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"  # GEMMs strict unless tf32
+
+
+def cmd_time(a):
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    torch.set_num_interop_threads(1)
+    amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.precision)
+    if a.device == "cpu" and amp_dtype is not None:
+        skip(f"{a.precision} timing is a GPU comparison (the core computes in fp32 on the CPU)")
+    t = Twin(a.dump)
+    dev = torch.device(a.device)
+    if a.device == "cuda":
+        if not torch.cuda.is_available():
+            skip("torch.cuda.is_available() is False (no CUDA device or a CPU-only torch)")
+        torch.backends.cudnn.benchmark = a.conv_algo == "autotune"
+        set_precision_flags(a.precision)
+        torch.cuda.reset_peak_memory_stats()
+    fmt = torch.channels_last if a.layout == "nhwc" and t.p["kind"] == "resnet" else torch.contiguous_format
+    model = t.model.to(dev, memory_format=fmt)
+    images = t.images.to(dev).contiguous(memory_format=fmt)
+    labels = t.labels.to(dev)
+    opt = t.optimizer()
+    scaler = torch.amp.GradScaler(a.device, enabled=a.precision == "fp16")
+    forward = model
+    if a.compile:
+        try:
+            forward = torch.compile(model)
+        except Exception as e:  # noqa: BLE001 - any failure is a reason to report
+            skip(f"torch.compile failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    set_to_none = a.zero_grad == "set_to_none"
+
+    def step():
+        opt.zero_grad(set_to_none=set_to_none)
+        with torch.autocast(a.device, dtype=amp_dtype, enabled=amp_dtype is not None):
+            loss = F.cross_entropy(forward(images), labels)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss.detach()
+
+    def sync():
+        if a.device == "cuda":
+            torch.cuda.synchronize()
+
+    times, pending = [], []
+    last = None
+    try:
+        for s in range(a.warmup + a.steps):
+            sync()
+            t0 = time.perf_counter()
+            loss = step()
+            if a.readback == "every_step":
+                last = loss.item()  # the core's default: copy the loss back, sync, each step
+            else:
+                pending.append(loss)
+                if len(pending) == a.readback_interval:
+                    last = torch.stack(pending).mean().item()
+                    pending = []
+            sync()
+            if s >= a.warmup:
+                times.append(1e3 * (time.perf_counter() - t0))
+    except Exception as e:  # noqa: BLE001
+        if a.compile:
+            skip(f"torch.compile step failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+        raise
+    if pending:
+        last = torch.stack(pending).mean().item()
+    if last is None or not math.isfinite(last):
+        sys.exit(f"twin: the loss is not finite ({last})")
+    med = statistics.median(times)
+    n = int(t.meta["batch"])
+    peak = f"{torch.cuda.max_memory_allocated() / 1048576:.1f}" if a.device == "cuda" else "-"
+    print(f"twin: preset {t.meta['preset']} device {a.device} side "
+          f"{'compile' if a.compile else 'eager'} threads {torch.get_num_threads()} batch {n} "
+          f"precision {a.precision} layout {a.layout} zero_grad {a.zero_grad} readback "
+          f"{a.readback} steps {a.steps} median_ms {med:.3f} min_ms {min(times):.3f} "
+          f"mean_ms {statistics.fmean(times):.3f} images_per_s {1e3 * n / med:.1f} "
+          f"peak_mib {peak} torch {torch.__version__}")
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.split("\n")[2:]))
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("check", help="replay the core's dumped steps on the CPU and compare")
+    c.add_argument("dumps", nargs="+", metavar="DIR", help="folders written by steptime --dump")
+    t = sub.add_parser("time", help="time PyTorch training steps of the dumped model and batch")
+    t.add_argument("--dump", required=True, help="folder written by steptime --dump")
+    t.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    t.add_argument("--precision", choices=["fp32", "fp32_strict", "tf32", "fp16", "bf16"],
+                   default="fp32", help="as steptime --precision (fp16/bf16: autocast; GPU)")
+    t.add_argument("--layout", choices=["nchw", "nhwc"], default="nchw",
+                   help="nhwc: channels_last model and batch")
+    t.add_argument("--compile", action="store_true", help="time torch.compile(model)")
+    t.add_argument("--conv-algo", choices=["heuristic", "autotune"], default="heuristic",
+                   help="autotune: torch.backends.cudnn.benchmark = True (default False, as "
+                        "the core's default)")
+    t.add_argument("--zero-grad", choices=["memset", "set_to_none"], default="memset",
+                   help="memset: zero_grad(set_to_none=False), as the core's default")
+    t.add_argument("--readback", choices=["every_step", "deferred"], default="every_step",
+                   help="every_step: loss.item() each step (the core's default); deferred: "
+                        "keep the losses on the device, read their mean every "
+                        "--readback-interval steps")
+    t.add_argument("--readback-interval", type=int, default=10)
+    t.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: default)")
+    t.add_argument("--steps", type=int, default=10, help="timed steps (default 10)")
+    t.add_argument("--warmup", type=int, default=2,
+                   help="untimed steps first (default 2; torch.compile compiles in the first)")
+    a = ap.parse_args()
+    if a.cmd == "time" and (a.steps < 1 or a.warmup < 0 or a.readback_interval < 1):
+        ap.error("--steps and --readback-interval must be >= 1, --warmup >= 0")
+    sys.exit(cmd_check(a) if a.cmd == "check" else cmd_time(a))
+
+
+if __name__ == "__main__":
+    main()
