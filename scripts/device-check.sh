@@ -134,6 +134,8 @@ main() {
   export BENCH_ARGS_cudnn_benchmark=${BENCH_ARGS_cudnn_benchmark-"--benchmark_filter=preset:(tiny|resnet18)/ --dynamic_steps=16 --harness_axis=conv=0,5,10"}
   export BENCH_ARGS_sync=${BENCH_ARGS_sync-"--harness_axis=batch=8,64"}
   export BENCH_ARGS_on_device=${BENCH_ARGS_on_device-"--harness_axis=bytes=4096:67108864:*16"}
+  export BENCH_ARGS_fusion=${BENCH_ARGS_fusion-"--benchmark_filter=preset:(tiny|resnet18)/"}
+  export BENCH_ARGS_cuda_graphs=${BENCH_ARGS_cuda_graphs-"--benchmark_filter=^cuda_graphs(_capture)?/.*preset:(tiny|small|resnet18)/|^cuda_graphs_dynamic/.*preset:tiny/.*every:(1|16)/"}
   # Three repetitions (not make bench's five): enough for an interval, not for the U test.
   export BENCH_REPETITIONS=${BENCH_REPETITIONS:-3}
   BENCH_DEADLINE=$((deadline - pack_reserve)) BENCH_NO_CHARTS=1 RESULTS_DIR="$results" \

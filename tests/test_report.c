@@ -193,7 +193,7 @@ static void test_claims_file_covers_every_practice(void **state)
     assert_non_null(text);
     const char *practices[] = {"amp", "amp_gemm", "layout_fp16", "cudnn_benchmark", "cudnn_benchmark_dynamic",
                                "sync", "on_device", "ddp_scaling", "ddp_overlap", "num_workers", "num_workers_train", "pin_memory",
-                               "zero_grad", "batch_size_convergence"};
+                               "zero_grad", "batch_size_convergence", "fusion", "cuda_graphs"};
     for (size_t i = 0; i < sizeof practices / sizeof practices[0]; i++) {
         char want[64];
         snprintf(want, sizeof want, "\n%s,", practices[i]);
