@@ -2,6 +2,8 @@
 // using the same launchers, cuDNN plans and cuBLAS calls as core_cuda.cu.
 #include "kernels/layer_probe.h"
 
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/check.h"
@@ -167,6 +169,207 @@ int layer_probe_bn(int n, int c, int hw, CorePrecision p, CoreLayout l, const fl
     pr.dt = probe_dtype(p);
     ChanGeom g = {n, c, hw, l == CORE_LAYOUT_NHWC};
     int rc = run_bn(&pr, g, x, gamma, beta, dy, y, dx, dgamma, dbeta);
+    probe_end(&pr);
+    return rc;
+}
+
+// Device fp32 staging of host array h (NULL: none), converted into dst (type, layout of g).
+static int stage(Probe *p, const float *h, ChanGeom g, float **f32)
+{
+    *f32 = NULL;
+    if (!h) return 0;
+    return put_f32(p, h, geom_size(g), f32);
+}
+
+typedef struct BnExOut { float *y, *dx, *dgamma, *dbeta, *mean, *invstd; } BnExOut;
+
+static int run_bn_ex(Probe *pr, ChanGeom g, const LayerProbeBnOptions *o, const float *x,
+                     const float *gamma, const float *beta, const float *dy, const float *dx_init,
+                     const float *dg_init, const float *db_init, BnExOut out[2])
+{
+    void *xd, *dyd, *yd, *dxd;
+    float *dy32, *dxi32, *gd, *bd, *mean, *invstd, *dg, *db, *rm, *rv, *scratch;
+    const size_t cb = g.c * sizeof(float);
+    TRY(put(pr, x, g, &xd));
+    TRY(stage(pr, dy, g, &dy32));
+    TRY(stage(pr, o->accum ? dx_init : NULL, g, &dxi32));
+    TRY(alloc_like(pr, g, &dyd));
+    TRY(alloc_like(pr, g, &yd));
+    TRY(alloc_like(pr, g, &dxd));
+    TRY(put_f32(pr, gamma, g.c, &gd));
+    TRY(put_f32(pr, beta, g.c, &bd));
+    float *bufs[] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    for (int i = 0; i < 6; i++) TRY(probe_alloc(pr, (void **)&bufs[i], cb));
+    mean = bufs[0]; invstd = bufs[1]; dg = bufs[2]; db = bufs[3]; rm = bufs[4]; rv = bufs[5];
+    TRY(probe_alloc(pr, (void **)&scratch, cuda_bn_scratch_floats(g) * sizeof(float)));
+    for (int run = 0; run < 2; run++) {
+        // overwrite y with something else first, so a run that leaves y alone cannot pass
+        CUDA_TRY(cudaMemset(rm, 0, cb));
+        TRY(cuda_bn_fwd_infer(xd, yd, pr->dt, g, gd, bd, rm, rm, 0));
+        TRY(cuda_convert_input(dy32, dyd, pr->dt, g, 0));
+        if (o->accum) {
+            TRY(cuda_convert_input(dxi32, dxd, pr->dt, g, 0));
+            CUDA_TRY(cudaMemcpy(dg, dg_init, cb, cudaMemcpyHostToDevice));
+            CUDA_TRY(cudaMemcpy(db, db_init, cb, cudaMemcpyHostToDevice));
+        }
+        CUDA_TRY(cudaMemset(rm, 0, cb));
+        CUDA_TRY(cudaMemset(rv, 0, cb));
+        if (o->relu) TRY(cuda_bn_relu_fwd_train(xd, yd, pr->dt, g, gd, bd, mean, invstd, rm, rv, scratch, 0));
+        else TRY(cuda_bn_fwd_train(xd, yd, pr->dt, g, gd, bd, mean, invstd, rm, rv, scratch, 0));
+        void *dxt = o->in_place && !o->accum ? dyd : dxd;
+        if (o->relu)
+            TRY(cuda_bn_relu_bwd(xd, yd, dyd, dxt, o->accum, pr->dt, g, gd, mean, invstd, dg, db, o->accum,
+                                 scratch, 0));
+        else
+            TRY(cuda_bn_bwd(xd, dyd, dxt, o->accum, pr->dt, g, gd, mean, invstd, dg, db, o->accum, scratch, 0));
+        TRY(get(pr, yd, g, out[run].y));
+        TRY(get(pr, dxt, g, out[run].dx));
+        TRY(get_f32(dg, g.c, out[run].dgamma));
+        TRY(get_f32(db, g.c, out[run].dbeta));
+        TRY(get_f32(mean, g.c, out[run].mean));
+        TRY(get_f32(invstd, g.c, out[run].invstd));
+    }
+    return 0;
+}
+
+int layer_probe_bn_ex(int n, int c, int hw, CorePrecision p, CoreLayout l,
+                      const LayerProbeBnOptions *o, const float *x, const float *gamma,
+                      const float *beta, const float *dy, const float *dx_init,
+                      const float *dgamma_init, const float *dbeta_init, float *y, float *dx,
+                      float *dgamma, float *dbeta, float *mean, float *invstd, bool *repeatable)
+{
+    if (o->accum && (!dx_init || !dgamma_init || !dbeta_init))
+        return error_set(ERROR_BAD_USAGE, "layer_probe_bn_ex: accum needs the initial gradients");
+    size_t count = (size_t)n * c * hw;
+    float *second = (float *)malloc((2 * count + 4 * (size_t)c) * sizeof(float));
+    if (!second) return error_set(ERROR_OUT_OF_MEMORY, "layer_probe_bn_ex: host buffers");
+    BnExOut out[2] = {{y, dx, dgamma, dbeta, mean, invstd},
+                      {second, second + count, second + 2 * count, second + 2 * count + c,
+                       second + 2 * count + 2 * c, second + 2 * count + 3 * c}};
+    Probe pr;
+    memset(&pr, 0, sizeof pr);
+    pr.dt = probe_dtype(p);
+    ChanGeom g = {n, c, hw, l == CORE_LAYOUT_NHWC};
+    int rc = run_bn_ex(&pr, g, o, x, gamma, beta, dy, dx_init, dgamma_init, dbeta_init, out);
+    probe_end(&pr);
+    if (rc == 0)
+        *repeatable = memcmp(y, out[1].y, count * sizeof(float)) == 0 &&
+                      memcmp(dx, out[1].dx, count * sizeof(float)) == 0 &&
+                      memcmp(dgamma, out[1].dgamma, c * sizeof(float)) == 0 &&
+                      memcmp(dbeta, out[1].dbeta, c * sizeof(float)) == 0 &&
+                      memcmp(mean, out[1].mean, c * sizeof(float)) == 0 &&
+                      memcmp(invstd, out[1].invstd, c * sizeof(float)) == 0;
+    free(second);
+    return rc;
+}
+
+static int run_bn_infer(Probe *pr, ChanGeom g, bool relu, const float *x, const float *gamma,
+                        const float *beta, const float *rmean, const float *rvar, float *y)
+{
+    void *xd, *yd;
+    float *gd, *bd, *md, *vd;
+    TRY(put(pr, x, g, &xd));
+    TRY(alloc_like(pr, g, &yd));
+    TRY(put_f32(pr, gamma, g.c, &gd));
+    TRY(put_f32(pr, beta, g.c, &bd));
+    TRY(put_f32(pr, rmean, g.c, &md));
+    TRY(put_f32(pr, rvar, g.c, &vd));
+    if (relu) TRY(cuda_bn_relu_fwd_infer(xd, yd, pr->dt, g, gd, bd, md, vd, 0));
+    else TRY(cuda_bn_fwd_infer(xd, yd, pr->dt, g, gd, bd, md, vd, 0));
+    return get(pr, yd, g, y);
+}
+
+int layer_probe_bn_infer(int n, int c, int hw, CorePrecision p, CoreLayout l, bool relu,
+                         const float *x, const float *gamma, const float *beta,
+                         const float *running_mean, const float *running_var, float *y)
+{
+    Probe pr;
+    memset(&pr, 0, sizeof pr);
+    pr.dt = probe_dtype(p);
+    ChanGeom g = {n, c, hw, l == CORE_LAYOUT_NHWC};
+    int rc = run_bn_infer(&pr, g, relu, x, gamma, beta, running_mean, running_var, y);
+    probe_end(&pr);
+    return rc;
+}
+
+// A device array of count + offset elements of the probe's type holding h at `offset`.
+static int put_flat(Probe *p, const float *h, size_t count, int offset, char **base, void **at)
+{
+    ChanGeom g = {1, (int)count, 1, false};
+    size_t e = dtype_size(p->dt);
+    float *tmp = NULL;
+    TRY(probe_alloc(p, (void **)base, (count + offset) * e));
+    *at = *base + (size_t)offset * e;
+    if (!h) return 0;
+    TRY(put_f32(p, h, count, &tmp));
+    return cuda_convert_input(tmp, *at, p->dt, g, 0);
+}
+
+static int get_flat(Probe *p, const void *d, size_t count, float *h)
+{
+    ChanGeom g = {1, (int)count, 1, false};
+    return get(p, d, g, h);
+}
+
+// One launch of op; y may alias a or b (in place).
+static int ew_launch(Probe *pr, LayerProbeEw op, size_t count, const float *a32, const void *a,
+                     const void *b, void *y)
+{
+    DType dt = pr->dt;
+    switch (op) {
+    case PROBE_EW_RELU: return cuda_relu_fwd(a, y, dt, count, 0);
+    case PROBE_EW_RELU_BWD: return cuda_relu_bwd(a, b, y, false, dt, count, 0);
+    case PROBE_EW_RELU_BWD_ACCUM: return cuda_relu_bwd(a, b, y, true, dt, count, 0);
+    case PROBE_EW_ADD: return cuda_add_fwd(a, b, y, dt, count, 0);
+    case PROBE_EW_ADD_RELU: return cuda_add_relu_fwd(a, b, y, dt, count, 0);
+    case PROBE_EW_COPY_GRAD: return cuda_copy_grad(a, y, false, dt, count, 0);
+    case PROBE_EW_COPY_GRAD_ACCUM: return cuda_copy_grad(a, y, true, dt, count, 0);
+    case PROBE_EW_CAST: return cuda_cast(a32, y, dt, count, 0);
+    case PROBE_EW_COUNT: break;
+    }
+    return error_set(ERROR_BAD_USAGE, "layer_probe_elementwise: unknown op %d", (int)op);
+}
+
+static int run_elementwise(Probe *pr, LayerProbeEw op, size_t count, int offset, const float *a,
+                           const float *b, const float *init, float *out, float *out_in_place)
+{
+    bool accum = op == PROBE_EW_RELU_BWD_ACCUM || op == PROBE_EW_COPY_GRAD_ACCUM;
+    bool uses_b = op == PROBE_EW_RELU_BWD || op == PROBE_EW_RELU_BWD_ACCUM || op == PROBE_EW_ADD ||
+                  op == PROBE_EW_ADD_RELU;
+    char *base;
+    void *ad, *bd = NULL, *yd;
+    float *a32 = NULL;
+    if (op == PROBE_EW_CAST) {  // the source is fp32 at the offset
+        TRY(probe_alloc(pr, (void **)&base, (count + offset) * sizeof(float)));
+        a32 = (float *)base + offset;
+        CUDA_TRY(cudaMemcpy(a32, a, count * sizeof(float), cudaMemcpyHostToDevice));
+        ad = a32;
+    } else {
+        TRY(put_flat(pr, a, count, offset, &base, &ad));
+    }
+    if (uses_b) TRY(put_flat(pr, b, count, offset, &base, &bd));
+    TRY(put_flat(pr, accum ? init : NULL, count, offset, &base, &yd));
+    TRY(ew_launch(pr, op, count, a32, ad, bd, yd));
+    TRY(get_flat(pr, yd, count, out));
+    if (!out_in_place || accum || op == PROBE_EW_CAST) return 0;
+    // in place: the output over a copy of a (relu_bwd: over a copy of dy)
+    bool over_b = op == PROBE_EW_RELU_BWD;
+    void *target;
+    TRY(put_flat(pr, over_b ? b : a, count, offset, &base, &target));
+    TRY(ew_launch(pr, op, count, a32, over_b ? ad : target, over_b ? target : bd, target));
+    return get_flat(pr, target, count, out_in_place);
+}
+
+int layer_probe_elementwise(LayerProbeEw op, size_t count, int offset, CorePrecision p,
+                            const float *a, const float *b, const float *init, float *out,
+                            float *out_in_place)
+{
+    if (count == 0 || count > (size_t)INT32_MAX || offset < 0 || offset > 64)
+        return error_set(ERROR_BAD_USAGE, "layer_probe_elementwise: count %zu, offset %d", count, offset);
+    Probe pr;
+    memset(&pr, 0, sizeof pr);
+    pr.dt = probe_dtype(p);
+    int rc = run_elementwise(&pr, op, count, offset, a, b, init, out, out_in_place);
     probe_end(&pr);
     return rc;
 }

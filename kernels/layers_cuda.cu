@@ -1,9 +1,11 @@
 // layers_cuda.cu: our CUDA kernels for the layers cuDNN and cuBLAS do not cover
-// (see layers_cuda.cuh). All arithmetic is fp32; storage is fp32, fp16 or bf16.
+// (see layers_cuda.cuh). All arithmetic is fp32; storage is fp32, fp16 or bf16, chosen
+// at compile time (templates) and moved 16 bytes per access where the pointers allow.
 #include "kernels/layers_cuda.cuh"
 
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "kernels/check.h"
 #include "kernels/model.h"
@@ -12,42 +14,240 @@
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (total); \
          i += (size_t)gridDim.x * blockDim.x)
 
+// ---- typed storage ----
+// Every element-wise kernel is a template over its storage type (float, __half,
+// __nv_bfloat16): the DType is dispatched once per launch (DISPATCH_DT), never per element.
+// Arithmetic is fp32; fp16/bf16 pairs convert with the paired intrinsics. A thread moves V
+// elements per access, V * sizeof(T) = 16 bytes (one 128-bit load or store), when every
+// pointer of the launch is 16-byte aligned; otherwise the same kernel runs with V = 1.
+
+template <typename T> __device__ __forceinline__ float to_f(T v);
+template <> __device__ __forceinline__ float to_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v); }
+template <> __device__ __forceinline__ float to_f<__nv_bfloat16>(__nv_bfloat16 v)
+{
+    return __bfloat162float(v);
+}
+template <typename T> __device__ __forceinline__ T from_f(float v);
+template <> __device__ __forceinline__ float from_f<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half from_f<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
+}
+
+// V elements of T moved as one access (16-byte aligned when it spans 16 bytes or more).
+template <typename T, int V>
+struct alignas(sizeof(T) * V >= 16 ? 16 : sizeof(T) * V) Pack { T v[V]; };
+
+template <typename T, int V>
+__device__ __forceinline__ void unpack(const Pack<T, V> &p, float (&f)[V])
+{
+#pragma unroll
+    for (int k = 0; k < V; k++) f[k] = to_f(p.v[k]);
+}
+template <int V>
+__device__ __forceinline__ void unpack(const Pack<__half, V> &p, float (&f)[V])
+{
+    if constexpr (V % 2 == 0) {
+#pragma unroll
+        for (int k = 0; k < V; k += 2) {
+            float2 t = __half22float2(*reinterpret_cast<const __half2 *>(&p.v[k]));
+            f[k] = t.x;
+            f[k + 1] = t.y;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < V; k++) f[k] = __half2float(p.v[k]);
+    }
+}
+template <int V>
+__device__ __forceinline__ void unpack(const Pack<__nv_bfloat16, V> &p, float (&f)[V])
+{
+    if constexpr (V % 2 == 0) {
+#pragma unroll
+        for (int k = 0; k < V; k += 2) {
+            float2 t = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&p.v[k]));
+            f[k] = t.x;
+            f[k + 1] = t.y;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < V; k++) f[k] = __bfloat162float(p.v[k]);
+    }
+}
+
+template <typename T, int V>
+__device__ __forceinline__ Pack<T, V> pack(const float (&f)[V])
+{
+    Pack<T, V> p;
+#pragma unroll
+    for (int k = 0; k < V; k++) p.v[k] = from_f<T>(f[k]);
+    return p;
+}
+
+// Loads V elements starting at element i (i a multiple of V when V > 1) as fp32.
+template <typename T, int V>
+__device__ __forceinline__ void load_v(const T *p, size_t i, float (&f)[V])
+{
+    unpack(*reinterpret_cast<const Pack<T, V> *>(p + i), f);
+}
+template <typename T, int V>
+__device__ __forceinline__ void store_v(T *p, size_t i, const float (&f)[V])
+{
+    *reinterpret_cast<Pack<T, V> *>(p + i) = pack<T, V>(f);
+}
+
+template <typename T> struct VecWidth { static constexpr int value = 16 / (int)sizeof(T); };
+
+static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+// Runs STMT with T the storage type of dt.
+#define DISPATCH_DT(dt, T, ...)                                      \
+    do {                                                             \
+        switch (dt) {                                                \
+        case DT_F16: { typedef __half T; __VA_ARGS__; } break;       \
+        case DT_BF16: { typedef __nv_bfloat16 T; __VA_ARGS__; } break; \
+        default: { typedef float T; __VA_ARGS__; } break;            \
+        }                                                            \
+    } while (0)
+
+// ---- element-wise map: y[i] = op(a[i], b[i], y[i]) ----
+// Op::kB: reads b; Op::kY: reads y (accumulation). y may alias a or b (each thread reads
+// its elements before it writes them), which the in-place guarantee of the header needs.
+
+struct OpCast {
+    static constexpr bool kB = false, kY = false;
+    __device__ float operator()(float a, float, float) const { return a; }
+};
+struct OpRelu {
+    static constexpr bool kB = false, kY = false;
+    __device__ float operator()(float a, float, float) const { return fmaxf(a, 0.0f); }
+};
+template <bool ACC> struct OpReluBwd {  // a = y (forward output), b = dy, y = dx
+    static constexpr bool kB = true, kY = ACC;
+    __device__ float operator()(float y, float dy, float dx) const
+    {
+        float v = y > 0.0f ? dy : 0.0f;
+        return ACC ? dx + v : v;
+    }
+};
+template <bool RELU> struct OpAdd {
+    static constexpr bool kB = true, kY = false;
+    __device__ float operator()(float a, float b, float) const
+    {
+        return RELU ? fmaxf(a + b, 0.0f) : a + b;
+    }
+};
+struct OpAccum {  // a = dy, y = dx: dx += dy
+    static constexpr bool kB = false, kY = true;
+    __device__ float operator()(float dy, float, float dx) const { return dx + dy; }
+};
+
+template <typename TA, typename T, int V, class Op>
+__global__ void __launch_bounds__(CUDA_THREADS)
+    map_kernel(const TA *a, const T *b, T *y, size_t n, Op op)
+{
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    const size_t t0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nv = n / V;
+    for (size_t i = t0; i < nv; i += stride) {
+        float fa[V], fb[V], fy[V];
+        load_v<TA, V>(a, i * V, fa);
+        if constexpr (Op::kB) load_v<T, V>(b, i * V, fb);
+        else {
+#pragma unroll
+            for (int k = 0; k < V; k++) fb[k] = 0.0f;
+        }
+        if constexpr (Op::kY) load_v<T, V>(y, i * V, fy);
+        else {
+#pragma unroll
+            for (int k = 0; k < V; k++) fy[k] = 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < V; k++) fy[k] = op(fa[k], fb[k], fy[k]);
+        store_v<T, V>(y, i * V, fy);
+    }
+    for (size_t i = nv * V + t0; i < n; i += stride) {  // the tail (V > 1 only)
+        float vb = 0.0f, vy = 0.0f;
+        if constexpr (Op::kB) vb = to_f(b[i]);
+        if constexpr (Op::kY) vy = to_f(y[i]);
+        y[i] = from_f<T>(op(to_f(a[i]), vb, vy));
+    }
+}
+
+template <typename TA, typename T, class Op>
+static int map_launch(const TA *a, const T *b, T *y, size_t n, Op op, cudaStream_t s)
+{
+    constexpr int V = VecWidth<T>::value;
+    if (aligned16(a) && aligned16(y) && (!Op::kB || aligned16(b)))
+        map_kernel<TA, T, V, Op><<<grid_for(n / V + 1), CUDA_THREADS, 0, s>>>(a, b, y, n, op);
+    else
+        map_kernel<TA, T, 1, Op><<<grid_for(n), CUDA_THREADS, 0, s>>>(a, b, y, n, op);
+    CUDA_TRY(cudaGetLastError());
+    return 0;
+}
+
 // ---- casts and layouts ----
 
-__global__ void convert_input_kernel(const float *src, void *dst, DType dt, ChanGeom g)
+// NHWC destination from an fp32 NCHW source: one thread per pixel (n, hw), C channels.
+template <typename T>
+__global__ void convert_input_nhwc_kernel(const float *src, T *dst, ChanGeom g)
 {
-    size_t total = (size_t)g.n * g.c * g.hw;
-    GRID_STRIDE(i, total) {
-        int n, c, hw;
-        if (g.nhwc) { c = (int)(i % g.c); hw = (int)((i / g.c) % g.hw); n = (int)(i / ((size_t)g.c * g.hw)); }
-        else { hw = (int)(i % g.hw); c = (int)((i / g.hw) % g.c); n = (int)(i / ((size_t)g.c * g.hw)); }
-        st(dst, i, dt, src[((size_t)n * g.c + c) * g.hw + hw]);
+    const size_t pixels = (size_t)g.n * g.hw;
+    GRID_STRIDE(p, pixels) {
+        size_t n = p / g.hw, hw = p - n * g.hw;
+        const float *in = src + n * g.c * g.hw + hw;
+        T *out = dst + p * g.c;
+        for (int c = 0; c < g.c; c++) out[c] = from_f<T>(in[(size_t)c * g.hw]);
+    }
+}
+
+template <typename T>
+__global__ void convert_output_nhwc_kernel(const T *src, float *dst, ChanGeom g)
+{
+    const size_t pixels = (size_t)g.n * g.hw;
+    GRID_STRIDE(p, pixels) {
+        size_t n = p / g.hw, hw = p - n * g.hw;
+        const T *in = src + p * g.c;
+        float *out = dst + n * g.c * g.hw + hw;
+        for (int c = 0; c < g.c; c++) out[(size_t)c * g.hw] = to_f(in[c]);
     }
 }
 
 int cuda_convert_input(const float *src, void *dst, DType dt, ChanGeom g, cudaStream_t s)
 {
     size_t total = (size_t)g.n * g.c * g.hw;
-    convert_input_kernel<<<grid_for(total), CUDA_THREADS, 0, s>>>(src, dst, dt, g);
+    int rc = 0;
+    if (!g.nhwc) {
+        DISPATCH_DT(dt, T, rc = map_launch<float, T>(src, (const T *)NULL, (T *)dst, total, OpCast(), s));
+        return rc;
+    }
+    DISPATCH_DT(dt, T, convert_input_nhwc_kernel<T><<<grid_for((size_t)g.n * g.hw), CUDA_THREADS, 0, s>>>(
+                           src, (T *)dst, g));
     CUDA_TRY(cudaGetLastError());
     return 0;
-}
-
-__global__ void convert_output_kernel(const void *src, float *dst, DType dt, ChanGeom g)
-{
-    size_t total = (size_t)g.n * g.c * g.hw;
-    GRID_STRIDE(i, total) {  // i indexes the NCHW destination
-        int hw = (int)(i % g.hw), c = (int)((i / g.hw) % g.c), n = (int)(i / ((size_t)g.c * g.hw));
-        dst[i] = ld(src, chan_index(g, n, c, hw), dt);
-    }
 }
 
 int cuda_convert_output(const void *src, float *dst, DType dt, ChanGeom g, cudaStream_t s)
 {
     size_t total = (size_t)g.n * g.c * g.hw;
-    convert_output_kernel<<<grid_for(total), CUDA_THREADS, 0, s>>>(src, dst, dt, g);
+    int rc = 0;
+    if (!g.nhwc) {
+        DISPATCH_DT(dt, T, rc = map_launch<T, float>((const T *)src, (const float *)NULL, dst, total,
+                                                     OpCast(), s));
+        return rc;
+    }
+    DISPATCH_DT(dt, T, convert_output_nhwc_kernel<T><<<grid_for((size_t)g.n * g.hw), CUDA_THREADS, 0, s>>>(
+                           (const T *)src, dst, g));
     CUDA_TRY(cudaGetLastError());
     return 0;
+}
+
+int cuda_cast(const float *src, void *dst, DType dt, size_t n, cudaStream_t s)
+{
+    int rc = 0;
+    DISPATCH_DT(dt, T, rc = map_launch<float, T>(src, (const T *)NULL, (T *)dst, n, OpCast(), s));
+    return rc;
 }
 
 // Index in a KRSC filter of KCRS element i.
@@ -93,193 +293,368 @@ int cuda_gather_filter_grad(const void *g, DType dt, float *grad, int k, int c, 
     return 0;
 }
 
-__global__ void cast_kernel(const float *src, void *dst, DType dt, size_t n)
-{
-    GRID_STRIDE(i, n) st(dst, i, dt, src[i]);
-}
-
-int cuda_cast(const float *src, void *dst, DType dt, size_t n, cudaStream_t s)
-{
-    cast_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(src, dst, dt, n);
-    CUDA_TRY(cudaGetLastError());
-    return 0;
-}
-
 // ---- batch norm ----
+// Statistics: one pass over x. The reduction over (N, HW) of each channel is split into
+// S parts (bn_splits: enough blocks to fill the GPU when C is small); each block keeps
+// per-thread Welford/Chan accumulators (count, mean, M2), merges them in a fixed order
+// (warp shuffles, then shared memory) and writes one partial per (split, channel) to the
+// scratch; a finishing kernel merges the S partials of each channel in split order. No
+// float atomics: the result is the same bit for bit run to run.
+// Backward: one reduction pass (sum dy, sum dy * xhat, dy masked by the fused ReLU's output)
+// with the same split and fixed-order merge, then one dx pass.
+// Apply passes (y, dx): NCHW walks planes (n, c) - one warp per plane, c known per plane;
+// NHWC walks vectors of V adjacent channels, c advanced by addition, per-channel
+// coefficients in shared memory.
+// Scratch (cuda_bn_scratch_floats): partial counts, means and M2 [S][C] each (the backward
+// reuses the first two as partial sums), then 2 * C finished backward sums.
 
-// One block per channel: two passes (mean, then variance) over N*HW elements.
-__global__ void bn_stats_kernel(const void *x, DType dt, ChanGeom g, float *save_mean,
-                                float *save_invstd, float *rm, float *rv)
+#define BN_TARGET_BLOCKS 1024   // blocks the statistics pass aims for (8+ per SM)
+#define BN_MIN_BLOCK 8192       // elements a statistics block should at least reduce
+#define BN_TILE_C 64            // NHWC: channels per block
+#define BN_WARPS 8              // NCHW: warps per block (one plane per warp at a time)
+
+// Number of splits of each channel's reduction; a function of g only (the scratch size).
+static int bn_splits(ChanGeom g)
 {
-    int c = blockIdx.x;
+    // NCHW: a block reduces m / S elements of one channel; NHWC: m / S rows of a channel tile
     size_t m = (size_t)g.n * g.hw;
+    size_t tiles = g.nhwc ? ((size_t)g.c + BN_TILE_C - 1) / BN_TILE_C : (size_t)g.c;
+    size_t per_block = g.nhwc ? (size_t)(g.c < BN_TILE_C ? g.c : BN_TILE_C) : 1;  // NHWC: of a tile
+    size_t s = (BN_TARGET_BLOCKS + tiles - 1) / tiles;
+    size_t by_work = m * per_block / BN_MIN_BLOCK;
+    if (s > by_work) s = by_work;
+    if (!g.nhwc && s > (size_t)g.n) s = (size_t)g.n;  // NCHW splits whole images
+    if (s > 1024) s = 1024;
+    return s < 1 ? 1 : (int)s;
+}
+
+size_t cuda_bn_scratch_floats(ChanGeom g)
+{
+    return 3 * (size_t)bn_splits(g) * g.c + 2 * (size_t)g.c;
+}
+
+// Running (count, mean, M2) of a set of values.
+struct Welford { float n, mean, m2; };
+
+// Chan et al.'s merge of (nb, mb, qb) into a.
+__device__ __forceinline__ void welford_merge(Welford &a, float nb, float mb, float qb)
+{
+    float n = a.n + nb;
+    if (n == 0.0f) return;
+    float d = mb - a.mean, r = nb / n;
+    a.mean += d * r;
+    a.m2 += qb + d * d * a.n * r;
+    a.n = n;
+}
+
+// Adds V values: their own mean and M2 (two passes in registers), then one merge.
+template <int V>
+__device__ __forceinline__ void welford_add(Welford &a, const float (&f)[V])
+{
     float s = 0.0f;
-    for (size_t i = threadIdx.x; i < m; i += blockDim.x)
-        s += ld(x, chan_index(g, (int)(i / g.hw), c, (int)(i % g.hw)), dt);
-    float mean = block_sum(s) / (float)m;
-    float q = 0.0f;
-    for (size_t i = threadIdx.x; i < m; i += blockDim.x) {
-        float d = ld(x, chan_index(g, (int)(i / g.hw), c, (int)(i % g.hw)), dt) - mean;
-        q += d * d;
+#pragma unroll
+    for (int k = 0; k < V; k++) s += f[k];
+    float mv = s * (1.0f / V), q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < V; k++) q += (f[k] - mv) * (f[k] - mv);
+    welford_merge(a, (float)V, mv, q);
+}
+
+__device__ __forceinline__ void welford_warp(Welford &a)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        float nb = __shfl_down_sync(0xffffffffu, a.n, o);
+        float mb = __shfl_down_sync(0xffffffffu, a.mean, o);
+        float qb = __shfl_down_sync(0xffffffffu, a.m2, o);
+        welford_merge(a, nb, mb, qb);
     }
-    float var = block_sum(q) / (float)m;
+}
+
+// Visits the HW elements of the plane starting at element `base`, `lanes` threads at a
+// time: a scalar head up to the first multiple of V, V-wide accesses, a scalar tail.
+template <int V, class FS, class FV>
+__device__ __forceinline__ void plane_for(size_t base, int hw, int lane, int lanes, FS fs, FV fv)
+{
+    int head = (int)((V - (base & (V - 1))) & (V - 1));
+    if (head > hw) head = hw;
+    int nv = (hw - head) / V;
+    for (int i = lane; i < head; i += lanes) fs(base + i);
+    const size_t vb = base + head;
+    for (int i = lane; i < nv; i += lanes) fv(vb + (size_t)i * V);
+    for (int i = head + nv * V + lane; i < hw; i += lanes) fs(base + i);
+}
+
+// Partials of split blockIdx.y of channel blockIdx.x (NCHW): warps take images in turn.
+template <typename T, int V>
+__global__ void __launch_bounds__(BN_WARPS * 32)
+    bn_stats_nchw_kernel(const T *x, ChanGeom g, int splits, float *part)
+{
+    const int c = blockIdx.x, j = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int n0 = (int)((long long)g.n * j / splits), n1 = (int)((long long)g.n * (j + 1) / splits);
+    Welford a = {0.0f, 0.0f, 0.0f};
+    for (int n = n0 + warp; n < n1; n += BN_WARPS)
+        plane_for<V>(((size_t)n * g.c + c) * g.hw, g.hw, lane, 32,
+                     [&](size_t i) { float f[1] = {to_f(x[i])}; welford_add<1>(a, f); },
+                     [&](size_t i) { float f[V]; load_v<T, V>(x, i, f); welford_add<V>(a, f); });
+    welford_warp(a);
+    __shared__ Welford sh[BN_WARPS];
+    if (lane == 0) sh[warp] = a;
+    __syncthreads();
     if (threadIdx.x == 0) {
-        save_mean[c] = mean;
-        save_invstd[c] = rsqrtf(var + MODEL_BN_EPS);
-        if (rm) {
-            float unbiased = m > 1 ? var * (float)m / (float)(m - 1) : var;
-            rm[c] = (1.0f - MODEL_BN_MOMENTUM) * rm[c] + MODEL_BN_MOMENTUM * mean;
-            rv[c] = (1.0f - MODEL_BN_MOMENTUM) * rv[c] + MODEL_BN_MOMENTUM * unbiased;
-        }
+        Welford t = sh[0];
+        for (int w = 1; w < BN_WARPS; w++) welford_merge(t, sh[w].n, sh[w].mean, sh[w].m2);
+        size_t sc = (size_t)splits * g.c, k = (size_t)j * g.c + c;
+        part[k] = t.n;
+        part[sc + k] = t.mean;
+        part[2 * sc + k] = t.m2;
     }
 }
 
-// y = x * gamma * invstd + (beta - mean * gamma * invstd); `infer` takes a variance.
-__global__ void bn_apply_kernel(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
-                                const float *beta, const float *mean, const float *stat,
-                                bool infer, bool relu)
+// NHWC: the tensor is a (rows = N*HW, C) matrix. Block (tile, split): BN_TILE_C channels
+// (TX threads of V adjacent channels) by the split's rows (TY rows at a time).
+template <typename T, int V>
+__global__ void __launch_bounds__(CUDA_THREADS)
+    bn_stats_nhwc_kernel(const T *x, ChanGeom g, int splits, float *part)
 {
-    size_t total = (size_t)g.n * g.c * g.hw;
-    GRID_STRIDE(i, total) {
-        int c = chan_of(g, i);
-        float invstd = infer ? rsqrtf(stat[c] + MODEL_BN_EPS) : stat[c];
-        float sc = gamma[c] * invstd, sh = beta[c] - mean[c] * sc;
-        float v = ld(x, i, dt) * sc + sh;
-        st(y, i, dt, relu ? fmaxf(v, 0.0f) : v);
-    }
-}
-
-// NHWC: the tensor is a (rows = N*HW, C) matrix. A (32, 8) block reads 32 adjacent
-// channels of 8 rows at a time (coalesced), many blocks split the rows, and per-channel
-// block totals are added atomically into a and b:
-//   BN_SUM_X:   a[c] += x
-//   BN_SUM_VAR: b[c] += (x - a[c] / rows)^2      (a holds the sum from BN_SUM_X)
-//   BN_SUM_BWD: a[c] += dy, b[c] += dy * (x - mean[c]) * invstd[c]
-typedef enum { BN_SUM_X, BN_SUM_VAR, BN_SUM_BWD } BnSumMode;
-#define BN_TILE_C 32
-#define BN_TILE_R 8
-
-__global__ void bn_nhwc_sum_kernel(const void *x, const void *relu_y, const void *dy, DType dt,
-                                   size_t rows, int C, const float *mean, const float *invstd,
-                                   float *a, float *b, BnSumMode mode)
-{
-    __shared__ float sa[BN_TILE_R][BN_TILE_C + 1], sb[BN_TILE_R][BN_TILE_C + 1];
-    const int tx = threadIdx.x, ty = threadIdx.y, c = blockIdx.x * BN_TILE_C + tx;
-    float ta = 0.0f, tb = 0.0f;
-    if (c < C) {
-        float mu = mode == BN_SUM_VAR ? a[c] / (float)rows : mode == BN_SUM_BWD ? mean[c] : 0.0f;
-        float is = mode == BN_SUM_BWD ? invstd[c] : 1.0f;
-        for (size_t r = (size_t)blockIdx.y * BN_TILE_R + ty; r < rows;
-             r += (size_t)gridDim.y * BN_TILE_R) {
-            size_t i = r * C + c;
-            float v = ld(x, i, dt);
-            if (mode == BN_SUM_X) {
-                ta += v;
-            } else if (mode == BN_SUM_VAR) {
-                tb += (v - mu) * (v - mu);
-            } else {
-                float d = relu_y && ld(relu_y, i, dt) <= 0.0f ? 0.0f : ld(dy, i, dt);
-                ta += d;
-                tb += d * (v - mu) * is;
+    constexpr int TX = BN_TILE_C / V, TY = CUDA_THREADS / TX;
+    const int tx = threadIdx.x % TX, ty = threadIdx.x / TX, j = blockIdx.y;
+    const int c0 = blockIdx.x * BN_TILE_C + tx * V;
+    const size_t rows = (size_t)g.n * g.hw;
+    const size_t r0 = rows * j / splits, r1 = rows * (j + 1) / splits;
+    float cnt = 0.0f, mean[V], m2[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) mean[k] = m2[k] = 0.0f;
+    if (c0 < g.c) {
+        for (size_t r = r0 + ty; r < r1; r += TY) {
+            float f[V];
+            load_v<T, V>(x, r * g.c + c0, f);
+            cnt += 1.0f;
+            float inv = 1.0f / cnt;
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                float d = f[k] - mean[k];
+                mean[k] += d * inv;
+                m2[k] += d * (f[k] - mean[k]);
             }
         }
     }
-    sa[ty][tx] = ta;
-    sb[ty][tx] = tb;
+    __shared__ float s_cnt[TY], s_mean[TY][BN_TILE_C], s_m2[TY][BN_TILE_C];
+    if (tx == 0) s_cnt[ty] = cnt;
+#pragma unroll
+    for (int k = 0; k < V; k++) { s_mean[ty][tx * V + k] = mean[k]; s_m2[ty][tx * V + k] = m2[k]; }
     __syncthreads();
-    if (ty == 0 && c < C) {
-        for (int k = 1; k < BN_TILE_R; k++) { ta += sa[k][tx]; tb += sb[k][tx]; }
-        if (mode != BN_SUM_VAR) atomicAdd(&a[c], ta);
-        if (mode != BN_SUM_X) atomicAdd(&b[c], tb);
+    for (int h = TY / 2; h > 0; h >>= 1) {  // fixed-order tree over the rows
+        if (ty < h) {
+            float na = s_cnt[ty], nb = s_cnt[ty + h];
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                Welford a = {na, s_mean[ty][tx * V + k], s_m2[ty][tx * V + k]};
+                welford_merge(a, nb, s_mean[ty + h][tx * V + k], s_m2[ty + h][tx * V + k]);
+                s_mean[ty][tx * V + k] = a.mean;
+                s_m2[ty][tx * V + k] = a.m2;
+            }
+        }
+        __syncthreads();
+        if (ty < h && tx == 0) s_cnt[ty] += s_cnt[ty + h];
+        __syncthreads();
+    }
+    if (ty == 0 && c0 < g.c) {
+        size_t sc = (size_t)splits * g.c;
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            size_t i = (size_t)j * g.c + c0 + k;
+            part[i] = s_cnt[0];
+            part[sc + i] = s_mean[0][tx * V + k];
+            part[2 * sc + i] = s_m2[0][tx * V + k];
+        }
     }
 }
 
-static int bn_nhwc_sum(const void *x, const void *relu_y, const void *dy, DType dt, ChanGeom g,
-                       const float *mean, const float *invstd, float *a, float *b, BnSumMode mode,
-                       cudaStream_t s)
-{
-    size_t rows = (size_t)g.n * g.hw;
-    unsigned gx = (unsigned)((g.c + BN_TILE_C - 1) / BN_TILE_C);
-    size_t gy = (rows + 255) / 256;  // >= 32 rows per thread row
-    size_t cap = 2048 / gx;
-    if (gy > cap) gy = cap;
-    if (gy < 1) gy = 1;
-    dim3 grid(gx, (unsigned)gy), block(BN_TILE_C, BN_TILE_R);
-    bn_nhwc_sum_kernel<<<grid, block, 0, s>>>(x, relu_y, dy, dt, rows, g.c, mean, invstd, a, b,
-                                              mode);
-    CUDA_TRY(cudaGetLastError());
-    return 0;
-}
-
-// Turns the NHWC sums (save_mean = sum x, save_invstd = sum (x - mean)^2) into the
-// batch statistics and updates the running statistics.
-__global__ void bn_nhwc_finish_kernel(int C, size_t rows, float *save_mean, float *save_invstd,
-                                      float *rm, float *rv)
+// Per channel: the S partials merged in split order; batch statistics and running stats.
+__global__ void bn_stats_finish_kernel(int C, int splits, const float *part, float *save_mean,
+                                       float *save_invstd, float *rm, float *rv)
 {
     int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    float mean = save_mean[c] / (float)rows, var = save_invstd[c] / (float)rows;
-    save_mean[c] = mean;
+    size_t sc = (size_t)splits * C;
+    Welford a = {0.0f, 0.0f, 0.0f};
+    for (int j = 0; j < splits; j++) {
+        size_t i = (size_t)j * C + c;
+        welford_merge(a, part[i], part[sc + i], part[2 * sc + i]);
+    }
+    float var = a.n > 0.0f ? a.m2 / a.n : 0.0f;
+    save_mean[c] = a.mean;
     save_invstd[c] = rsqrtf(var + MODEL_BN_EPS);
     if (rm) {
-        float unbiased = rows > 1 ? var * (float)rows / (float)(rows - 1) : var;
-        rm[c] = (1.0f - MODEL_BN_MOMENTUM) * rm[c] + MODEL_BN_MOMENTUM * mean;
+        float unbiased = a.n > 1.0f ? a.m2 / (a.n - 1.0f) : var;
+        rm[c] = (1.0f - MODEL_BN_MOMENTUM) * rm[c] + MODEL_BN_MOMENTUM * a.mean;
         rv[c] = (1.0f - MODEL_BN_MOMENTUM) * rv[c] + MODEL_BN_MOMENTUM * unbiased;
     }
 }
 
-// dgamma/dbeta (=|+=) the NHWC backward sums in scratch (sum dy, then sum dy * xhat).
-__global__ void bn_nhwc_bwd_finish_kernel(int C, const float *scratch, float *dgamma, float *dbeta,
-                                          bool accum)
-{
-    int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
-    dbeta[c] = accum ? dbeta[c] + scratch[c] : scratch[c];
-    dgamma[c] = accum ? dgamma[c] + scratch[C + c] : scratch[C + c];
-}
-
 static unsigned blocks_for(int n) { return (unsigned)((n + CUDA_THREADS - 1) / CUDA_THREADS); }
 
-static int bn_stats(const void *x, DType dt, ChanGeom g, float *save_mean, float *save_invstd,
-                    float *running_mean, float *running_var, cudaStream_t s)
+// NHWC vector width: V adjacent channels need C % V == 0 (and aligned pointers).
+template <typename T> static bool bn_nhwc_vec(ChanGeom g, const void *a, const void *b,
+                                              const void *c, const void *d)
 {
+    const int V = VecWidth<T>::value;
+    return g.c % V == 0 && aligned16(a) && aligned16(b) && aligned16(c) && aligned16(d);
+}
+
+template <typename T>
+static int bn_stats_t(const T *x, ChanGeom g, float *save_mean, float *save_invstd, float *rm,
+                      float *rv, float *scratch, cudaStream_t s)
+{
+    constexpr int V = VecWidth<T>::value;
+    const int splits = bn_splits(g);
     if (!g.nhwc) {
-        bn_stats_kernel<<<g.c, CUDA_THREADS, 0, s>>>(x, dt, g, save_mean, save_invstd,
-                                                     running_mean, running_var);
-        CUDA_TRY(cudaGetLastError());
-        return 0;
+        dim3 grid((unsigned)g.c, (unsigned)splits);
+        if (aligned16(x)) bn_stats_nchw_kernel<T, V><<<grid, BN_WARPS * 32, 0, s>>>(x, g, splits, scratch);
+        else bn_stats_nchw_kernel<T, 1><<<grid, BN_WARPS * 32, 0, s>>>(x, g, splits, scratch);
+    } else {
+        dim3 grid((unsigned)((g.c + BN_TILE_C - 1) / BN_TILE_C), (unsigned)splits);
+        if (bn_nhwc_vec<T>(g, x, x, x, x))
+            bn_stats_nhwc_kernel<T, V><<<grid, CUDA_THREADS, 0, s>>>(x, g, splits, scratch);
+        else bn_stats_nhwc_kernel<T, 1><<<grid, CUDA_THREADS, 0, s>>>(x, g, splits, scratch);
     }
-    CUDA_TRY(cudaMemsetAsync(save_mean, 0, g.c * sizeof(float), s));
-    CUDA_TRY(cudaMemsetAsync(save_invstd, 0, g.c * sizeof(float), s));
-    TRY(bn_nhwc_sum(x, NULL, NULL, dt, g, NULL, NULL, save_mean, save_invstd, BN_SUM_X, s));
-    TRY(bn_nhwc_sum(x, NULL, NULL, dt, g, NULL, NULL, save_mean, save_invstd, BN_SUM_VAR, s));
-    bn_nhwc_finish_kernel<<<blocks_for(g.c), CUDA_THREADS, 0, s>>>(
-        g.c, (size_t)g.n * g.hw, save_mean, save_invstd, running_mean, running_var);
+    CUDA_TRY(cudaGetLastError());
+    bn_stats_finish_kernel<<<blocks_for(g.c), CUDA_THREADS, 0, s>>>(g.c, splits, scratch, save_mean,
+                                                                     save_invstd, rm, rv);
     CUDA_TRY(cudaGetLastError());
     return 0;
 }
 
-size_t cuda_bn_scratch_floats(ChanGeom g) { return 2 * (size_t)g.c; }
+// y = x * sc[c] + sh[c] (then ReLU), sc = gamma * invstd, sh = beta - mean * sc; `infer`:
+// stat is a variance (running), else an inverse std (batch).
+__device__ __forceinline__ void bn_coef(int c, const float *gamma, const float *beta,
+                                        const float *mean, const float *stat, bool infer,
+                                        float *sc, float *sh)
+{
+    float invstd = infer ? rsqrtf(stat[c] + MODEL_BN_EPS) : stat[c];
+    *sc = gamma[c] * invstd;
+    *sh = beta[c] - mean[c] * *sc;
+}
+
+template <typename T, int V, bool RELU>
+__global__ void __launch_bounds__(BN_WARPS * 32)
+    bn_apply_nchw_kernel(const T *x, T *y, ChanGeom g, const float *gamma, const float *beta,
+                         const float *mean, const float *stat, bool infer)
+{
+    const int lane = threadIdx.x & 31;
+    const size_t planes = (size_t)g.n * g.c, warps = (size_t)gridDim.x * BN_WARPS;
+    for (size_t p = (size_t)blockIdx.x * BN_WARPS + (threadIdx.x >> 5); p < planes; p += warps) {
+        float sc, sh;
+        bn_coef((int)(p % g.c), gamma, beta, mean, stat, infer, &sc, &sh);
+        plane_for<V>(p * g.hw, g.hw, lane, 32,
+                     [&](size_t i) {
+                         float v = to_f(x[i]) * sc + sh;
+                         y[i] = from_f<T>(RELU ? fmaxf(v, 0.0f) : v);
+                     },
+                     [&](size_t i) {
+                         float f[V];
+                         load_v<T, V>(x, i, f);
+#pragma unroll
+                         for (int k = 0; k < V; k++) {
+                             f[k] = f[k] * sc + sh;
+                             if (RELU) f[k] = fmaxf(f[k], 0.0f);
+                         }
+                         store_v<T, V>(y, i, f);
+                     });
+    }
+}
+
+template <typename T, int V, bool RELU>
+__global__ void __launch_bounds__(CUDA_THREADS)
+    bn_apply_nhwc_kernel(const T *x, T *y, ChanGeom g, const float *gamma, const float *beta,
+                         const float *mean, const float *stat, bool infer)
+{
+    extern __shared__ float coef[];  // sc[C], sh[C]
+    float *s_sc = coef, *s_sh = coef + g.c;
+    for (int c = threadIdx.x; c < g.c; c += blockDim.x)
+        bn_coef(c, gamma, beta, mean, stat, infer, &s_sc[c], &s_sh[c]);
+    __syncthreads();
+    const size_t nv = (size_t)g.n * g.hw * g.c / V, stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int c = (int)((i * V) % g.c);
+    const int step = (int)((stride * V) % g.c);
+    for (; i < nv; i += stride) {
+        float f[V];
+        load_v<T, V>(x, i * V, f);
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            f[k] = f[k] * s_sc[c + k] + s_sh[c + k];
+            if (RELU) f[k] = fmaxf(f[k], 0.0f);
+        }
+        store_v<T, V>(y, i * V, f);
+        c += step;
+        if (c >= g.c) c -= g.c;
+    }
+}
+
+static unsigned bn_plane_blocks(ChanGeom g)
+{
+    size_t b = ((size_t)g.n * g.c + BN_WARPS - 1) / BN_WARPS;
+    return (unsigned)(b < 1 ? 1 : b > 65536 ? 65536 : b);
+}
+
+template <typename T, bool RELU>
+static int bn_apply_t(const T *x, T *y, ChanGeom g, const float *gamma, const float *beta,
+                      const float *mean, const float *stat, bool infer, cudaStream_t s)
+{
+    constexpr int V = VecWidth<T>::value;
+    if (!g.nhwc) {
+        if (aligned16(x) && aligned16(y))
+            bn_apply_nchw_kernel<T, V, RELU><<<bn_plane_blocks(g), BN_WARPS * 32, 0, s>>>(
+                x, y, g, gamma, beta, mean, stat, infer);
+        else
+            bn_apply_nchw_kernel<T, 1, RELU><<<bn_plane_blocks(g), BN_WARPS * 32, 0, s>>>(
+                x, y, g, gamma, beta, mean, stat, infer);
+    } else {
+        size_t smem = 2 * (size_t)g.c * sizeof(float), total = (size_t)g.n * g.c * g.hw;
+        if (bn_nhwc_vec<T>(g, x, y, x, y))
+            bn_apply_nhwc_kernel<T, V, RELU><<<grid_for(total / V), CUDA_THREADS, smem, s>>>(
+                x, y, g, gamma, beta, mean, stat, infer);
+        else
+            bn_apply_nhwc_kernel<T, 1, RELU><<<grid_for(total), CUDA_THREADS, smem, s>>>(
+                x, y, g, gamma, beta, mean, stat, infer);
+    }
+    CUDA_TRY(cudaGetLastError());
+    return 0;
+}
+
+static int bn_apply(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
+                    const float *beta, const float *mean, const float *stat, bool infer,
+                    bool relu, cudaStream_t s)
+{
+    int rc = 0;
+    if (relu)
+        DISPATCH_DT(dt, T, rc = bn_apply_t<T, true>((const T *)x, (T *)y, g, gamma, beta, mean,
+                                                    stat, infer, s));
+    else
+        DISPATCH_DT(dt, T, rc = bn_apply_t<T, false>((const T *)x, (T *)y, g, gamma, beta, mean,
+                                                     stat, infer, s));
+    return rc;
+}
 
 static int bn_fwd_train(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
                         const float *beta, float *save_mean, float *save_invstd,
-                        float *running_mean, float *running_var, bool relu, cudaStream_t s)
+                        float *running_mean, float *running_var, float *scratch, bool relu,
+                        cudaStream_t s)
 {
-    TRY(bn_stats(x, dt, g, save_mean, save_invstd, running_mean, running_var, s));
-    size_t total = (size_t)g.n * g.c * g.hw;
-    bn_apply_kernel<<<grid_for(total), CUDA_THREADS, 0, s>>>(x, y, dt, g, gamma, beta, save_mean,
-                                                             save_invstd, false, relu);
-    CUDA_TRY(cudaGetLastError());
-    return 0;
+    int rc = 0;
+    DISPATCH_DT(dt, T, rc = bn_stats_t<T>((const T *)x, g, save_mean, save_invstd, running_mean,
+                                          running_var, scratch, s));
+    if (rc != 0) return rc;
+    return bn_apply(x, y, dt, g, gamma, beta, save_mean, save_invstd, false, relu, s);
 }
 
 int cuda_bn_fwd_train(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
                       const float *beta, float *save_mean, float *save_invstd,
                       float *running_mean, float *running_var, float *scratch, cudaStream_t s)
 {
-    (void)scratch;
     return bn_fwd_train(x, y, dt, g, gamma, beta, save_mean, save_invstd, running_mean,
-                        running_var, false, s);
+                        running_var, scratch, false, s);
 }
 
 int cuda_bn_relu_fwd_train(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
@@ -287,73 +662,306 @@ int cuda_bn_relu_fwd_train(const void *x, void *y, DType dt, ChanGeom g, const f
                            float *running_mean, float *running_var, float *scratch,
                            cudaStream_t s)
 {
-    (void)scratch;
     return bn_fwd_train(x, y, dt, g, gamma, beta, save_mean, save_invstd, running_mean,
-                        running_var, true, s);
-}
-
-static int bn_fwd_infer(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
-                        const float *beta, const float *running_mean, const float *running_var,
-                        bool relu, cudaStream_t s)
-{
-    size_t total = (size_t)g.n * g.c * g.hw;
-    bn_apply_kernel<<<grid_for(total), CUDA_THREADS, 0, s>>>(x, y, dt, g, gamma, beta,
-                                                             running_mean, running_var, true, relu);
-    CUDA_TRY(cudaGetLastError());
-    return 0;
+                        running_var, scratch, true, s);
 }
 
 int cuda_bn_fwd_infer(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
                       const float *beta, const float *running_mean, const float *running_var,
                       cudaStream_t s)
 {
-    return bn_fwd_infer(x, y, dt, g, gamma, beta, running_mean, running_var, false, s);
+    return bn_apply(x, y, dt, g, gamma, beta, running_mean, running_var, true, false, s);
 }
 
 int cuda_bn_relu_fwd_infer(const void *x, void *y, DType dt, ChanGeom g, const float *gamma,
                            const float *beta, const float *running_mean,
                            const float *running_var, cudaStream_t s)
 {
-    return bn_fwd_infer(x, y, dt, g, gamma, beta, running_mean, running_var, true, s);
+    return bn_apply(x, y, dt, g, gamma, beta, running_mean, running_var, true, true, s);
 }
 
-// One block per channel: sum(dy) and sum(dy * xhat) into the parameter grads and scratch.
-__global__ void bn_bwd_reduce_kernel(const void *x, const void *relu_y, const void *dy, DType dt,
-                                     ChanGeom g,
-                                     const float *mean, const float *invstd, float *dgamma,
-                                     float *dbeta, bool accum, float *scratch)
+// Backward reduction, NCHW: partial sum dy and sum dy * xhat of split blockIdx.y of channel
+// blockIdx.x. relu_y (fused ReLU's output) masks dy, or NULL.
+template <typename T, int V>
+__global__ void __launch_bounds__(BN_WARPS * 32)
+    bn_bwd_reduce_nchw_kernel(const T *x, const T *relu_y, const T *dy, ChanGeom g, int splits,
+                              const float *mean, const float *invstd, float *part)
 {
-    int c = blockIdx.x;
-    size_t m = (size_t)g.n * g.hw;
-    float mu = mean[c], is = invstd[c], sdy = 0.0f, sdyx = 0.0f;
-    for (size_t i = threadIdx.x; i < m; i += blockDim.x) {
-        size_t j = chan_index(g, (int)(i / g.hw), c, (int)(i % g.hw));
-        float d = relu_y && ld(relu_y, j, dt) <= 0.0f ? 0.0f : ld(dy, j, dt);
-        sdy += d;
-        sdyx += d * (ld(x, j, dt) - mu) * is;
-    }
-    float db = block_sum(sdy), dg = block_sum(sdyx);
+    const int c = blockIdx.x, j = blockIdx.y, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int n0 = (int)((long long)g.n * j / splits), n1 = (int)((long long)g.n * (j + 1) / splits);
+    const float mu = mean[c], is = invstd[c];
+    float sdy = 0.0f, sdyx = 0.0f;
+    for (int n = n0 + warp; n < n1; n += BN_WARPS)
+        plane_for<V>(((size_t)n * g.c + c) * g.hw, g.hw, lane, 32,
+                     [&](size_t i) {
+                         float d = relu_y && to_f(relu_y[i]) <= 0.0f ? 0.0f : to_f(dy[i]);
+                         sdy += d;
+                         sdyx += d * (to_f(x[i]) - mu) * is;
+                     },
+                     [&](size_t i) {
+                         float fx[V], fd[V];
+                         load_v<T, V>(x, i, fx);
+                         load_v<T, V>(dy, i, fd);
+                         if (relu_y) {
+                             float fy[V];
+                             load_v<T, V>(relu_y, i, fy);
+#pragma unroll
+                             for (int k = 0; k < V; k++) fd[k] = fy[k] <= 0.0f ? 0.0f : fd[k];
+                         }
+#pragma unroll
+                         for (int k = 0; k < V; k++) {
+                             sdy += fd[k];
+                             sdyx += fd[k] * (fx[k] - mu) * is;
+                         }
+                     });
+    sdy = warp_sum(sdy);
+    sdyx = warp_sum(sdyx);
+    __shared__ float sh[2][BN_WARPS];
+    if (lane == 0) { sh[0][warp] = sdy; sh[1][warp] = sdyx; }
+    __syncthreads();
     if (threadIdx.x == 0) {
-        dbeta[c] = accum ? dbeta[c] + db : db;
-        dgamma[c] = accum ? dgamma[c] + dg : dg;
-        scratch[c] = db;
-        scratch[g.c + c] = dg;
+        float a = 0.0f, b = 0.0f;
+        for (int w = 0; w < BN_WARPS; w++) { a += sh[0][w]; b += sh[1][w]; }
+        size_t k = (size_t)j * g.c + c;
+        part[k] = a;
+        part[(size_t)splits * g.c + k] = b;
     }
 }
 
-__global__ void bn_bwd_dx_kernel(const void *x, const void *relu_y, const void *dy, void *dx,
-                                 bool accum, DType dt, ChanGeom g, const float *gamma, const float *mean,
-                                 const float *invstd, const float *scratch)
+template <typename T, int V>
+__global__ void __launch_bounds__(CUDA_THREADS)
+    bn_bwd_reduce_nhwc_kernel(const T *x, const T *relu_y, const T *dy, ChanGeom g, int splits,
+                              const float *mean, const float *invstd, float *part)
 {
-    size_t total = (size_t)g.n * g.c * g.hw;
-    float m = (float)g.n * g.hw;
-    GRID_STRIDE(i, total) {
-        int c = chan_of(g, i);
-        float is = invstd[c], xhat = (ld(x, i, dt) - mean[c]) * is;
-        float d = relu_y && ld(relu_y, i, dt) <= 0.0f ? 0.0f : ld(dy, i, dt);
-        float v = gamma[c] * is / m * (m * d - scratch[c] - xhat * scratch[g.c + c]);
-        st(dx, i, dt, accum ? ld(dx, i, dt) + v : v);
+    constexpr int TX = BN_TILE_C / V, TY = CUDA_THREADS / TX;
+    const int tx = threadIdx.x % TX, ty = threadIdx.x / TX, j = blockIdx.y;
+    const int c0 = blockIdx.x * BN_TILE_C + tx * V;
+    const size_t rows = (size_t)g.n * g.hw;
+    const size_t r0 = rows * j / splits, r1 = rows * (j + 1) / splits;
+    float sdy[V], sdyx[V], mu[V], is[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        sdy[k] = sdyx[k] = 0.0f;
+        mu[k] = c0 + k < g.c ? mean[c0 + k] : 0.0f;
+        is[k] = c0 + k < g.c ? invstd[c0 + k] : 0.0f;
     }
+    if (c0 < g.c) {
+        for (size_t r = r0 + ty; r < r1; r += TY) {
+            float fx[V], fd[V];
+            size_t i = r * g.c + c0;
+            load_v<T, V>(x, i, fx);
+            load_v<T, V>(dy, i, fd);
+            if (relu_y) {
+                float fy[V];
+                load_v<T, V>(relu_y, i, fy);
+#pragma unroll
+                for (int k = 0; k < V; k++) fd[k] = fy[k] <= 0.0f ? 0.0f : fd[k];
+            }
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                sdy[k] += fd[k];
+                sdyx[k] += fd[k] * (fx[k] - mu[k]) * is[k];
+            }
+        }
+    }
+    __shared__ float s_a[TY][BN_TILE_C], s_b[TY][BN_TILE_C];
+#pragma unroll
+    for (int k = 0; k < V; k++) { s_a[ty][tx * V + k] = sdy[k]; s_b[ty][tx * V + k] = sdyx[k]; }
+    __syncthreads();
+    for (int h = TY / 2; h > 0; h >>= 1) {
+        if (ty < h) {
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                s_a[ty][tx * V + k] += s_a[ty + h][tx * V + k];
+                s_b[ty][tx * V + k] += s_b[ty + h][tx * V + k];
+            }
+        }
+        __syncthreads();
+    }
+    if (ty == 0 && c0 < g.c) {
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            size_t i = (size_t)j * g.c + c0 + k;
+            part[i] = s_a[0][tx * V + k];
+            part[(size_t)splits * g.c + i] = s_b[0][tx * V + k];
+        }
+    }
+}
+
+// Per channel: partial sums added in split order into dbeta/dgamma and the scratch's
+// finished sums (sum[c] = sum dy, sum[C + c] = sum dy * xhat).
+__global__ void bn_bwd_finish_kernel(int C, int splits, const float *part, float *sum,
+                                     float *dgamma, float *dbeta, bool accum)
+{
+    int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C) return;
+    size_t sc = (size_t)splits * C;
+    float a = 0.0f, b = 0.0f;
+    for (int j = 0; j < splits; j++) {
+        a += part[(size_t)j * C + c];
+        b += part[sc + (size_t)j * C + c];
+    }
+    sum[c] = a;
+    sum[C + c] = b;
+    dbeta[c] = accum ? dbeta[c] + a : a;
+    dgamma[c] = accum ? dgamma[c] + b : b;
+}
+
+// dx = A (d - sum_dy / m) - B (x - mean), A = gamma * invstd, B = A * invstd * sum_dyxhat / m.
+struct BnDxCoef { float a, mdy, b, mu; };
+
+__device__ __forceinline__ BnDxCoef bn_dx_coef(int c, int C, float m, const float *gamma,
+                                               const float *mean, const float *invstd,
+                                               const float *sum)
+{
+    BnDxCoef k;
+    float is = invstd[c];
+    k.a = gamma[c] * is;
+    k.mdy = sum[c] / m;
+    k.b = k.a * is * (sum[C + c] / m);
+    k.mu = mean[c];
+    return k;
+}
+
+template <typename T, int V, bool ACC>
+__global__ void __launch_bounds__(BN_WARPS * 32)
+    bn_dx_nchw_kernel(const T *x, const T *relu_y, const T *dy, T *dx, ChanGeom g,
+                      const float *gamma, const float *mean, const float *invstd, const float *sum)
+{
+    const int lane = threadIdx.x & 31;
+    const size_t planes = (size_t)g.n * g.c, warps = (size_t)gridDim.x * BN_WARPS;
+    const float m = (float)g.n * (float)g.hw;
+    for (size_t p = (size_t)blockIdx.x * BN_WARPS + (threadIdx.x >> 5); p < planes; p += warps) {
+        const BnDxCoef k = bn_dx_coef((int)(p % g.c), g.c, m, gamma, mean, invstd, sum);
+        plane_for<V>(p * g.hw, g.hw, lane, 32,
+                     [&](size_t i) {
+                         float d = relu_y && to_f(relu_y[i]) <= 0.0f ? 0.0f : to_f(dy[i]);
+                         float v = k.a * (d - k.mdy) - k.b * (to_f(x[i]) - k.mu);
+                         if (ACC) v += to_f(dx[i]);
+                         dx[i] = from_f<T>(v);
+                     },
+                     [&](size_t i) {
+                         float fx[V], fd[V], fo[V];
+                         load_v<T, V>(x, i, fx);
+                         load_v<T, V>(dy, i, fd);
+                         if (relu_y) {
+                             float fy[V];
+                             load_v<T, V>(relu_y, i, fy);
+#pragma unroll
+                             for (int e = 0; e < V; e++) fd[e] = fy[e] <= 0.0f ? 0.0f : fd[e];
+                         }
+                         if (ACC) load_v<T, V>(dx, i, fo);
+#pragma unroll
+                         for (int e = 0; e < V; e++) {
+                             float v = k.a * (fd[e] - k.mdy) - k.b * (fx[e] - k.mu);
+                             fo[e] = ACC ? fo[e] + v : v;
+                         }
+                         store_v<T, V>(dx, i, fo);
+                     });
+    }
+}
+
+template <typename T, int V, bool ACC>
+__global__ void __launch_bounds__(CUDA_THREADS)
+    bn_dx_nhwc_kernel(const T *x, const T *relu_y, const T *dy, T *dx, ChanGeom g,
+                      const float *gamma, const float *mean, const float *invstd, const float *sum)
+{
+    extern __shared__ float coef[];  // a, mdy, b, mu: C each
+    const float m = (float)g.n * (float)g.hw;
+    for (int c = threadIdx.x; c < g.c; c += blockDim.x) {
+        BnDxCoef k = bn_dx_coef(c, g.c, m, gamma, mean, invstd, sum);
+        coef[c] = k.a;
+        coef[g.c + c] = k.mdy;
+        coef[2 * g.c + c] = k.b;
+        coef[3 * g.c + c] = k.mu;
+    }
+    __syncthreads();
+    const float *s_a = coef, *s_mdy = coef + g.c, *s_b = coef + 2 * g.c, *s_mu = coef + 3 * g.c;
+    const size_t nv = (size_t)g.n * g.hw * g.c / V, stride = (size_t)gridDim.x * blockDim.x;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    int c = (int)((i * V) % g.c);
+    const int step = (int)((stride * V) % g.c);
+    for (; i < nv; i += stride) {
+        float fx[V], fd[V], fo[V];
+        load_v<T, V>(x, i * V, fx);
+        load_v<T, V>(dy, i * V, fd);
+        if (relu_y) {
+            float fy[V];
+            load_v<T, V>(relu_y, i * V, fy);
+#pragma unroll
+            for (int e = 0; e < V; e++) fd[e] = fy[e] <= 0.0f ? 0.0f : fd[e];
+        }
+        if (ACC) load_v<T, V>(dx, i * V, fo);
+#pragma unroll
+        for (int e = 0; e < V; e++) {
+            float v = s_a[c + e] * (fd[e] - s_mdy[c + e]) - s_b[c + e] * (fx[e] - s_mu[c + e]);
+            fo[e] = ACC ? fo[e] + v : v;
+        }
+        store_v<T, V>(dx, i * V, fo);
+        c += step;
+        if (c >= g.c) c -= g.c;
+    }
+}
+
+template <typename T, bool ACC>
+static int bn_dx_t(const T *x, const T *relu_y, const T *dy, T *dx, ChanGeom g, const float *gamma,
+                   const float *mean, const float *invstd, const float *sum, cudaStream_t s)
+{
+    constexpr int V = VecWidth<T>::value;
+    const T *ry = relu_y ? relu_y : x;  // alignment only
+    if (!g.nhwc) {
+        if (aligned16(x) && aligned16(ry) && aligned16(dy) && aligned16(dx))
+            bn_dx_nchw_kernel<T, V, ACC><<<bn_plane_blocks(g), BN_WARPS * 32, 0, s>>>(
+                x, relu_y, dy, dx, g, gamma, mean, invstd, sum);
+        else
+            bn_dx_nchw_kernel<T, 1, ACC><<<bn_plane_blocks(g), BN_WARPS * 32, 0, s>>>(
+                x, relu_y, dy, dx, g, gamma, mean, invstd, sum);
+    } else {
+        size_t smem = 4 * (size_t)g.c * sizeof(float), total = (size_t)g.n * g.c * g.hw;
+        if (bn_nhwc_vec<T>(g, x, ry, dy, dx))
+            bn_dx_nhwc_kernel<T, V, ACC><<<grid_for(total / V), CUDA_THREADS, smem, s>>>(
+                x, relu_y, dy, dx, g, gamma, mean, invstd, sum);
+        else
+            bn_dx_nhwc_kernel<T, 1, ACC><<<grid_for(total), CUDA_THREADS, smem, s>>>(
+                x, relu_y, dy, dx, g, gamma, mean, invstd, sum);
+    }
+    CUDA_TRY(cudaGetLastError());
+    return 0;
+}
+
+template <typename T>
+static int bn_bwd_t(const T *x, const T *relu_y, const T *dy, T *dx, bool accum_dx, ChanGeom g,
+                    const float *gamma, const float *mean, const float *invstd, float *dgamma,
+                    float *dbeta, bool accum_param, float *scratch, cudaStream_t s)
+{
+    constexpr int V = VecWidth<T>::value;
+    const int splits = bn_splits(g);
+    const T *ry = relu_y ? relu_y : x;  // alignment only
+    if (!g.nhwc) {
+        dim3 grid((unsigned)g.c, (unsigned)splits);
+        if (aligned16(x) && aligned16(ry) && aligned16(dy))
+            bn_bwd_reduce_nchw_kernel<T, V><<<grid, BN_WARPS * 32, 0, s>>>(x, relu_y, dy, g, splits,
+                                                                          mean, invstd, scratch);
+        else
+            bn_bwd_reduce_nchw_kernel<T, 1><<<grid, BN_WARPS * 32, 0, s>>>(x, relu_y, dy, g, splits,
+                                                                          mean, invstd, scratch);
+    } else {
+        dim3 grid((unsigned)((g.c + BN_TILE_C - 1) / BN_TILE_C), (unsigned)splits);
+        if (bn_nhwc_vec<T>(g, x, ry, dy, dy))
+            bn_bwd_reduce_nhwc_kernel<T, V><<<grid, CUDA_THREADS, 0, s>>>(x, relu_y, dy, g, splits,
+                                                                        mean, invstd, scratch);
+        else
+            bn_bwd_reduce_nhwc_kernel<T, 1><<<grid, CUDA_THREADS, 0, s>>>(x, relu_y, dy, g, splits,
+                                                                        mean, invstd, scratch);
+    }
+    CUDA_TRY(cudaGetLastError());
+    float *sum = scratch + 3 * (size_t)splits * g.c;
+    bn_bwd_finish_kernel<<<blocks_for(g.c), CUDA_THREADS, 0, s>>>(g.c, splits, scratch, sum, dgamma,
+                                                                   dbeta, accum_param);
+    CUDA_TRY(cudaGetLastError());
+    if (!dx) return 0;
+    if (accum_dx) return bn_dx_t<T, true>(x, relu_y, dy, dx, g, gamma, mean, invstd, sum, s);
+    return bn_dx_t<T, false>(x, relu_y, dy, dx, g, gamma, mean, invstd, sum, s);
 }
 
 // relu_y: the fused ReLU's output (its mask applies to dy), or NULL.
@@ -362,26 +970,11 @@ static int bn_bwd(const void *x, const void *relu_y, const void *dy, void *dx, b
                   const float *save_invstd, float *dgamma, float *dbeta, bool accum_param,
                   float *scratch, cudaStream_t s)
 {
-    if (!g.nhwc) {
-        bn_bwd_reduce_kernel<<<g.c, CUDA_THREADS, 0, s>>>(x, relu_y, dy, dt, g, save_mean,
-                                                          save_invstd, dgamma, dbeta, accum_param,
-                                                          scratch);
-        CUDA_TRY(cudaGetLastError());
-    } else {
-        CUDA_TRY(cudaMemsetAsync(scratch, 0, 2 * (size_t)g.c * sizeof(float), s));
-        TRY(bn_nhwc_sum(x, relu_y, dy, dt, g, save_mean, save_invstd, scratch, scratch + g.c,
-                        BN_SUM_BWD, s));
-        bn_nhwc_bwd_finish_kernel<<<blocks_for(g.c), CUDA_THREADS, 0, s>>>(g.c, scratch, dgamma,
-                                                                           dbeta, accum_param);
-        CUDA_TRY(cudaGetLastError());
-    }
-    if (!dx) return 0;
-    size_t total = (size_t)g.n * g.c * g.hw;
-    bn_bwd_dx_kernel<<<grid_for(total), CUDA_THREADS, 0, s>>>(x, relu_y, dy, dx, accum_dx, dt, g,
-                                                              gamma, save_mean, save_invstd,
-                                                              scratch);
-    CUDA_TRY(cudaGetLastError());
-    return 0;
+    int rc = 0;
+    DISPATCH_DT(dt, T, rc = bn_bwd_t<T>((const T *)x, (const T *)relu_y, (const T *)dy, (T *)dx,
+                                        accum_dx, g, gamma, save_mean, save_invstd, dgamma, dbeta,
+                                        accum_param, scratch, s));
+    return rc;
 }
 
 int cuda_bn_bwd(const void *x, const void *dy, void *dx, bool accum_dx, DType dt, ChanGeom g,
@@ -403,66 +996,51 @@ int cuda_bn_relu_bwd(const void *x, const void *y, const void *dy, void *dx, boo
 
 // ---- elementwise ----
 
-__global__ void relu_fwd_kernel(const void *x, void *y, DType dt, size_t n)
-{
-    GRID_STRIDE(i, n) st(y, i, dt, fmaxf(ld(x, i, dt), 0.0f));
-}
-
 int cuda_relu_fwd(const void *x, void *y, DType dt, size_t n, cudaStream_t s)
 {
-    relu_fwd_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(x, y, dt, n);
-    CUDA_TRY(cudaGetLastError());
-    return 0;
-}
-
-__global__ void relu_bwd_kernel(const void *y, const void *dy, void *dx, bool accum, DType dt,
-                                size_t n)
-{
-    GRID_STRIDE(i, n) {
-        float v = ld(y, i, dt) > 0.0f ? ld(dy, i, dt) : 0.0f;
-        st(dx, i, dt, accum ? ld(dx, i, dt) + v : v);
-    }
+    int rc = 0;
+    DISPATCH_DT(dt, T, rc = map_launch<T, T>((const T *)x, (const T *)NULL, (T *)y, n, OpRelu(), s));
+    return rc;
 }
 
 int cuda_relu_bwd(const void *y, const void *dy, void *dx, bool accum, DType dt, size_t n,
                   cudaStream_t s)
 {
-    relu_bwd_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(y, dy, dx, accum, dt, n);
-    CUDA_TRY(cudaGetLastError());
-    return 0;
-}
-
-__global__ void add_kernel(const void *a, const void *b, void *y, DType dt, size_t n, bool relu)
-{
-    GRID_STRIDE(i, n) {
-        float v = ld(a, i, dt) + ld(b, i, dt);
-        st(y, i, dt, relu ? fmaxf(v, 0.0f) : v);
-    }
+    int rc = 0;
+    if (accum)
+        DISPATCH_DT(dt, T, rc = map_launch<T, T>((const T *)y, (const T *)dy, (T *)dx, n,
+                                                 OpReluBwd<true>(), s));
+    else
+        DISPATCH_DT(dt, T, rc = map_launch<T, T>((const T *)y, (const T *)dy, (T *)dx, n,
+                                                 OpReluBwd<false>(), s));
+    return rc;
 }
 
 int cuda_add_fwd(const void *a, const void *b, void *y, DType dt, size_t n, cudaStream_t s)
 {
-    add_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(a, b, y, dt, n, false);
-    CUDA_TRY(cudaGetLastError());
-    return 0;
+    int rc = 0;
+    DISPATCH_DT(dt, T, rc = map_launch<T, T>((const T *)a, (const T *)b, (T *)y, n, OpAdd<false>(), s));
+    return rc;
 }
 
+// One pass: the ReLU is applied to the sum in registers.
 int cuda_add_relu_fwd(const void *a, const void *b, void *y, DType dt, size_t n, cudaStream_t s)
 {
-    add_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(a, b, y, dt, n, true);
-    CUDA_TRY(cudaGetLastError());
-    return 0;
+    int rc = 0;
+    DISPATCH_DT(dt, T, rc = map_launch<T, T>((const T *)a, (const T *)b, (T *)y, n, OpAdd<true>(), s));
+    return rc;
 }
 
 int cuda_copy_grad(const void *dy, void *dx, bool accum, DType dt, size_t n, cudaStream_t s)
 {
     if (!accum) {
-        CUDA_TRY(cudaMemcpyAsync(dx, dy, n * dtype_size(dt), cudaMemcpyDeviceToDevice, s));
+        if (dx != dy)
+            CUDA_TRY(cudaMemcpyAsync(dx, dy, n * dtype_size(dt), cudaMemcpyDeviceToDevice, s));
         return 0;
     }
-    add_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(dx, dy, dx, dt, n, false);
-    CUDA_TRY(cudaGetLastError());
-    return 0;
+    int rc = 0;
+    DISPATCH_DT(dt, T, rc = map_launch<T, T>((const T *)dy, (const T *)NULL, (T *)dx, n, OpAccum(), s));
+    return rc;
 }
 
 // ---- pooling and linear helpers ----
@@ -503,15 +1081,21 @@ int cuda_gap_bwd(const void *dy, void *dx, bool accum, DType dt, ChanGeom g, cud
     return 0;
 }
 
-__global__ void bias_add_kernel(void *y, const float *b, DType dt, int n, int m)
+// y (N, M) += b: blockIdx.y walks rows, x the columns (no division per element).
+template <typename T>
+__global__ void bias_add_kernel(T *y, const float *b, int n, int m)
 {
-    size_t total = (size_t)n * m;
-    GRID_STRIDE(i, total) st(y, i, dt, ld(y, i, dt) + b[i % m]);
+    for (int r = blockIdx.y; r < n; r += gridDim.y) {
+        T *row = y + (size_t)r * m;
+        for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < m; j += gridDim.x * blockDim.x)
+            row[j] = from_f<T>(to_f(row[j]) + b[j]);
+    }
 }
 
 int cuda_bias_add(void *y, const float *b, DType dt, int n, int m, cudaStream_t s)
 {
-    bias_add_kernel<<<grid_for((size_t)n * m), CUDA_THREADS, 0, s>>>(y, b, dt, n, m);
+    dim3 grid(blocks_for(m) < 1 ? 1 : blocks_for(m), (unsigned)(n < 1 ? 1 : n > 65535 ? 65535 : n));
+    DISPATCH_DT(dt, T, bias_add_kernel<T><<<grid, CUDA_THREADS, 0, s>>>((T *)y, b, n, m));
     CUDA_TRY(cudaGetLastError());
     return 0;
 }

@@ -1,6 +1,8 @@
 // test_layers_gpu.c: each CUDA layer (cuDNN convolution, BN, ReLU, add, pooling, cuBLAS
 // linear, softmax cross-entropy), forward and backward, against the CPU reference
 // (layers_cpu.h) for every precision and both layouts. Skipped visibly without a GPU.
+// Also every BN form (fused ReLU, accumulation, dx over dy, inference), repeatable bit for bit,
+// and each element-wise kernel on its vector and unaligned paths, in place and out of place.
 // Tolerance: relative L2 error of each output, per precision (layer_tol), times 3 for
 // batch norm (its backward subtracts nearly equal sums).
 #include <stdarg.h>
@@ -142,6 +144,187 @@ static void test_bn_matches_cpu(void **state)
     free(x); free(dy); free(g); free(b); free(y0); free(dx0); free(y1); free(dx1);
 }
 
+// Rounds to multiples of 1/32 in [-8, 8): at most 8 significant bits, exact in fp32, fp16 and bf16.
+static void quantize(float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float v = roundf(p[i] * 32.0f) / 32.0f;
+        p[i] = v < -8.0f ? -8.0f : v > 7.96875f ? 7.96875f : v;
+    }
+}
+
+// The CPU reference of one BN form: forward (ReLU'd when fused), backward with dy masked
+// by the fused ReLU's output, accumulation into the given initial gradients.
+static void bn_reference(int n, int c, int hw, const LayerProbeBnOptions *o, const float *x,
+                         const float *g, const float *b, const float *dy, const float *dx_init,
+                         const float *dg_init, const float *db_init, float *y, float *dx, float *dg,
+                         float *db, float *mean, float *istd)
+{
+    size_t count = (size_t)n * c * hw;
+    bn_fwd_train_cpu(n, c, hw, x, g, b, y, mean, istd, NULL, NULL);
+    float *dm = malloc(count * sizeof *dm);
+    assert_non_null(dm);
+    for (size_t i = 0; i < count; i++) {
+        if (o->relu && y[i] <= 0.0f) y[i] = 0.0f;
+        dm[i] = o->relu && y[i] <= 0.0f ? 0.0f : dy[i];
+    }
+    if (o->accum) {
+        memcpy(dx, dx_init, count * sizeof *dx);
+        memcpy(dg, dg_init, c * sizeof *dg);
+        memcpy(db, db_init, c * sizeof *db);
+    }
+    bn_bwd_cpu(n, c, hw, x, dm, g, mean, istd, dx, o->accum, dg, db, o->accum);
+    free(dm);
+}
+
+// Every BN form (plain, fused ReLU, accumulating, dx written over dy) on shapes that take
+// each path of the kernels: C not a multiple of the vector width (scalar NHWC), planes not
+// 16-byte aligned (NCHW heads and tails), several splits per channel (N*HW >= 2 x 8192, the
+// fixed-order merge of partials) and more than one NHWC channel tile (C = 96). Tolerance:
+// relative L2 within 3 x layer_tol (as test_bn_matches_cpu); results repeat bit for bit;
+// dx in place equals dx out of place bit for bit.
+static void test_bn_forms_match_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    const int shapes[][3] = {{4, 6, 25}, {8, 64, 49}, {32, 16, 784}, {16, 96, 1024}};
+    const LayerProbeBnOptions forms[] = {
+        {false, false, false}, {true, false, false}, {false, true, false}, {true, true, false},
+        {false, false, true}, {true, false, true}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int n = shapes[si][0], c = shapes[si][1], hw = shapes[si][2];
+        size_t count = (size_t)n * c * hw;
+        Rng r = {40 + si};
+        float *x = rnd(&r, count, 2.0f), *dy = rnd(&r, count, 1.0f), *dxi = rnd(&r, count, 1.0f);
+        float *g = rnd(&r, c, 1.0f), *b = rnd(&r, c, 1.0f), *dgi = rnd(&r, c, 1.0f), *dbi = rnd(&r, c, 1.0f);
+        for (size_t i = 0; i < count; i++) x[i] += 3.0f;  // a mean far from 0: one-pass E[x^2] would lose digits
+        // inputs exact in every storage type, so the fused ReLU's mask (on y rounded to the
+        // storage type) matches the reference's: otherwise elements near y = 0 flip with
+        // the input rounding and dgamma/dbeta (sums with cancellation) drift with the size
+        float *inputs[] = {x, dy, dxi, g, b, dgi, dbi};
+        size_t sizes[] = {count, count, count, (size_t)c, (size_t)c, (size_t)c, (size_t)c};
+        for (int k = 0; k < 7; k++) quantize(inputs[k], sizes[k]);
+        float *y0 = malloc(count * 4), *dx0 = malloc(count * 4), *y1 = malloc(count * 4),
+              *dx1 = malloc(count * 4), *dx_out = malloc(count * 4);
+        float *small = malloc(10 * (size_t)c * 4);
+        float *dg0 = small, *db0 = small + c, *m0 = small + 2 * c, *s0 = small + 3 * c, *dg1 = small + 4 * c,
+              *db1 = small + 5 * c, *m1 = small + 6 * c, *s1 = small + 7 * c;
+        for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+            const LayerProbeBnOptions *o = &forms[f];
+            bn_reference(n, c, hw, o, x, g, b, dy, dxi, dgi, dbi, y0, dx0, dg0, db0, m0, s0);
+            for (int p = 0; p < CORE_PRECISION_COUNT; p++)
+                for (int l = CORE_LAYOUT_NCHW; l <= CORE_LAYOUT_NHWC; l++) {
+                    bool repeatable = false;
+                    assert_int_equal(probe_ok(layer_probe_bn_ex(n, c, hw, (CorePrecision)p, (CoreLayout)l, o, x, g,
+                                                                b, dy, dxi, dgi, dbi, y1, dx1, dg1, db1, m1, s1,
+                                                                &repeatable)), 0);
+                    double tol = 3 * layer_tol((CorePrecision)p);
+                    printf("bn n%d c%d hw%d relu %d accum %d in_place %d %s %s: y %.1e dx %.1e dgamma %.1e "
+                           "dbeta %.1e mean %.1e invstd %.1e repeatable %d (tol %.0e)\n", n, c, hw, o->relu,
+                           o->accum, o->in_place, core_precision_name((CorePrecision)p),
+                           core_layout_name((CoreLayout)l), rel_l2(y1, y0, count), rel_l2(dx1, dx0, count),
+                           rel_l2(dg1, dg0, c), rel_l2(db1, db0, c), rel_l2(m1, m0, c), rel_l2(s1, s0, c),
+                           repeatable, tol);
+                    expect_close("y", y1, y0, count, tol);
+                    expect_close("dx", dx1, dx0, count, tol);
+                    expect_close("dgamma", dg1, dg0, c, tol);
+                    expect_close("dbeta", db1, db0, c, tol);
+                    expect_close("mean", m1, m0, c, tol);
+                    expect_close("invstd", s1, s0, c, tol);
+                    assert_true(repeatable);
+                    if (!o->in_place) continue;
+                    // the same form out of place: dx identical
+                    LayerProbeBnOptions out_of_place = *o;
+                    out_of_place.in_place = false;
+                    assert_int_equal(probe_ok(layer_probe_bn_ex(n, c, hw, (CorePrecision)p, (CoreLayout)l,
+                                                                &out_of_place, x, g, b, dy, dxi, dgi, dbi, y1,
+                                                                dx_out, dg1, db1, m1, s1, &repeatable)), 0);
+                    assert_memory_equal(dx_out, dx1, count * sizeof(float));
+                }
+        }
+        free(x); free(dy); free(dxi); free(g); free(b); free(dgi); free(dbi);
+        free(y0); free(dx0); free(y1); free(dx1); free(dx_out); free(small);
+    }
+}
+
+static void test_bn_infer_matches_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    const int shapes[][3] = {{4, 6, 25}, {8, 64, 49}, {3, 96, 784}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int n = shapes[si][0], c = shapes[si][1], hw = shapes[si][2];
+        size_t count = (size_t)n * c * hw;
+        Rng r = {60 + si};
+        float *x = rnd(&r, count, 2.0f), *g = rnd(&r, c, 1.0f), *b = rnd(&r, c, 1.0f), *m = rnd(&r, c, 1.0f),
+              *v = rnd(&r, c, 1.0f), *y0 = malloc(count * 4), *y1 = malloc(count * 4);
+        for (int i = 0; i < c; i++) v[i] = v[i] * v[i] + 0.1f;
+        for (int relu = 0; relu < 2; relu++) {
+            bn_fwd_infer_cpu(n, c, hw, x, g, b, m, v, y0);
+            if (relu) relu_fwd_cpu(count, y0, y0);
+            for (int p = 0; p < CORE_PRECISION_COUNT; p++)
+                for (int l = CORE_LAYOUT_NCHW; l <= CORE_LAYOUT_NHWC; l++) {
+                    assert_int_equal(probe_ok(layer_probe_bn_infer(n, c, hw, (CorePrecision)p, (CoreLayout)l,
+                                                                   relu, x, g, b, m, v, y1)), 0);
+                    double tol = layer_tol((CorePrecision)p);
+                    printf("bn infer n%d c%d hw%d relu %d %s %s: y %.1e (tol %.0e)\n", n, c, hw, relu,
+                           core_precision_name((CorePrecision)p), core_layout_name((CoreLayout)l),
+                           rel_l2(y1, y0, count), tol);
+                    expect_close("y", y1, y0, count, tol);
+                }
+        }
+        free(x); free(g); free(b); free(m); free(v); free(y0); free(y1);
+    }
+}
+
+// Each element-wise kernel against the CPU reference, on counts that leave a tail after the
+// 16-byte vectors, at offsets that take the vector path (0) and the unaligned scalar path
+// (1, 3 elements); in place equals out of place bit for bit.
+static void test_elementwise_matches_cpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    static const char *names[PROBE_EW_COUNT] = {"relu", "relu_bwd", "relu_bwd_accum", "add", "add_relu",
+                                                "copy_grad", "copy_grad_accum", "cast"};
+    const size_t counts[] = {1, 13, 4096 + 13, 300007};
+    const int offsets[] = {0, 1, 3};
+    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+        size_t count = counts[ci];
+        Rng r = {70 + ci};
+        float *a = rnd(&r, count, 1.0f), *b = rnd(&r, count, 1.0f), *init = rnd(&r, count, 1.0f);
+        float *want = malloc(count * 4), *got = malloc(count * 4), *got_ip = malloc(count * 4);
+        for (int op = 0; op < PROBE_EW_COUNT; op++) {
+            switch ((LayerProbeEw)op) {
+            case PROBE_EW_RELU: relu_fwd_cpu(count, a, want); break;
+            case PROBE_EW_RELU_BWD: relu_bwd_cpu(count, a, b, want, false); break;
+            case PROBE_EW_RELU_BWD_ACCUM: memcpy(want, init, count * 4); relu_bwd_cpu(count, a, b, want, true); break;
+            case PROBE_EW_ADD: add_fwd_cpu(count, a, b, want); break;
+            case PROBE_EW_ADD_RELU: add_fwd_cpu(count, a, b, want); relu_fwd_cpu(count, want, want); break;
+            case PROBE_EW_COPY_GRAD: copy_grad_cpu(count, a, want, false); break;
+            case PROBE_EW_COPY_GRAD_ACCUM: memcpy(want, init, count * 4); copy_grad_cpu(count, a, want, true); break;
+            case PROBE_EW_CAST: memcpy(want, a, count * 4); break;
+            case PROBE_EW_COUNT: break;
+            }
+            bool in_place = op != PROBE_EW_RELU_BWD_ACCUM && op != PROBE_EW_COPY_GRAD_ACCUM && op != PROBE_EW_CAST;
+            for (int p = 0; p < CORE_PRECISION_COUNT; p++)
+                for (size_t oi = 0; oi < sizeof offsets / sizeof offsets[0]; oi++) {
+                    assert_int_equal(probe_ok(layer_probe_elementwise((LayerProbeEw)op, count, offsets[oi],
+                                                                      (CorePrecision)p, a, b, init, got,
+                                                                      in_place ? got_ip : NULL)), 0);
+                    double tol = layer_tol((CorePrecision)p);
+                    double e = rel_l2(got, want, count);
+                    if (e > tol)
+                        printf("%s count %zu offset %d %s: rel err %.1e > tol %.0e\n", names[op], count,
+                               offsets[oi], core_precision_name((CorePrecision)p), e, tol);
+                    expect_close(names[op], got, want, count, tol);
+                    if (in_place) assert_memory_equal(got_ip, got, count * sizeof(float));
+                }
+        }
+        printf("element-wise kernels, %zu elements: every op, precision and offset within tolerance\n", count);
+        free(a); free(b); free(init); free(want); free(got); free(got_ip);
+    }
+}
+
 static void test_pointwise_matches_cpu(void **state)
 {
     (void)state;
@@ -240,6 +423,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_matches_cpu),
         cmocka_unit_test(test_bn_matches_cpu),
+        cmocka_unit_test(test_bn_forms_match_cpu),
+        cmocka_unit_test(test_bn_infer_matches_cpu),
+        cmocka_unit_test(test_elementwise_matches_cpu),
         cmocka_unit_test(test_pointwise_matches_cpu),
         cmocka_unit_test(test_linear_matches_cpu),
         cmocka_unit_test(test_softmax_ce_matches_cpu),
