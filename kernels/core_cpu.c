@@ -252,8 +252,18 @@ typedef enum { FWD_TRAIN, FWD_TRAIN_NO_STATS, FWD_INFER } FwdMode;
 
 static CpuCore *cpu(Core *core) { return (CpuCore *)core->impl; }
 
+// A buffer larger than the machine's physical memory is refused before asking for it
+// (the allocator may promise virtual memory it cannot back, or complain loudly), with the
+// sizes in the message.
 static float *cpu_alloc(CpuCore *c, size_t count)
 {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0 && count > (size_t)pages / sizeof(float) * (size_t)page) {
+        error_set(ERROR_OUT_OF_MEMORY, "out of memory: a buffer of %.1f GiB, more than this "
+                  "machine's %.1f GiB", (double)count * sizeof(float) / (1 << 30),
+                  (double)pages * (double)page / (1 << 30));
+        return NULL;
+    }
     float *p = calloc(count ? count : 1, sizeof(float));
     if (!p) { error_set(ERROR_OUT_OF_MEMORY, "calloc: out of memory"); return NULL; }
     c->bytes += count * sizeof(float);
