@@ -5,7 +5,7 @@
 # Within one deadline (start + budget) for everything, it logs the CUDA libraries it
 # finds and loads, FIRST compares the core with its PyTorch twin (scripts/twin_compare.py:
 # resnet18 at batch 128 and 256, fp16 and fp32, NCHW and NHWC, core against eager, and
-# torch.compile while time is left; twin.csv and twin.md in the results folder) within
+# torch.compile while time is left; twin/twin.csv and twin/twin.md in the results folder) within
 # its own share of the budget (it never fails the check: without torch it says so), then
 # runs every test (GPU tests included) and then a quick pass of every practice (`make
 # bench` with a short minimum time), and packs the log and the results
@@ -66,6 +66,18 @@ wrap=("$root/scripts/with-gpu-libs.sh")
 # Everything below goes to the terminal and to the log; the log is archived with it.
 main() {
   echo "device-check: budget ${budget}s, deadline $(date -u -d "@$deadline" +%H:%M:%SZ), build $build"
+  # device-stage.sh packs the programs (device-stage/build.tar.xz): unpack them once, with
+  # xz, or with Python's lzma where there is no xz.
+  local packed=device-stage/build.tar.xz
+  if [[ $build == device-stage/build && ! -x $build/context && -f $packed ]]; then
+    echo "device-check: unpacking $packed"
+    if command -v xz >/dev/null 2>&1; then
+      xz -dc "$packed" | tar -xf - -C device-stage
+    else
+      python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1], "r:xz").extractall(sys.argv[2])' \
+        "$packed" device-stage
+    fi || echo "device-check: could not unpack $packed"
+  fi
   if [[ ! -x $build/context ]]; then
     echo "device-check: no $build/context: run scripts/device-stage.sh on the build machine" \
          "and carry device-stage (or set BUILD)"
@@ -95,9 +107,9 @@ main() {
     echo "== twin comparison (at most ${twin_budget}s)"
     # shellcheck disable=SC2086
     timeout --signal=TERM --kill-after=5 $((twin_budget + 10)) \
-      "${PYTHON:-python3}" scripts/twin_compare.py --device cuda --build "$build" --out "$results" \
+      "${PYTHON:-python3}" scripts/twin_compare.py --device cuda --build "$build" --out "$results/twin" \
       --rounds 2 --compile --budget "$twin_budget" --core-prefix "bash $root/scripts/with-gpu-libs.sh" \
-      ${TWIN_PRACTICES:+--practices "$TWIN_PRACTICES"} ${TWIN_CONFIGS:-} && twin_line="twin: $results/twin.md" ||
+      ${TWIN_PRACTICES:+--practices "$TWIN_PRACTICES"} ${TWIN_CONFIGS:-} && twin_line="twin: $results/twin/twin.md" ||
       twin_line="twin: twin_compare.py failed (exit $?; see the log above)"
     eval "$archive_cmd"
   fi

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Prepares the GPU check on this (GPU-less) machine, in device-stage/ (git ignores it):
-#   device-stage/build/    the programs and tests, built for sm_90 (in build-device/),
-#                          debug info stripped, run path $ORIGIN/../lib and $ORIGIN/../../lib
+#   device-stage/build.tar.xz  the programs and tests, built for sm_90 (in build-device/),
+#                          debug info stripped, run path $ORIGIN/../lib and $ORIGIN/../../lib;
+#                          packed with xz's large window, which stores the device code every
+#                          program links (libkernels) once instead of ~40 times (145 MiB ->
+#                          a few MiB); device-check.sh unpacks it into device-stage/build/
 #   device-stage/lib.tar.gz  the shared libraries they need that the GPU machine lacks
 #                          (Google Benchmark, TurboJPEG, cmocka, OpenBLAS, OpenMP, libstdc++
 #                          ...; never CUDA, cuBLAS, cuDNN or NCCL, which
@@ -40,6 +43,8 @@ for prog in "${progs[@]}"; do ldd "$prog"; done | awk '/=> \// { print $3 }' | s
 echo "device-stage: staged $(ls device-stage/lib | wc -l) libraries: $(ls device-stage/lib | tr '\n' ' ')"
 tar -czf device-stage/lib.tar.gz -C device-stage lib
 rm -rf device-stage/lib
+tar -cf - -C device-stage build | xz -T1 -6 --lzma2=preset=6,dict=192MiB >device-stage/build.tar.xz
+rm -rf device-stage/build
 
 tree_kib=$(git ls-files -z | xargs -0 du -ck 2>/dev/null | tail -n 1 | cut -f1)
 stage_kib=$(du -sk device-stage | cut -f1)

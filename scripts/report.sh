@@ -2,7 +2,7 @@
 # Writes DIR/report.md: how the results were made (command, GPU, driver, libraries), the
 # published claims against what was measured here (bench/claims.csv; the verdict rules are
 # in scripts/claims.py), what ran and what was skipped and why, the speedups, the charts;
-# with DIR/twin.csv (scripts/twin_compare.py), the credibility section first: the core's
+# with DIR/twin/twin.csv (scripts/twin_compare.py), the credibility section first: the core's
 # step time and memory against PyTorch's on the same machine.
 # usage: report.sh [RESULTS_DIR]   (default: the newest folder under results/)
 # Environment: CLAIMS_CSV  the claims file (default bench/claims.csv)
@@ -36,11 +36,11 @@ ctx() { sed -n "s/^$1=//p" "$dir/context.txt" 2>/dev/null | head -n 1; }
     echo
   fi
 
-  if [[ -f $dir/twin.csv ]]; then
+  if [[ -f $dir/twin/twin.csv ]]; then
     echo "## Credibility: the core against PyTorch"
     echo
     if command -v python3 >/dev/null; then
-      python3 "$here/twin_compare.py" --render "$dir" || echo "(twin.csv could not be read: see scripts/twin_compare.py's message)"
+      python3 "$here/twin_compare.py" --render "$dir/twin" || echo "(twin.csv could not be read: see scripts/twin_compare.py's message)"
     else
       echo "(python3 is not installed here: see twin.csv)"
     fi

@@ -17,7 +17,7 @@ zero_grad (set_to_none=False -> True), readback (.item() every step -> deferred,
 cudnn_benchmark (False -> True; GPU), amp (the config's precision -> fp16 autocast +
 GradScaler; GPU, on fp32 configs).
 
-Writes to --out (RESULTS_DIR): twin.csv (tidy: one row per config and side), twin.md (the
+Writes to --out (the GPU check: RESULTS_DIR/twin): twin.csv (tidy: one row per config and side), twin.md (the
 table: core/eager ratios of time and peak memory), twin_practices.csv, twin.log (every
 run's line). A run that cannot happen (no torch, no CUDA in torch, torch.compile failing,
 the deadline) is a row with status skipped or failed and its reason, never a number.
@@ -346,6 +346,13 @@ SUITE_PRACTICE = {"zero_grad": ("zero_grad", "set_to_none"), "readback": ("sync"
                   "cudnn_benchmark": ("cudnn_benchmark", "autotune"), "amp": ("amp", "fp16")}
 
 
+def summary_csv(folder):
+    """The suite's summary.csv for a twin folder: its own, or its results folder's (the GPU
+    check writes the twin's files into RESULTS/twin/, out of the way of the tidy CSVs)."""
+    own = os.path.join(folder, "summary.csv")
+    return own if os.path.isfile(own) else os.path.join(os.path.dirname(os.path.abspath(folder)), "summary.csv")
+
+
 def render(folder):
     """The markdown of twin.md and of report.sh's credibility section, from twin.csv,
     twin_practices.csv and (for the C effect of each practice) summary.csv."""
@@ -390,7 +397,7 @@ def render(folder):
     prows = read_csv(os.path.join(folder, "twin_practices.csv"))
     if prows:
         suite = {}
-        for r in read_csv(os.path.join(folder, "summary.csv")):
+        for r in read_csv(summary_csv(folder)):
             suite[(r["practice"], r["tuned"], r["params"])] = r["speedup"]
         out += ["", "Practices with a one-line PyTorch form, the same toggle in the core and in "
                 "PyTorch (speedup = baseline / tuned step time, same rounds), next to the C "
