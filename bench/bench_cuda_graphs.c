@@ -22,7 +22,6 @@
 //   cost (every=1: the graph core never replays). The graph row checks its parameters
 //   against an eager run of the same schedule (deterministic cuDNN, CHECK_TOLERANCE).
 // GPU only: without a usable CUDA device every row skips, naming why.
-#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +31,6 @@
 #include "bench/practice.h"
 #include "kernels/check.h"
 #include "kernels/clock.h"
-#include "kernels/synth.h"
 
 #define READBACK_INTERVAL 10
 // Relative L2 of the parameters, graph vs eager. The kernels are the same ones in the same
@@ -87,52 +85,10 @@ static void steps_finish(void *ctx, HarnessState *st, Core *core, const CoreConf
 
 static const PracticeHooks steps_hooks = {.finish = steps_finish};
 
-// ---- device-resident batches of any size ------------------------------------------------------
-
-// One synthetic batch of n images at the largest size on the device; a batch of a smaller
-// size reads its prefix (the values stay finite; they are the same for both variants).
-typedef struct DeviceBatch { float *images; int32_t *labels; int n; } DeviceBatch;
-
-static void device_batch_free(DeviceBatch *b)
-{
-    cudaFree(b->images);
-    cudaFree(b->labels);
-    *b = (DeviceBatch){0};
-}
-
-static int device_batch_make(DeviceBatch *b, const CoreConfig *cfg, int max_size)
-{
-    const CoreModelConfig *m = &cfg->model;
-    size_t count = (size_t)cfg->batch_size * m->in_channels * max_size * max_size;
-    SynthTask task = {m->in_channels, max_size, m->num_classes, 0.5f, cfg->seed};
-    float *images = malloc(count * sizeof(float));
-    int32_t *labels = malloc((size_t)cfg->batch_size * sizeof(int32_t));
-    *b = (DeviceBatch){NULL, NULL, cfg->batch_size};
-    if (!images || !labels) {
-        free(images);
-        free(labels);
-        return error_set(ERROR_OUT_OF_MEMORY, "batches: out of memory (host)");
-    }
-    synth_batch(&task, 0, cfg->batch_size, images, labels);
-    cudaError_t e = cudaMalloc((void **)&b->images, count * sizeof(float));
-    if (e == cudaSuccess) e = cudaMalloc((void **)&b->labels, (size_t)cfg->batch_size * sizeof(int32_t));
-    if (e == cudaSuccess) e = cudaMemcpy(b->images, images, count * sizeof(float), cudaMemcpyHostToDevice);
-    if (e == cudaSuccess)
-        e = cudaMemcpy(b->labels, labels, (size_t)cfg->batch_size * sizeof(int32_t), cudaMemcpyHostToDevice);
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();  // the core's stream does not order against these
-    free(images);
-    free(labels);
-    if (e != cudaSuccess) {
-        device_batch_free(b);
-        return check_cuda_failed(e, __FILE__, __LINE__, "device-resident batches");
-    }
-    return 0;
-}
-
-static int step(Core *core, const DeviceBatch *b, int size)
+static int step(Core *core, const PracticeBatch *b, int size)
 {
     TRY(core_set_image_size(core, size));
-    CoreBatch batch = {b->images, b->labels, b->n, CORE_MEMORY_DEVICE};
+    CoreBatch batch = practice_batch_view(b, b->n);
     return core_step(core, &batch, NULL);
 }
 
@@ -145,7 +101,7 @@ typedef struct Phases {
     double capture_ms; // the core's own count: stream capture + instantiate
 } Phases;
 
-static int measure_phases(CoreConfig cfg, bool graph, int steps, const DeviceBatch *b, Phases *p)
+static int measure_phases(CoreConfig cfg, bool graph, int steps, const PracticeBatch *b, Phases *p)
 {
     cfg.cuda_graph = graph;
     Core *core = NULL;
@@ -181,8 +137,8 @@ static void bench_capture(HarnessState *st, void *user)
         return;
     }
     int steps = (int)harness_option_int_value("capture_steps");
-    DeviceBatch b;
-    if (device_batch_make(&b, &cfg, cfg.model.image_size) != 0) {
+    PracticeBatch b;
+    if (practice_batch_make(&b, &cfg, cfg.model.image_size) != 0) {
         practice_fail_or_skip(st, "preparing the batch");
         return;
     }
@@ -193,7 +149,7 @@ static void bench_capture(HarnessState *st, void *user)
         if (rc == 0) rc = measure_phases(cfg, graph, steps, &b, &mine);
         harness_set_iteration_time(st, mine.second_ms * 1e-3);
     }
-    device_batch_free(&b);
+    practice_batch_free(&b);
     if (rc != 0) {
         practice_fail_or_skip(st, "timing the first, second and steady steps");
         return;
@@ -240,7 +196,7 @@ static int dynamic_size(int image_size, int every, int i)
 // `steps` steps of the schedule on a fresh core, after `warmup` steps at the preset's size;
 // the time of the schedule (one synchronisation, at its end), the core's counters over it
 // and, when params is not NULL, the parameters after it.
-static int run_schedule(const CoreConfig *cfg, const DeviceBatch *b, int every, int steps,
+static int run_schedule(const CoreConfig *cfg, const PracticeBatch *b, int every, int steps,
                         int warmup, double *ms, CoreStats *delta, float *params, size_t count)
 {
     Core *core = NULL;
@@ -269,7 +225,7 @@ static int run_schedule(const CoreConfig *cfg, const DeviceBatch *b, int every, 
 
 // Graph vs eager over the schedule, both with deterministic cuDNN: relative L2 of the
 // parameters. 0 or -1.
-static int check_schedule(CoreConfig cfg, const DeviceBatch *b, int every, int steps, int warmup,
+static int check_schedule(CoreConfig cfg, const PracticeBatch *b, int every, int steps, int warmup,
                           double *rel)
 {
     cfg.deterministic = true;
@@ -319,8 +275,8 @@ static void bench_dynamic(HarnessState *st, void *user)
         return;
     }
     int steps = (int)harness_option_int_value("dynamic_steps"), warmup = 3;
-    DeviceBatch b;
-    if (device_batch_make(&b, &cfg, cfg.model.image_size) != 0) {
+    PracticeBatch b;
+    if (practice_batch_make(&b, &cfg, cfg.model.image_size) != 0) {
         practice_fail_or_skip(st, "preparing the batch");
         return;
     }
@@ -329,14 +285,14 @@ static void bench_dynamic(HarnessState *st, void *user)
     int rc = graph ? check_schedule(cfg, &b, (int)every, steps, warmup, &rel) : 0;
     if (rc != 0) {
         practice_fail_or_skip(st, "checking against eager");
-        device_batch_free(&b);
+        practice_batch_free(&b);
         return;
     }
     while (rc == 0 && harness_keep_running(st)) {
         rc = run_schedule(&cfg, &b, (int)every, steps, warmup, &ms, &delta, NULL, 0);
         harness_set_iteration_time(st, ms * 1e-3);
     }
-    device_batch_free(&b);
+    practice_batch_free(&b);
     if (rc != 0) {
         practice_fail_or_skip(st, "training with changing sizes");
         return;

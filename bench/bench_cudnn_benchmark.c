@@ -22,7 +22,6 @@
 // PyTorch's autotuner searches cuDNN's engine configurations (the backend/graph API); the
 // core's autotune uses the legacy cudnnFind interface, which ranks at most ~8 algorithms
 // per pass. engine_search measures what the wider search would find, per convolution.
-#include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +33,6 @@
 #include "kernels/check.h"
 #include "kernels/clock.h"
 #include "kernels/model.h"
-#include "kernels/synth.h"
 
 #define WARMUP_STEPS 3
 #define CHECK_TOLERANCE 1e-3  // relative L2 of the parameters after 3 steps (see README)
@@ -60,71 +58,18 @@ static int run_config(HarnessState *st, CoreBackend b, CoreConvAlgo policy, Core
     return practice_config(st, b, policy == CORE_CONV_ALGO_AUTOTUNE ? use_autotune : use_heuristic, cfg);
 }
 
-// ---- batches of any size ------------------------------------------------------------------
-
-// One batch of n synthetic images at the largest size, on the device for CUDA; a batch of
-// a smaller size reads its prefix (its values do not matter for timing; they are finite).
-typedef struct Batches { float *images; int32_t *labels; int n; bool device; } Batches;
-
-static void batches_free(Batches *b)
-{
-    if (b->device) {
-        cudaFree(b->images);
-        cudaFree(b->labels);
-    } else {
-        free(b->images);
-        free(b->labels);
-    }
-    *b = (Batches){0};
-}
-
-static int batches_make(Batches *b, const CoreConfig *cfg, int max_size)
-{
-    const CoreModelConfig *m = &cfg->model;
-    size_t count = (size_t)cfg->batch_size * m->in_channels * max_size * max_size;
-    SynthTask task = {m->in_channels, max_size, m->num_classes, 0.5f, cfg->seed};
-    float *images = malloc(count * sizeof(float));
-    int32_t *labels = malloc((size_t)cfg->batch_size * sizeof(int32_t));
-    *b = (Batches){images, labels, cfg->batch_size, false};
-    if (!images || !labels) {
-        batches_free(b);
-        return error_set(ERROR_OUT_OF_MEMORY, "batches: out of memory (host)");
-    }
-    synth_batch(&task, 0, cfg->batch_size, images, labels);
-    if (cfg->backend != CORE_BACKEND_CUDA) return 0;
-    *b = (Batches){NULL, NULL, cfg->batch_size, true};
-    cudaError_t e = cudaMalloc((void **)&b->images, count * sizeof(float));
-    if (e == cudaSuccess) e = cudaMalloc((void **)&b->labels, (size_t)cfg->batch_size * sizeof(int32_t));
-    if (e == cudaSuccess) e = cudaMemcpy(b->images, images, count * sizeof(float), cudaMemcpyHostToDevice);
-    if (e == cudaSuccess)
-        e = cudaMemcpy(b->labels, labels, (size_t)cfg->batch_size * sizeof(int32_t), cudaMemcpyHostToDevice);
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();  // the core's stream does not order against these
-    free(images);
-    free(labels);
-    if (e != cudaSuccess) {
-        batches_free(b);
-        return check_cuda_failed(e, __FILE__, __LINE__, "device-resident batches");
-    }
-    return 0;
-}
-
-static CoreBatch batch_of(const Batches *b, int n)
-{
-    return (CoreBatch){b->images, b->labels, n, b->device ? CORE_MEMORY_DEVICE : CORE_MEMORY_HOST};
-}
-
 // One training step at size x size with n images.
-static int step_at(Core *core, const Batches *b, int size, int n)
+static int step_at(Core *core, const PracticeBatch *b, int size, int n)
 {
     TRY(core_set_image_size(core, size));
-    CoreBatch batch = batch_of(b, n);
+    CoreBatch batch = practice_batch_view(b, n);
     TRY(core_step(core, &batch, NULL));
     return core_sync(core);
 }
 
 // A core for cfg, warmed up at its own shape (module loading, handles, first touch), with
 // the algorithm cache emptied afterwards: the next step of a shape plans it from scratch.
-static int warm_core(const CoreConfig *cfg, const Batches *b, Core **out)
+static int warm_core(const CoreConfig *cfg, const PracticeBatch *b, Core **out)
 {
     TRY(core_create(cfg, out));
     for (int i = 0; i < WARMUP_STEPS; i++) {
@@ -150,8 +95,8 @@ typedef struct Fixed {
 static int measure_fixed(CoreConfig cfg, CoreConvAlgo policy, int steps, Fixed *f)
 {
     cfg.conv_algo = policy;
-    Batches b;
-    TRY(batches_make(&b, &cfg, cfg.model.image_size));
+    PracticeBatch b;
+    TRY(practice_batch_make(&b, &cfg, cfg.model.image_size));
     Core *core = NULL;
     int rc = warm_core(&cfg, &b, &core);
     CoreStats s0, s1;
@@ -172,7 +117,7 @@ static int measure_fixed(CoreConfig cfg, CoreConvAlgo policy, int steps, Fixed *
         f->autotune_ms = s1.autotune_ms - s0.autotune_ms;
     }
     core_free(core);
-    batches_free(&b);
+    practice_batch_free(&b);
     return rc;
 }
 
@@ -309,10 +254,10 @@ static void run_dynamic(HarnessState *st, CoreBackend backend, CoreConvAlgo poli
         return;
     }
     Schedule s;
-    Batches b = {0};
+    PracticeBatch b = {0};
     if (schedule_make(&s, cfg.model.image_size, cfg.batch_size, (int)k, steps,
                       (int)harness_option_int_value("epoch_steps")) != 0 ||
-        batches_make(&b, &cfg, s.max_size) != 0) {
+        practice_batch_make(&b, &cfg, s.max_size) != 0) {
         practice_fail_or_skip(st, "preparing the batches");
         schedule_free(&s);
         return;
@@ -371,7 +316,7 @@ static void run_dynamic(HarnessState *st, CoreBackend backend, CoreConvAlgo poli
         harness_set_label(st, label);
     }
     schedule_free(&s);
-    batches_free(&b);
+    practice_batch_free(&b);
 }
 
 static void bench_dynamic(HarnessState *st, void *user)

@@ -615,3 +615,52 @@ void practice_register(const Practice *p)
             .iterations = tta ? 1 : 0});
     }
 }
+
+// ---- batches for a program's own step loops (practice.h) ----
+
+void practice_batch_free(PracticeBatch *b)
+{
+    if (b->device) {
+        cudaFree(b->images);
+        cudaFree(b->labels);
+    } else {
+        free(b->images);
+        free(b->labels);
+    }
+    *b = (PracticeBatch){0};
+}
+
+int practice_batch_make(PracticeBatch *b, const CoreConfig *cfg, int max_size)
+{
+    const CoreModelConfig *m = &cfg->model;
+    size_t count = (size_t)cfg->batch_size * m->in_channels * max_size * max_size;
+    SynthTask task = {m->in_channels, max_size, m->num_classes, SYNTH_NOISE, cfg->seed};
+    float *images = malloc(count * sizeof(float));
+    int32_t *labels = malloc((size_t)cfg->batch_size * sizeof(int32_t));
+    *b = (PracticeBatch){images, labels, cfg->batch_size, false};
+    if (!images || !labels) {
+        practice_batch_free(b);
+        return error_set(ERROR_OUT_OF_MEMORY, "batches: out of memory (host)");
+    }
+    synth_batch(&task, 0, cfg->batch_size, images, labels);
+    if (cfg->backend != CORE_BACKEND_CUDA) return 0;
+    *b = (PracticeBatch){NULL, NULL, cfg->batch_size, true};
+    cudaError_t e = cudaMalloc((void **)&b->images, count * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&b->labels, (size_t)cfg->batch_size * sizeof(int32_t));
+    if (e == cudaSuccess) e = cudaMemcpy(b->images, images, count * sizeof(float), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(b->labels, labels, (size_t)cfg->batch_size * sizeof(int32_t), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();  // the core's stream does not order against these
+    free(images);
+    free(labels);
+    if (e != cudaSuccess) {
+        practice_batch_free(b);
+        return check_cuda_failed(e, __FILE__, __LINE__, "device-resident batches");
+    }
+    return 0;
+}
+
+CoreBatch practice_batch_view(const PracticeBatch *b, int n)
+{
+    return (CoreBatch){b->images, b->labels, n, b->device ? CORE_MEMORY_DEVICE : CORE_MEMORY_HOST};
+}

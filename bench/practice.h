@@ -147,6 +147,16 @@ bool practice_skip_without_gpu(HarnessState *st);
 // 0 or -1 with the error set: end the run with practice_fail_or_skip.
 int practice_config(HarnessState *st, CoreBackend b, PracticeChange change, CoreConfig *cfg);
 
+// For a program's own step loops over changing image sizes (dynamic shapes): one synthetic
+// batch of cfg->batch_size images at max_size x max_size, on the device for the CUDA
+// backend (ready before the function returns), else in host memory. A batch of a smaller
+// size or fewer images reads its prefix (the values stay finite; the same for every variant).
+typedef struct PracticeBatch { float *images; int32_t *labels; int n; bool device; } PracticeBatch;
+int practice_batch_make(PracticeBatch *b, const CoreConfig *cfg, int max_size);
+void practice_batch_free(PracticeBatch *b);
+// Its first n images as a CoreBatch.
+CoreBatch practice_batch_view(const PracticeBatch *b, int n);
+
 #ifdef __cplusplus
 }
 #endif
