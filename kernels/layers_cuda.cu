@@ -40,40 +40,32 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
 template <typename T, int V>
 struct alignas(sizeof(T) * V >= 16 ? 16 : sizeof(T) * V) Pack { T v[V]; };
 
+// The paired 16-bit types and their two-at-a-time conversion to fp32 (float has none).
+template <typename T> struct Pair { static constexpr bool kHas = false; };
+template <> struct Pair<__half> {
+    static constexpr bool kHas = true;
+    typedef __half2 Type;
+    static __device__ __forceinline__ float2 to_f2(Type v) { return __half22float2(v); }
+};
+template <> struct Pair<__nv_bfloat16> {
+    static constexpr bool kHas = true;
+    typedef __nv_bfloat162 Type;
+    static __device__ __forceinline__ float2 to_f2(Type v) { return __bfloat1622float2(v); }
+};
+
 template <typename T, int V>
 __device__ __forceinline__ void unpack(const Pack<T, V> &p, float (&f)[V])
 {
-#pragma unroll
-    for (int k = 0; k < V; k++) f[k] = to_f(p.v[k]);
-}
-template <int V>
-__device__ __forceinline__ void unpack(const Pack<__half, V> &p, float (&f)[V])
-{
-    if constexpr (V % 2 == 0) {
+    if constexpr (Pair<T>::kHas && V % 2 == 0) {
 #pragma unroll
         for (int k = 0; k < V; k += 2) {
-            float2 t = __half22float2(*reinterpret_cast<const __half2 *>(&p.v[k]));
+            float2 t = Pair<T>::to_f2(*reinterpret_cast<const typename Pair<T>::Type *>(&p.v[k]));
             f[k] = t.x;
             f[k + 1] = t.y;
         }
     } else {
 #pragma unroll
-        for (int k = 0; k < V; k++) f[k] = __half2float(p.v[k]);
-    }
-}
-template <int V>
-__device__ __forceinline__ void unpack(const Pack<__nv_bfloat16, V> &p, float (&f)[V])
-{
-    if constexpr (V % 2 == 0) {
-#pragma unroll
-        for (int k = 0; k < V; k += 2) {
-            float2 t = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&p.v[k]));
-            f[k] = t.x;
-            f[k + 1] = t.y;
-        }
-    } else {
-#pragma unroll
-        for (int k = 0; k < V; k++) f[k] = __bfloat162float(p.v[k]);
+        for (int k = 0; k < V; k++) f[k] = to_f(p.v[k]);
     }
 }
 
