@@ -1,14 +1,21 @@
 // support.c: helpers shared by the tests (see support.h); built into build/libtests.a.
 #include "tests/support.h"
 
+#include <math.h>
+#include <setjmp.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <cmocka.h>
+
+#include "kernels/error.h"
 #include "kernels/gpu_device.h"
+#include "kernels/synth.h"
 
 bool test_gpu_missing(void)
 {
@@ -222,4 +229,54 @@ int test_teardown_dir(void **state)
     free(test_dir);
     test_dir = NULL;
     return 0;
+}
+
+double test_rel_l2(const float *got, const float *want, size_t n)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)got[i] - want[i];
+        num += d * d;
+        den += (double)want[i] * want[i];
+    }
+    return den > 0.0 ? sqrt(num / den) : sqrt(num);
+}
+
+TestRun test_run_model(const CoreConfig *cfg, int steps)
+{
+    Core *core = NULL;
+    if (core_create(cfg, &core) != 0) fail_msg("core_create: %s", error_message());
+    const CoreModelConfig *m = &cfg->model;
+    int n = cfg->batch_size;
+    size_t img = (size_t)m->in_channels * m->image_size * m->image_size;
+    float *images = malloc((size_t)n * img * sizeof *images);
+    int32_t *labels = malloc((size_t)n * sizeof *labels);
+    TestRun run = {.np = core_param_count(core)};
+    run.grad = malloc(run.np * sizeof(float));
+    run.params = malloc(run.np * sizeof(float));
+    assert_true(images && labels && run.grad && run.params);
+    SynthTask task = {m->in_channels, m->image_size, m->num_classes, 0.5f, 1};
+    CoreBatch b = {images, labels, n, CORE_MEMORY_HOST};
+    synth_batch(&task, 0, n, images, labels);
+    assert_int_equal(core_loss_grad(core, &b, &run.loss, run.grad), 0);
+    for (int s = 0; s < steps; s++) {
+        synth_batch(&task, (uint64_t)s, n, images, labels);
+        assert_int_equal(core_step(core, &b, NULL), 0);
+    }
+    CoreEvalResult ev;
+    assert_int_equal(core_eval(core, &b, &ev), 0);
+    run.eval_loss = ev.loss;
+    assert_int_equal(core_params_get(core, run.params, run.np), 0);
+    assert_int_equal(core_stats(core, &run.stats), 0);
+    core_free(core);
+    free(images);
+    free(labels);
+    return run;
+}
+
+void test_run_free(TestRun *r)
+{
+    free(r->grad);
+    free(r->params);
+    *r = (TestRun){0};
 }

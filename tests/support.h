@@ -7,6 +7,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "kernels/core.h"
+
 // True (after printing "skipped: <reason>") when no CUDA device can be used.
 bool test_gpu_missing(void);
 // Inside a cmocka test: skips it, visibly, when there is no GPU.
@@ -54,5 +56,20 @@ int test_rows_ok_or_skipped(const char *csv, bool gpu, char *why, size_t why_siz
 extern char *test_dir;
 int test_setup_dir(void **state);
 int test_teardown_dir(void **state);
+
+// ||got - want|| / ||want|| in double (||got - want|| when want is all zeros).
+double test_rel_l2(const float *got, const float *want, size_t n);
+
+// A whole-model run on synthetic host batches (seed 1): the loss and gradient at the
+// initial weights (core_loss_grad), then `steps` training steps, then an eval of the last
+// batch; the parameters and the core's stats after them. Fails the test on any error.
+typedef struct TestRun {
+    float loss, eval_loss;
+    float *grad, *params; // n_params each
+    size_t np;
+    CoreStats stats;
+} TestRun;
+TestRun test_run_model(const CoreConfig *cfg, int steps);
+void test_run_free(TestRun *r);
 
 #endif

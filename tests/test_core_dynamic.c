@@ -84,15 +84,6 @@ static void step_ok(Core *core, const CoreBatch *b)
     assert_int_equal(rc, 0);
 }
 
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return den > 0.0 ? sqrt(num / den) : sqrt(num);
-}
 
 // The sizes and batch counts the "dynamic" core goes through before the compared step
 // (odd sizes too: stride-2 layers round them up, as cuDNN's output size must agree).
@@ -152,7 +143,7 @@ static void compare_with_fresh(CoreBackend backend)
     assert_int_equal(core_params_get(dyn, pa, np), 0);
     assert_int_equal(core_params_get(fresh, pb, np), 0);
     assert_memory_equal(pa, pb, np * sizeof(float));
-    assert_true(rel_l2(pa, p, np) > 0.0);  // the step did change something
+    assert_true(test_rel_l2(pa, p, np) > 0.0);  // the step did change something
 
     free(ga); free(gb); free(pa); free(pb); free(p);
     core_free(dyn);
@@ -331,7 +322,7 @@ static void gpu_against_reference(CoreConvAlgo policy)
     if (rc != 0) printf("core_loss_grad: %s\n", error_message());
     assert_int_equal(rc, 0);
     assert_int_equal(core_loss_grad(ref, &b, &lr, gr), 0);
-    double grad_err = rel_l2(gg, gr, np), loss_err = fabs((double)lg - lr) / fabs((double)lr);
+    double grad_err = test_rel_l2(gg, gr, np), loss_err = fabs((double)lg - lr) / fabs((double)lr);
     printf("cuda %s at %dx%d after other sizes: loss %.6f vs cpu-ref %.6f (rel %.2g, tol %.0e), "
            "gradient rel L2 %.2g (tol %.0e)\n", core_conv_algo_name(policy), S, S, lg, lr,
            loss_err, GPU_LOSS_TOL, grad_err, GPU_GRAD_TOL);

@@ -85,15 +85,6 @@ static void batch_open(Batch *b, const CoreConfig *cfg, int n, uint64_t index)
 
 static void batch_close(Batch *b) { free(b->images); free(b->labels); }
 
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return den > 0.0 ? sqrt(num / den) : sqrt(num);
-}
 
 // Loss and gradient of `cfg` on one batch, with the parameters of `params` (if not NULL).
 static float loss_grad(const CoreConfig *cfg, const Batch *b, const float *params, float *grad)
@@ -129,7 +120,7 @@ static void test_gpu_grads_match_cpu_per_precision(void **state)
         for (int p = 0; p < CORE_PRECISION_COUNT; p++) {
             CoreConfig gcfg = config(presets[pi], CORE_BACKEND_CUDA, (CorePrecision)p, 8);
             float lg = loss_grad(&gcfg, &b, params, gg);
-            double e = rel_l2(gg, gc, np), el = fabs((double)lg - lc) / fabs((double)lc);
+            double e = test_rel_l2(gg, gc, np), el = fabs((double)lg - lc) / fabs((double)lc);
             printf("%s %s: loss gpu %.6f cpu %.6f (rel %.2e, tol %.0e); grad rel err %.2e (tol %.1e)\n",
                    presets[pi], core_precision_name((CorePrecision)p), lg, lc, el,
                    loss_tol((CorePrecision)p), e, grad_tol((CorePrecision)p));
@@ -154,7 +145,7 @@ static void compare_variants(CoreConfig a, CoreConfig b, double tol, const char 
     assert_int_equal(core_loss_grad(ca, &bt.b, &la, ga), 0);
     core_free(ca);
     float lb = loss_grad(&b, &bt, params, gb);
-    double e = rel_l2(gb, ga, np);
+    double e = test_rel_l2(gb, ga, np);
     printf("%s: loss %.6f vs %.6f, grad rel err %.2e (tol %.0e)\n", what, la, lb, e, tol);
     assert_true(e <= tol);
     assert_true(fabs((double)la - lb) <= tol * fabs((double)la));
@@ -348,7 +339,7 @@ static void test_gpu_zero_grad_modes_agree(void **state)
     assert_int_equal(core_params_get(ca, pa, np), 0);
     assert_int_equal(core_params_get(cb, pb, np), 0);
     // Bit-identical unless cuDNN picked a non-deterministic (atomics) algorithm.
-    double e = rel_l2(pb, pa, np);
+    double e = test_rel_l2(pb, pa, np);
     printf("zero-grad memset vs set_to_none on GPU: weights rel diff %.2e (tol 1e-6), %s\n", e,
            memcmp(pa, pb, np * sizeof(float)) == 0 ? "bit-identical" : "not bit-identical");
     assert_true(e <= 1e-6);
@@ -412,7 +403,7 @@ static void test_gpu_device_batch_matches_host(void **state)
     assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);  // the core's stream is non-blocking
     CoreBatch db = {dimg, dlab, 8, CORE_MEMORY_DEVICE};
     assert_int_equal(core_loss_grad(core, &db, &ld, gd), 0);
-    double e = rel_l2(gd, gh, np);
+    double e = test_rel_l2(gd, gh, np);
     printf("device vs host batch: loss %.6f vs %.6f, grad rel diff %.2e (tol 1e-6)\n", ld, lh, e);
     assert_true(e <= 1e-6);
     assert_int_equal(core_step(core, &db, NULL), 0);
@@ -534,7 +525,7 @@ static void test_gpu_split_step_and_hooks(void **state)
             assert_int_equal(cudaMemcpy(snap, h.snap, np * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
             assert_int_equal(core_params_get(plain, pa, np), 0);
             assert_int_equal(core_params_get(split, pb, np), 0);
-            double e_params = rel_l2(pb, pa, np), e_grad = rel_l2(snap, g1, np);
+            double e_params = test_rel_l2(pb, pa, np), e_grad = test_rel_l2(snap, g1, np);
             printf("%s, %s: split vs core_step weights rel %.2e (tol 1e-6); hooked gradient vs "
                    "core_loss_grad rel %.2e (tol 1e-5); %d ready calls covering %zu of %zu\n",
                    core_layout_name(cfg.layout), core_zero_grad_name(cfg.zero_grad), e_params,
@@ -556,7 +547,7 @@ static void test_gpu_split_step_and_hooks(void **state)
             if (rc != 0) printf("accumulated step: %s\n", error_message());
             assert_int_equal(rc, 0);
             for (size_t i = 0; i < np; i++) g1[i] += g2[i];
-            double e_acc = rel_l2(snap, g1, np);
+            double e_acc = test_rel_l2(snap, g1, np);
             printf("  accumulated 2 x 8: gradient vs the sum of core_loss_grad rel %.2e (tol 1e-5), "
                    "loss %.4f over %d micro-batches\n", e_acc, r.loss, r.loss_steps);
             assert_int_equal(h.covered, 2 * np);

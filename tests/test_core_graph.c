@@ -224,15 +224,6 @@ static size_t param_count(const CoreConfig *cfg)
     return np;
 }
 
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return den > 0.0 ? sqrt(num / den) : sqrt(num);
-}
 
 static CoreConfig gpu_config(const char *preset, CorePrecision p)
 {
@@ -263,9 +254,9 @@ static void compare(CoreConfig cfg, const Step *steps, int count, bool device, d
     cfg.cuda_graph = true;
     run_steps(&cfg, steps, count, device, &graph);
     bool reproducible = memcmp(eager.params, again.params, np * sizeof(float)) == 0;
-    double noise = rel_l2(again.params, eager.params, np);
+    double noise = test_rel_l2(again.params, eager.params, np);
     double bound = reproducible ? tolerance : fmax(tolerance, 10.0 * noise);
-    double rel = rel_l2(graph.params, eager.params, np);
+    double rel = test_rel_l2(graph.params, eager.params, np);
     printf("graph vs eager parameters: relative L2 %.3g (bound %.3g; eager vs eager %.3g%s)\n", rel,
            bound, noise, reproducible ? ", bit for bit" : "");
     if (bound == 0.0) assert_memory_equal(graph.params, eager.params, np * sizeof(float));

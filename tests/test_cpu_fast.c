@@ -65,21 +65,11 @@ static float *copy_array(const float *src, size_t n)
     return p;
 }
 
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        double d = (double)a[i] - b[i];
-        num += d * d;
-        den += (double)b[i] * b[i];
-    }
-    return den > 0 ? sqrt(num / den) : sqrt(num);
-}
 
 static void assert_close(const char *what, const float *fast, const float *ref, size_t n,
                          double tol)
 {
-    double e = rel_l2(fast, ref, n);
+    double e = test_rel_l2(fast, ref, n);
     if (!(e <= tol)) fail_msg("%s: relative L2 error %.3g > %.3g", what, e, tol);
 }
 
@@ -364,15 +354,9 @@ static void test_sgd_matches_reference(void **state)
 
 // ---- whole models ------------------------------------------------------------------------
 
-typedef struct Run {
-    float loss;
-    float *grad;   // core_loss_grad at the initial weights
-    float *params; // after MODEL_STEPS steps
-    size_t np;
-} Run;
-
-static Run run_model(const char *preset, CoreBackend backend, int batch, CoreZeroGrad zg,
-                     int threads)
+// test_run_model on `threads` threads of the fast backend (the reference runs on one).
+static TestRun run_model(const char *preset, CoreBackend backend, int batch, CoreZeroGrad zg,
+                         int threads)
 {
     CoreConfig cfg;
     assert_int_equal(core_config_preset(&cfg, preset), 0);
@@ -380,46 +364,24 @@ static Run run_model(const char *preset, CoreBackend backend, int batch, CoreZer
     cfg.batch_size = batch;
     cfg.zero_grad = zg;
     core_cpu_set_threads(threads);
-    Core *core;
-    assert_int_equal(core_create(&cfg, &core), 0);
-    const CoreModelConfig *m = &cfg.model;
-    size_t img = (size_t)m->in_channels * m->image_size * m->image_size;
-    float *images = malloc((size_t)batch * img * sizeof *images);
-    int32_t *labels = malloc((size_t)batch * sizeof *labels);
-    SynthTask task = {m->in_channels, m->image_size, m->num_classes, 0.5f, 1};
-    CoreBatch b = {images, labels, batch, CORE_MEMORY_HOST};
-    Run run = {.np = core_param_count(core)};
-    run.grad = malloc(run.np * sizeof(float));
-    run.params = malloc(run.np * sizeof(float));
-    synth_batch(&task, 0, batch, images, labels);
-    assert_int_equal(core_loss_grad(core, &b, &run.loss, run.grad), 0);
-    for (int s = 0; s < MODEL_STEPS; s++) {
-        synth_batch(&task, (uint64_t)s, batch, images, labels);
-        assert_int_equal(core_step(core, &b, NULL), 0);
-    }
-    assert_int_equal(core_params_get(core, run.params, run.np), 0);
-    core_free(core);
+    TestRun run = test_run_model(&cfg, MODEL_STEPS);
     core_cpu_set_threads(0);
-    free(images);
-    free(labels);
     return run;
 }
 
-static void run_free(Run *r) { free(r->grad); free(r->params); }
-
 static void check_model(const char *preset, int batch)
 {
-    Run ref = run_model(preset, CORE_BACKEND_CPU_REF, batch, CORE_ZERO_GRAD_MEMSET, 1);
-    Run fast = run_model(preset, CORE_BACKEND_CPU, batch, CORE_ZERO_GRAD_MEMSET, 2);
+    TestRun ref = run_model(preset, CORE_BACKEND_CPU_REF, batch, CORE_ZERO_GRAD_MEMSET, 1);
+    TestRun fast = run_model(preset, CORE_BACKEND_CPU, batch, CORE_ZERO_GRAD_MEMSET, 2);
     double el = fabs((double)fast.loss - ref.loss) / fabs((double)ref.loss);
-    double eg = rel_l2(fast.grad, ref.grad, ref.np), ep = rel_l2(fast.params, ref.params, ref.np);
+    double eg = test_rel_l2(fast.grad, ref.grad, ref.np), ep = test_rel_l2(fast.params, ref.params, ref.np);
     printf("%s, batch %d: fast vs reference: loss %.2g, gradients %.2g, parameters after %d "
            "steps %.2g (relative)\n", preset, batch, el, eg, MODEL_STEPS, ep);
     if (!(el <= MODEL_LOSS_TOL)) fail_msg("%s loss: relative error %.3g", preset, el);
     if (!(eg <= MODEL_GRAD_TOL)) fail_msg("%s gradients: relative L2 error %.3g", preset, eg);
     if (!(ep <= MODEL_PARAM_TOL)) fail_msg("%s parameters: relative L2 error %.3g", preset, ep);
-    run_free(&ref);
-    run_free(&fast);
+    test_run_free(&ref);
+    test_run_free(&fast);
 }
 
 static void test_tiny_matches_reference(void **state) { (void)state; check_model("tiny", 16); }
@@ -437,11 +399,11 @@ static void test_zero_grad_modes_bit_identical(void **state)
 {
     (void)state;
     for (int threads = 1; threads <= 2; threads++) {
-        Run a = run_model("tiny", CORE_BACKEND_CPU, 16, CORE_ZERO_GRAD_MEMSET, threads);
-        Run b = run_model("tiny", CORE_BACKEND_CPU, 16, CORE_ZERO_GRAD_SET_TO_NONE, threads);
+        TestRun a = run_model("tiny", CORE_BACKEND_CPU, 16, CORE_ZERO_GRAD_MEMSET, threads);
+        TestRun b = run_model("tiny", CORE_BACKEND_CPU, 16, CORE_ZERO_GRAD_SET_TO_NONE, threads);
         assert_same("params, memset vs set_to_none", b.params, a.params, a.np);
-        run_free(&a);
-        run_free(&b);
+        test_run_free(&a);
+        test_run_free(&b);
     }
 }
 
@@ -451,15 +413,15 @@ static void test_zero_grad_modes_bit_identical(void **state)
 static void test_threads_change_only_rounding(void **state)
 {
     (void)state;
-    Run one = run_model("tiny", CORE_BACKEND_CPU, 16, CORE_ZERO_GRAD_MEMSET, 1);
-    Run three = run_model("tiny", CORE_BACKEND_CPU, 16, CORE_ZERO_GRAD_MEMSET, 3);
-    Run again = run_model("tiny", CORE_BACKEND_CPU, 16, CORE_ZERO_GRAD_MEMSET, 3);
+    TestRun one = run_model("tiny", CORE_BACKEND_CPU, 16, CORE_ZERO_GRAD_MEMSET, 1);
+    TestRun three = run_model("tiny", CORE_BACKEND_CPU, 16, CORE_ZERO_GRAD_MEMSET, 3);
+    TestRun again = run_model("tiny", CORE_BACKEND_CPU, 16, CORE_ZERO_GRAD_MEMSET, 3);
     assert_close("gradients, 1 vs 3 threads", three.grad, one.grad, one.np, MODEL_GRAD_TOL);
     assert_close("params, 1 vs 3 threads", three.params, one.params, one.np, MODEL_PARAM_TOL);
     assert_same("params, 3 threads twice", again.params, three.params, one.np);
-    run_free(&one);
-    run_free(&three);
-    run_free(&again);
+    test_run_free(&one);
+    test_run_free(&three);
+    test_run_free(&again);
 }
 
 static void test_backends_and_threads_api(void **state)

@@ -36,20 +36,11 @@
 #define GPU_FP32_TOL 1e-4
 #define GPU_FP16_TOL 1e-2
 
-static double rel_l2(const float *a, const float *b, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return den > 0.0 ? sqrt(num / den) : sqrt(num);
-}
 
 static void assert_same(const char *what, const float *a, const float *b, size_t n)
 {
     if (memcmp(a, b, n * sizeof *a) != 0)
-        fail_msg("%s: not bit-identical (relative L2 %.3g)", what, rel_l2(a, b, n));
+        fail_msg("%s: not bit-identical (relative L2 %.3g)", what, test_rel_l2(a, b, n));
 }
 
 static float *rand_array(Rng *r, size_t n, float scale)
@@ -129,15 +120,8 @@ static void test_fused_layers_bit_identical(void **state)
 
 // ---- whole models -------------------------------------------------------------------------
 
-typedef struct Run {
-    float loss, eval_loss;
-    float *grad, *params;
-    size_t np;
-    CoreStats stats;
-} Run;
-
-static Run run_model(const char *preset, CoreBackend backend, CorePrecision precision,
-                     CorePointwise pointwise, int batch)
+static TestRun run_model(const char *preset, CoreBackend backend, CorePrecision precision,
+                         CorePointwise pointwise, int batch)
 {
     CoreConfig cfg;
     assert_int_equal(core_config_preset(&cfg, preset), 0);
@@ -146,49 +130,20 @@ static Run run_model(const char *preset, CoreBackend backend, CorePrecision prec
     cfg.pointwise = pointwise;
     cfg.batch_size = batch;
     cfg.deterministic = true;
-    Core *core = NULL;
-    if (core_create(&cfg, &core) != 0) fail_msg("core_create: %s", error_message());
-    const CoreModelConfig *m = &cfg.model;
-    size_t img = (size_t)m->in_channels * m->image_size * m->image_size;
-    float *images = malloc((size_t)batch * img * sizeof *images);
-    int32_t *labels = malloc((size_t)batch * sizeof *labels);
-    assert_non_null(images);
-    assert_non_null(labels);
-    SynthTask task = {m->in_channels, m->image_size, m->num_classes, 0.5f, 1};
-    CoreBatch b = {images, labels, batch, CORE_MEMORY_HOST};
-    Run run = {.np = core_param_count(core)};
-    run.grad = malloc(run.np * sizeof(float));
-    run.params = malloc(run.np * sizeof(float));
-    synth_batch(&task, 0, batch, images, labels);
-    assert_int_equal(core_loss_grad(core, &b, &run.loss, run.grad), 0);
-    for (int s = 0; s < STEPS; s++) {
-        synth_batch(&task, (uint64_t)s, batch, images, labels);
-        assert_int_equal(core_step(core, &b, NULL), 0);
-    }
-    CoreEvalResult ev;
-    assert_int_equal(core_eval(core, &b, &ev), 0);
-    run.eval_loss = ev.loss;
-    assert_int_equal(core_params_get(core, run.params, run.np), 0);
-    assert_int_equal(core_stats(core, &run.stats), 0);
-    core_free(core);
-    free(images);
-    free(labels);
-    return run;
+    return test_run_model(&cfg, STEPS);
 }
-
-static void run_free(Run *r) { free(r->grad); free(r->params); }
 
 static void check_cpu(const char *preset, int batch)
 {
-    Run sep = run_model(preset, CORE_BACKEND_CPU, CORE_PRECISION_FP32, CORE_POINTWISE_SEPARATE, batch);
-    Run fused = run_model(preset, CORE_BACKEND_CPU, CORE_PRECISION_FP32, CORE_POINTWISE_FUSED, batch);
-    Run ref = run_model(preset, CORE_BACKEND_CPU_REF, CORE_PRECISION_FP32, CORE_POINTWISE_FUSED, batch);
+    TestRun sep = run_model(preset, CORE_BACKEND_CPU, CORE_PRECISION_FP32, CORE_POINTWISE_SEPARATE, batch);
+    TestRun fused = run_model(preset, CORE_BACKEND_CPU, CORE_PRECISION_FP32, CORE_POINTWISE_FUSED, batch);
+    TestRun ref = run_model(preset, CORE_BACKEND_CPU_REF, CORE_PRECISION_FP32, CORE_POINTWISE_FUSED, batch);
     assert_same("loss", &fused.loss, &sep.loss, 1);
     assert_same("gradients", fused.grad, sep.grad, sep.np);
     assert_same("parameters", fused.params, sep.params, sep.np);
     assert_same("eval loss", &fused.eval_loss, &sep.eval_loss, 1);
     double el = fabs((double)fused.loss - ref.loss) / fabs((double)ref.loss);
-    double eg = rel_l2(fused.grad, ref.grad, ref.np), ep = rel_l2(fused.params, ref.params, ref.np);
+    double eg = test_rel_l2(fused.grad, ref.grad, ref.np), ep = test_rel_l2(fused.params, ref.params, ref.np);
     printf("%s, batch %d: fused == separate bit for bit; fused vs reference: loss %.2g, gradients "
            "%.2g, parameters %.2g; activation bytes: planned %zu (fused %zu), reference %zu\n",
            preset, batch, el, eg, ep, sep.stats.activation_bytes, fused.stats.activation_bytes,
@@ -201,9 +156,9 @@ static void check_cpu(const char *preset, int batch)
     assert_true(fused.stats.activation_bytes <= sep.stats.activation_bytes);
     assert_true(sep.stats.activation_bytes < ref.stats.activation_bytes);
     assert_true(sep.stats.peak_bytes < ref.stats.peak_bytes);
-    run_free(&sep);
-    run_free(&fused);
-    run_free(&ref);
+    test_run_free(&sep);
+    test_run_free(&fused);
+    test_run_free(&ref);
 }
 
 static void test_cpu_tiny_fused_equals_separate(void **state) { (void)state; check_cpu("tiny", 16); }
@@ -227,18 +182,18 @@ static void test_pointwise_names(void **state)
 
 static void check_gpu(const char *preset, CorePrecision precision, double tol)
 {
-    Run sep = run_model(preset, CORE_BACKEND_CUDA, precision, CORE_POINTWISE_SEPARATE, 16);
-    Run fused = run_model(preset, CORE_BACKEND_CUDA, precision, CORE_POINTWISE_FUSED, 16);
+    TestRun sep = run_model(preset, CORE_BACKEND_CUDA, precision, CORE_POINTWISE_SEPARATE, 16);
+    TestRun fused = run_model(preset, CORE_BACKEND_CUDA, precision, CORE_POINTWISE_FUSED, 16);
     double el = fabs((double)fused.loss - sep.loss) / fabs((double)sep.loss);
-    double eg = rel_l2(fused.grad, sep.grad, sep.np), ep = rel_l2(fused.params, sep.params, sep.np);
+    double eg = test_rel_l2(fused.grad, sep.grad, sep.np), ep = test_rel_l2(fused.params, sep.params, sep.np);
     printf("cuda %s %s: fused vs separate: loss %.2g, gradients %.2g, parameters %.2g; activation "
            "bytes %zu (fused %zu), peak %zu\n", preset, core_precision_name(precision), el, eg, ep,
            sep.stats.activation_bytes, fused.stats.activation_bytes, sep.stats.peak_bytes);
     if (!(el <= tol && eg <= tol && ep <= tol)) fail_msg("%s: fused vs separate beyond %.g", preset, tol);
     assert_true(sep.stats.activation_bytes > 0);
     assert_true(fused.stats.activation_bytes <= sep.stats.activation_bytes);
-    run_free(&sep);
-    run_free(&fused);
+    test_run_free(&sep);
+    test_run_free(&fused);
 }
 
 static void test_gpu_fused_equals_separate(void **state)

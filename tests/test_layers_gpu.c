@@ -48,19 +48,10 @@ static float *rnd(Rng *r, size_t n, float scale)
     return p;
 }
 
-static double rel_l2(const float *got, const float *want, size_t n)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        num += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
-        den += (double)want[i] * want[i];
-    }
-    return den > 0.0 ? sqrt(num / den) : sqrt(num);
-}
 
 static void expect_close(const char *what, const float *got, const float *want, size_t n, double tol)
 {
-    double e = rel_l2(got, want, n);
+    double e = test_rel_l2(got, want, n);
     if (e > tol) printf("  %s: rel err %.2e > tol %.1e\n", what, e, tol);
     assert_true(e <= tol);
 }
@@ -89,7 +80,7 @@ static void check_conv(ConvShape s, CorePrecision p, CoreLayout l, CoreConvAlgo 
     double tol = layer_tol(p);
     printf("conv c%d->%d %dx%d r%d s%d %s %s %s: y %.1e dx %.1e dw %.1e (tol %.0e)\n", s.c, s.k,
            s.h, s.w, s.r, s.stride, core_precision_name(p), core_layout_name(l),
-           core_conv_algo_name(a), rel_l2(y1, y0, yn), rel_l2(dx1, dx0, xn), rel_l2(dw1, dw0, wn), tol);
+           core_conv_algo_name(a), test_rel_l2(y1, y0, yn), test_rel_l2(dx1, dx0, xn), test_rel_l2(dw1, dw0, wn), tol);
     expect_close("y", y1, y0, yn, tol);
     expect_close("dx", dx1, dx0, xn, tol);
     expect_close("dw", dw1, dw0, wn, tol);
@@ -134,8 +125,8 @@ static void test_bn_matches_cpu(void **state)
             double tol = 3 * layer_tol((CorePrecision)p);
             printf("bn %s %s: y %.1e dx %.1e dgamma %.1e dbeta %.1e (tol %.0e)\n",
                    core_precision_name((CorePrecision)p), core_layout_name((CoreLayout)l),
-                   rel_l2(y1, y0, count), rel_l2(dx1, dx0, count), rel_l2(dg1, dg0, c),
-                   rel_l2(db1, db0, c), tol);
+                   test_rel_l2(y1, y0, count), test_rel_l2(dx1, dx0, count), test_rel_l2(dg1, dg0, c),
+                   test_rel_l2(db1, db0, c), tol);
             expect_close("y", y1, y0, count, tol);
             expect_close("dx", dx1, dx0, count, tol);
             expect_close("dgamma", dg1, dg0, c, tol);
@@ -222,8 +213,8 @@ static void test_bn_forms_match_cpu(void **state)
                     printf("bn n%d c%d hw%d relu %d accum %d in_place %d %s %s: y %.1e dx %.1e dgamma %.1e "
                            "dbeta %.1e mean %.1e invstd %.1e repeatable %d (tol %.0e)\n", n, c, hw, o->relu,
                            o->accum, o->in_place, core_precision_name((CorePrecision)p),
-                           core_layout_name((CoreLayout)l), rel_l2(y1, y0, count), rel_l2(dx1, dx0, count),
-                           rel_l2(dg1, dg0, c), rel_l2(db1, db0, c), rel_l2(m1, m0, c), rel_l2(s1, s0, c),
+                           core_layout_name((CoreLayout)l), test_rel_l2(y1, y0, count), test_rel_l2(dx1, dx0, count),
+                           test_rel_l2(dg1, dg0, c), test_rel_l2(db1, db0, c), test_rel_l2(m1, m0, c), test_rel_l2(s1, s0, c),
                            repeatable, tol);
                     expect_close("y", y1, y0, count, tol);
                     expect_close("dx", dx1, dx0, count, tol);
@@ -269,7 +260,7 @@ static void test_bn_infer_matches_cpu(void **state)
                     double tol = layer_tol((CorePrecision)p);
                     printf("bn infer n%d c%d hw%d relu %d %s %s: y %.1e (tol %.0e)\n", n, c, hw, relu,
                            core_precision_name((CorePrecision)p), core_layout_name((CoreLayout)l),
-                           rel_l2(y1, y0, count), tol);
+                           test_rel_l2(y1, y0, count), tol);
                     expect_close("y", y1, y0, count, tol);
                 }
         }
@@ -312,7 +303,7 @@ static void test_elementwise_matches_cpu(void **state)
                                                                       (CorePrecision)p, a, b, init, got,
                                                                       in_place ? got_ip : NULL)), 0);
                     double tol = layer_tol((CorePrecision)p);
-                    double e = rel_l2(got, want, count);
+                    double e = test_rel_l2(got, want, count);
                     if (e > tol)
                         printf("%s count %zu offset %d %s: rel err %.1e > tol %.0e\n", names[op], count,
                                offsets[oi], core_precision_name((CorePrecision)p), e, tol);
@@ -350,8 +341,8 @@ static void test_pointwise_matches_cpu(void **state)
             double tol = layer_tol((CorePrecision)p);
             printf("relu/add/gap %s %s: %.1e %.1e %.1e %.1e %.1e (tol %.0e)\n",
                    core_precision_name((CorePrecision)p), core_layout_name((CoreLayout)l),
-                   rel_l2(y1, y0, count), rel_l2(dx1, dx0, count), rel_l2(s1, s0, count),
-                   rel_l2(p1, p0, n * c), rel_l2(dpo1, dpo0, count), tol);
+                   test_rel_l2(y1, y0, count), test_rel_l2(dx1, dx0, count), test_rel_l2(s1, s0, count),
+                   test_rel_l2(p1, p0, n * c), test_rel_l2(dpo1, dpo0, count), tol);
             expect_close("relu", y1, y0, count, tol);
             expect_close("relu'", dx1, dx0, count, tol);
             expect_close("add", s1, s0, count, tol);
@@ -379,8 +370,8 @@ static void test_linear_matches_cpu(void **state)
                                                      dw1, db1)), 0);
         double tol = layer_tol((CorePrecision)p);
         printf("linear %s: y %.1e dx %.1e dw %.1e db %.1e (tol %.0e)\n",
-               core_precision_name((CorePrecision)p), rel_l2(y1, y0, n * m), rel_l2(dx1, dx0, n * k),
-               rel_l2(dw1, dw0, m * k), rel_l2(db1, db0, m), tol);
+               core_precision_name((CorePrecision)p), test_rel_l2(y1, y0, n * m), test_rel_l2(dx1, dx0, n * k),
+               test_rel_l2(dw1, dw0, m * k), test_rel_l2(db1, db0, m), tol);
         expect_close("y", y1, y0, (size_t)n * m, tol);
         expect_close("dx", dx1, dx0, (size_t)n * k, tol);
         expect_close("dw", dw1, dw0, (size_t)m * k, tol);
@@ -409,7 +400,7 @@ static void test_softmax_ce_matches_cpu(void **state)
         double tol = layer_tol((CorePrecision)p);
         printf("softmax_ce %s: loss %.5f vs %.5f, correct %d vs %d, dz %.1e (tol %.0e)\n",
                core_precision_name((CorePrecision)p), loss1, loss0, c1, c0,
-               rel_l2(dz1, dz0, (size_t)n * m), tol);
+               test_rel_l2(dz1, dz0, (size_t)n * m), tol);
         assert_true(fabs((double)loss1 - loss0) <= tol * fabs((double)loss0) + 1e-6);
         assert_true(c1 >= 1);
         if (p != CORE_PRECISION_BF16) assert_int_equal(c1, c0);  // bf16 rounding may tie logits
