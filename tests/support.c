@@ -231,6 +231,47 @@ int test_teardown_dir(void **state)
     return 0;
 }
 
+void test_bad_options_refused(const char *program, const char *const *bad, size_t n,
+                              const char *args)
+{
+    char *tmp = test_temp_dir();
+    if (!tmp) {
+        fail_msg("no temporary folder");
+        return;
+    }
+    char path[600];
+    snprintf(path, sizeof path, "%s/err.txt", tmp);
+    for (size_t i = 0; i < n; i++) {
+        int rc = test_run("'%s/%s' '%s' %s >/dev/null 2>'%s'", test_build_dir(), program, bad[i],
+                          args, path);
+        if (rc != 2) fail_msg("%s: exit status %d, want 2", bad[i], rc);
+        char *err = test_read_file(path, NULL);
+        assert_non_null(err);
+        const char *name = strncmp(bad[i], "--", 2) == 0 ? bad[i] + 2 : bad[i];
+        char flag[64];
+        snprintf(flag, sizeof flag, "%.*s", (int)strcspn(name, "="), name);
+        if (!strstr(err, flag)) fail_msg("%s: the message does not name it: %s", bad[i], err);
+        free(err);
+    }
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+bool test_csv_row_value(const char *csv, const char *practice_variant, const char *params,
+                        const char *name, char *out, size_t size)
+{
+    int col = test_csv_column(csv, name), pcol = test_csv_column(csv, "params");
+    if (col < 0 || pcol < 0) return false;
+    size_t pv = strlen(practice_variant);
+    for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        char field[256];
+        if (strncmp(line + 1, practice_variant, pv) != 0 || line[1 + pv] != ',') continue;
+        if (!test_csv_field(line + 1, pcol, field, sizeof field) || strcmp(field, params) != 0) continue;
+        return test_csv_field(line + 1, col, out, size);
+    }
+    return false;
+}
+
 double test_rel_l2(const float *got, const float *want, size_t n)
 {
     double num = 0.0, den = 0.0;

@@ -57,6 +57,16 @@ extern char *test_dir;
 int test_setup_dir(void **state);
 int test_teardown_dir(void **state);
 
+// Runs build/<program> once per bad option (each followed by `args`, which may be ""):
+// each run must exit 2 with a message on stderr naming the option (its text up to '=').
+void test_bad_options_refused(const char *program, const char *const *bad, size_t n,
+                              const char *args);
+// The value of column `name` in the results CSV's data row whose first fields are
+// practice_variant ("practice,variant") and whose params field is `params`; false when
+// there is no such row.
+bool test_csv_row_value(const char *csv, const char *practice_variant, const char *params,
+                        const char *name, char *out, size_t size);
+
 // ||got - want|| / ||want|| in double (||got - want|| when want is all zeros).
 double test_rel_l2(const float *got, const float *want, size_t n);
 

@@ -40,40 +40,10 @@ static void test_lists_every_variant(void **state)
 static void test_bad_option_values_are_refused(void **state)
 {
     (void)state;
-    char *tmp = test_temp_dir();
-    assert_non_null(tmp);
     const char *bad[] = {"--capture_steps=0", "--dynamic_steps=-1", "--capture_steps=x"};
-    char path[600];
-    snprintf(path, sizeof path, "%s/err.txt", tmp);
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int rc = test_run("'%s/" PROGRAM "' '%s' >/dev/null 2>'%s'", test_build_dir(), bad[i], path);
-        if (rc != 2) fail_msg("%s: exit status %d, want 2", bad[i], rc);
-        char *err = test_read_file(path, NULL);
-        assert_non_null(err);
-        char flag[64];
-        snprintf(flag, sizeof flag, "%.*s", (int)strcspn(bad[i] + 2, "="), bad[i] + 2);
-        if (!strstr(err, flag)) fail_msg("%s: the message does not name it: %s", bad[i], err);
-        free(err);
-    }
-    test_remove_tree(tmp);
-    free(tmp);
+    test_bad_options_refused(PROGRAM, bad, sizeof bad / sizeof bad[0], "");
 }
 
-// The value of column `name` in the row "practice,variant,..." with params `params`.
-static bool row_value(const char *csv, const char *practice_variant, const char *params,
-                      const char *name, char *out, size_t size)
-{
-    int col = test_csv_column(csv, name), pcol = test_csv_column(csv, "params");
-    if (col < 0 || pcol < 0) return false;
-    size_t pv = strlen(practice_variant);
-    for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
-        char field[256];
-        if (strncmp(line + 1, practice_variant, pv) != 0 || line[1 + pv] != ',') continue;
-        if (!test_csv_field(line + 1, pcol, field, sizeof field) || strcmp(field, params) != 0) continue;
-        return test_csv_field(line + 1, col, out, size);
-    }
-    return false;
-}
 
 static void test_rows_run_or_skip(void **state)
 {
@@ -88,20 +58,20 @@ static void test_rows_run_or_skip(void **state)
     assert_int_equal(rows, 6);  // 3 parts x 2 variants on tiny
     if (gpu) {
         char v[256];
-        assert_true(row_value(csv, "cuda_graphs,graph", "preset:tiny;batch:0", "wrong", v, sizeof v));
+        assert_true(test_csv_row_value(csv, "cuda_graphs,graph", "preset:tiny;batch:0", "wrong", v, sizeof v));
         assert_string_equal(v, "0");
-        assert_true(row_value(csv, "cuda_graphs,graph", "preset:tiny;batch:0", "graph_captures", v, sizeof v));
+        assert_true(test_csv_row_value(csv, "cuda_graphs,graph", "preset:tiny;batch:0", "graph_captures", v, sizeof v));
         assert_string_equal(v, "1");
-        assert_true(row_value(csv, "cuda_graphs,eager", "preset:tiny;batch:0", "graph_captures", v, sizeof v));
+        assert_true(test_csv_row_value(csv, "cuda_graphs,eager", "preset:tiny;batch:0", "graph_captures", v, sizeof v));
         assert_string_equal(v, "0");
-        assert_true(row_value(csv, "cuda_graphs_capture,graph", "preset:tiny;batch:0", "pays_off", v, sizeof v));
+        assert_true(test_csv_row_value(csv, "cuda_graphs_capture,graph", "preset:tiny;batch:0", "pays_off", v, sizeof v));
         assert_true(strcmp(v, "0") == 0 || strcmp(v, "1") == 0);
-        assert_true(row_value(csv, "cuda_graphs_capture,graph", "preset:tiny;batch:0", "capture_ms", v, sizeof v));
+        assert_true(test_csv_row_value(csv, "cuda_graphs_capture,graph", "preset:tiny;batch:0", "capture_ms", v, sizeof v));
         assert_true(atof(v) > 0.0);
         const char *dyn = "preset:tiny;batch:0;every:2";
-        assert_true(row_value(csv, "cuda_graphs_dynamic,graph", dyn, "graph_captures", v, sizeof v));
+        assert_true(test_csv_row_value(csv, "cuda_graphs_dynamic,graph", dyn, "graph_captures", v, sizeof v));
         assert_string_equal(v, "3");
-        assert_true(row_value(csv, "cuda_graphs_dynamic,graph", dyn, "check_rel_diff", v, sizeof v));
+        assert_true(test_csv_row_value(csv, "cuda_graphs_dynamic,graph", dyn, "check_rel_diff", v, sizeof v));
         assert_true(atof(v) <= 1e-5);
     }
     free(csv);

@@ -47,43 +47,11 @@ static void test_lists_every_variant(void **state)
 static void test_bad_option_values_are_refused(void **state)
 {
     (void)state;
-    char *tmp = test_temp_dir();
-    assert_non_null(tmp);
     const char *bad[] = {"--dynamic_steps=0", "--epoch_steps=-1", "--regret_reps=0", "--fixed_steps=x",
                          "--engine_limit=-1"};
-    char path[600];
-    snprintf(path, sizeof path, "%s/err.txt", tmp);
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        int rc = test_run("'%s/" PROGRAM "' '%s' --benchmark_filter=dynamic_cpu >/dev/null 2>'%s'",
-                          test_build_dir(), bad[i], path);
-        if (rc != 2) fail_msg("%s: exit status %d, want 2", bad[i], rc);
-        char *err = test_read_file(path, NULL);
-        assert_non_null(err);
-        char flag[64];
-        snprintf(flag, sizeof flag, "%.*s", (int)strcspn(bad[i] + 2, "="), bad[i] + 2);
-        if (!strstr(err, flag)) fail_msg("%s: the message does not name it: %s", bad[i], err);
-        free(err);
-    }
-    test_remove_tree(tmp);
-    free(tmp);
+    test_bad_options_refused(PROGRAM, bad, sizeof bad / sizeof bad[0], "--benchmark_filter=dynamic_cpu");
 }
 
-// The value of column `name` in the data row whose first fields are "practice,variant"
-// and whose params field is `params`; false when there is no such row.
-static bool row_value(const char *csv, const char *practice_variant, const char *params,
-                      const char *name, char *out, size_t size)
-{
-    int col = test_csv_column(csv, name), pcol = test_csv_column(csv, "params");
-    if (col < 0 || pcol < 0) return false;
-    size_t pv = strlen(practice_variant);
-    for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
-        char field[256];
-        if (strncmp(line + 1, practice_variant, pv) != 0 || line[1 + pv] != ',') continue;
-        if (!test_csv_field(line + 1, pcol, field, sizeof field) || strcmp(field, params) != 0) continue;
-        return test_csv_field(line + 1, col, out, size);
-    }
-    return false;
-}
 
 // The CPU part runs; the cuDNN parts skip without a GPU (or, with one, run on tiny).
 static void test_runs_cpu_part_and_skips_or_runs_cudnn_parts(void **state)
@@ -105,14 +73,14 @@ static void test_runs_cpu_part_and_skips_or_runs_cudnn_parts(void **state)
     // The CPU reference: 6 steps, every one a new size (6 shapes), or 4 sizes.
     const char *cpu_params[] = {"preset:tiny;batch:0;sizes:0", "preset:tiny;batch:0;sizes:4"};
     for (int i = 0; i < 2; i++) {
-        assert_true(row_value(csv, "cudnn_benchmark_dynamic_cpu,fast_cpu", cpu_params[i], "status", v, sizeof v));
+        assert_true(test_csv_row_value(csv, "cudnn_benchmark_dynamic_cpu,fast_cpu", cpu_params[i], "status", v, sizeof v));
         assert_string_equal(v, "ok");
-        assert_true(row_value(csv, "cudnn_benchmark_dynamic_cpu,fast_cpu", cpu_params[i], "steps", v, sizeof v));
+        assert_true(test_csv_row_value(csv, "cudnn_benchmark_dynamic_cpu,fast_cpu", cpu_params[i], "steps", v, sizeof v));
         assert_int_equal(atoi(v), 6);
-        assert_true(row_value(csv, "cudnn_benchmark_dynamic_cpu,fast_cpu", cpu_params[i], "shapes", v, sizeof v));
+        assert_true(test_csv_row_value(csv, "cudnn_benchmark_dynamic_cpu,fast_cpu", cpu_params[i], "shapes", v, sizeof v));
         if (i == 0) assert_int_equal(atoi(v), 6);
         else assert_true(atoi(v) >= 1 && atoi(v) <= 4 * 2);
-        assert_true(row_value(csv, "cudnn_benchmark_dynamic_cpu,fast_cpu", cpu_params[i], "time", v, sizeof v));
+        assert_true(test_csv_row_value(csv, "cudnn_benchmark_dynamic_cpu,fast_cpu", cpu_params[i], "time", v, sizeof v));
         assert_true(atof(v) > 0.0);
     }
     // Its curve: 6 cumulative points per run, growing.
@@ -153,28 +121,28 @@ static void test_runs_cpu_part_and_skips_or_runs_cudnn_parts(void **state)
     };
     bool gpu = gpu_device_available(NULL, 0);
     for (size_t i = 0; i < sizeof gpu_rows / sizeof gpu_rows[0]; i++) {
-        if (!row_value(csv, gpu_rows[i][0], gpu_rows[i][1], "status", v, sizeof v))
+        if (!test_csv_row_value(csv, gpu_rows[i][0], gpu_rows[i][1], "status", v, sizeof v))
             fail_msg("no row %s %s", gpu_rows[i][0], gpu_rows[i][1]);
         if (!gpu) {
             if (strcmp(v, "skipped") != 0) fail_msg("%s: status %s, want skipped", gpu_rows[i][0], v);
-            assert_true(row_value(csv, gpu_rows[i][0], gpu_rows[i][1], "reason", v, sizeof v));
+            assert_true(test_csv_row_value(csv, gpu_rows[i][0], gpu_rows[i][1], "reason", v, sizeof v));
             if (strncmp(v, "no CUDA device", 14) != 0) fail_msg("%s: reason '%s'", gpu_rows[i][0], v);
             continue;
         }
         if (strcmp(v, "ok") != 0) fail_msg("%s %s: status %s", gpu_rows[i][0], gpu_rows[i][1], v);
-        assert_true(row_value(csv, gpu_rows[i][0], gpu_rows[i][1], "time", v, sizeof v));
+        assert_true(test_csv_row_value(csv, gpu_rows[i][0], gpu_rows[i][1], "time", v, sizeof v));
         assert_true(atof(v) > 0.0);
     }
     if (gpu) {
-        assert_true(row_value(csv, "cudnn_benchmark_tuning,autotune", "preset:tiny;batch:0", "pays_off", v, sizeof v));
+        assert_true(test_csv_row_value(csv, "cudnn_benchmark_tuning,autotune", "preset:tiny;batch:0", "pays_off", v, sizeof v));
         assert_true(strcmp(v, "0") == 0 || strcmp(v, "1") == 0);
-        assert_true(row_value(csv, "cudnn_benchmark_regret,heuristic", "preset:tiny;batch:0;pass:fwd;conv:0",
+        assert_true(test_csv_row_value(csv, "cudnn_benchmark_regret,heuristic", "preset:tiny;batch:0;pass:fwd;conv:0",
                               "regret", v, sizeof v));
         assert_true(atof(v) >= 1.0);  // the fastest is the fastest of what was timed
-        assert_true(row_value(csv, "cudnn_benchmark_regret,engine_search", "preset:tiny;batch:0;pass:fwd;conv:0",
+        assert_true(test_csv_row_value(csv, "cudnn_benchmark_regret,engine_search", "preset:tiny;batch:0;pass:fwd;conv:0",
                               "engine_timed", v, sizeof v));
         assert_true(atoi(v) >= 1 && atoi(v) <= 3);  // --engine_limit=3 plans at most
-        assert_true(row_value(csv, "cudnn_benchmark,autotune", "preset:tiny;batch:0", "wrong", v, sizeof v));
+        assert_true(test_csv_row_value(csv, "cudnn_benchmark,autotune", "preset:tiny;batch:0", "wrong", v, sizeof v));
         assert_string_equal(v, "0");
     }
     free(csv);
