@@ -57,6 +57,15 @@ static const PracticeVariant steps_variants[] = {
     {"graph", HARNESS_TUNED, use_graph, NULL},
 };
 
+// The core's graph counters as the row's counters.
+static void graph_counters(HarnessState *st, const CoreStats *s)
+{
+    harness_counter(st, "graph_captures", s->graph_captures, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "graph_replays", s->graph_replays, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "eager_steps", s->eager_steps, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "capture_ms", s->capture_ms, HARNESS_COUNTER_PLAIN);
+}
+
 // The graph counters of a run; for the graph variant, a check that it really replayed.
 static void steps_finish(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
                          const PracticeVariant *v, const PracticeOutcome *o)
@@ -68,10 +77,7 @@ static void steps_finish(void *ctx, HarnessState *st, Core *core, const CoreConf
         practice_fail_or_skip(st, "reading the core's counters");
         return;
     }
-    harness_counter(st, "graph_captures", s.graph_captures, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "graph_replays", s.graph_replays, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "eager_steps", s.eager_steps, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "capture_ms", s.capture_ms, HARNESS_COUNTER_PLAIN);
+    graph_counters(st, &s);
     if (!cfg->cuda_graph) return;
     // One shape: one eager step and one capture (both in the warm-up), then replays only.
     if (s.graph_captures != 1 || s.graph_replays < o->steps) {
@@ -300,10 +306,7 @@ static void bench_dynamic(HarnessState *st, void *user)
     int size = cfg.model.image_size;
     harness_counter(st, "steps", steps, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "step_ms", ms / steps, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "graph_captures", delta.graph_captures, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "graph_replays", delta.graph_replays, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "eager_steps", delta.eager_steps, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "capture_ms", delta.capture_ms, HARNESS_COUNTER_PLAIN);
+    graph_counters(st, &delta);
     harness_counter(st, "images_per_second", (double)steps * cfg.batch_size, HARNESS_COUNTER_RATE);
     if (graph) harness_counter(st, "check_rel_diff", rel, HARNESS_COUNTER_PLAIN);
     char label[400];
