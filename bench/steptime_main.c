@@ -8,19 +8,35 @@
 // of a step (all threads, spinning included): at one thread, the step time without
 // preemption.
 //
+// The input path is the same as torch_twin.py time's (--input): by default the batch is put
+// on the device once, before the steps (CORE_MEMORY_DEVICE on CUDA; PyTorch: .to("cuda")
+// once), so that the comparison times the step and not a synchronous pageable copy that
+// only one side makes; --input host hands the core a malloc'd host batch every step (its
+// upload copies it; torch_twin.py time --input host copies the same kind of memory each
+// step). peak_mib counts the same buffers as torch.cuda.max_memory_allocated: the core's
+// own (core_stats peak_bytes) plus the batch steptime put on the device (batch_mib; 0 for
+// --input host and on the CPU, where nothing is on a device).
+//
 // --dump DIR writes what a twin needs to start from the same state and to check that it
 // computes the same steps, before the timing (which starts again from the initial state).
 // All binary files are flat little-endian arrays without headers; P = n_params, in the
 // parameter order of kernels/model.h (per op: conv weight KCRS; BN gamma, beta; linear
-// weight [out][in], bias), K = check_steps:
-//   DIR/meta.txt     key=value lines: format, preset, backend, batch, channels, image_size,
+// weight [out][in], bias), S = n_bn_stats (per BN op in model order: running mean[C], then
+// running var[C]; 0 without BN), K = check_steps:
+//   DIR/argv.txt     steptime's command line as given, one argument per line (the twin
+//                    parses it itself and checks meta.txt against it)
+//   DIR/meta.txt     key=value lines: format (3), preset, backend, batch, channels, image_size,
 //                    classes, n_params, precision, lr (base), momentum, weight_decay,
 //                    clip_norm (0: off), lr_warmup (linear warm-up steps, then constant),
 //                    init_scale, growth_factor, backoff_factor, growth_interval (the
 //                    GradScaler, used with fp16), check_steps, inject_steps (comma-separated
 //                    step indices whose gradient gets an inf), inject_index (the flat
-//                    gradient index it is written to: n_params / 2), grad_loss
+//                    gradient index it is written to: n_params / 2), grad_loss,
+//                    bn_eps, bn_momentum (kernels/model.h), n_bn_stats, eval_loss and
+//                    eval_accuracy (core_eval of the held-out batch after the K steps: BN
+//                    with the running statistics)
 //   DIR/params.bin   float32[P]  the initial parameters
+//   DIR/bn_stats.bin float32[S]  the initial BN running statistics
 //   DIR/images.bin   float32[N][C][H][W]  the batch;  DIR/labels.bin  int32[N]
 //   DIR/grads.bin    float32[P]  core_loss_grad at the initial parameters on the batch:
 //                    the unscaled fp32 gradient of the mean loss (no weight decay, no
@@ -28,6 +44,9 @@
 //   DIR/steps.bin    float32[K][4]  per step: lr, loss, loss scale after the step's
 //                    GradScaler update (1 unless fp16), skipped (1 or 0)
 //   DIR/after.bin    float32[P]  the parameters after the K steps on the batch
+//   DIR/bn_stats_after.bin  float32[S]  the BN running statistics after the K steps
+//   DIR/eval_images.bin, DIR/eval_labels.bin  a held-out batch (the N synthetic samples
+//                    after the training batch), as images.bin and labels.bin
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -37,10 +56,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cuda_runtime_api.h>
+
 #include "kernels/check.h"
 #include "kernels/clock.h"
 #include "kernels/core.h"
 #include "kernels/error.h"
+#include "kernels/model.h"
 #include "kernels/synth.h"
 
 #define MAX_INJECT 64
@@ -49,6 +71,9 @@ typedef struct Args {
     const char *preset, *dump_dir;
     int steps, warmup, check_steps, threads;
     int inject[MAX_INJECT], n_inject; // steps (of the dump's check steps) given an inf
+    bool input_host;                  // --input host: a host batch every step
+    int argc;
+    char **argv;                      // the command line, for the dump's argv.txt
 } Args;
 
 static void usage(FILE *f)
@@ -69,6 +94,10 @@ static void usage(FILE *f)
         "  --readback R         every_step | deferred: read the loss back every step (.item())\n"
         "                       or every --readback-interval steps (default every_step)\n"
         "  --readback-interval N  steps between deferred read-backs (default 10)\n"
+        "  --input I            device | host: the batch on the device once before the\n"
+        "                       steps (as a PyTorch loop that moved it there), or a malloc'd\n"
+        "                       host batch the core copies every step (default device; the\n"
+        "                       same on the CPU backends)\n"
         "  --steps N            timed steps (default 10)\n"
         "  --warmup N           untimed steps first (default 2)\n"
         "  --lr X               base learning rate (default: the preset's)\n"
@@ -79,14 +108,17 @@ static void usage(FILE *f)
         "  --init-scale X       GradScaler initial scale, fp16 (default 65536)\n"
         "  --growth-interval N  GradScaler growth interval, fp16 (default 2000)\n"
         "  --dump DIR           write the initial parameters, the batch, the first gradient,\n"
-        "                       per-step LR, loss and scale and the parameters after\n"
-        "                       --check-steps steps to DIR (layout: this file's header)\n"
+        "                       per-step LR, loss and scale, the parameters and BN running\n"
+        "                       statistics after --check-steps steps and the eval loss of a\n"
+        "                       held-out batch to DIR (layout: this file's header)\n"
         "  --check-steps K      steps replayed for DIR (default 3)\n"
         "  --inject-inf LIST    comma-separated step indices (< K) whose gradient gets an\n"
         "                       inf at index n_params/2 during the dump's steps (fp16 only)\n"
         "  --help               this text\n"
         "Prints one line: steptime: preset P backend B ... median_ms M min_ms M mean_ms M\n"
-        "images_per_s X cpu_median_ms M peak_mib X device_used_mib X\n");
+        "images_per_s X cpu_median_ms M input device|host batch_mib X peak_mib X\n"
+        "device_used_mib X (peak_mib: core_stats peak_bytes + batch_mib, the batch on the\n"
+        "device)\n");
 }
 
 static int int_arg(const char *flag, const char *v, int min, int *out)
@@ -174,7 +206,7 @@ static int parse(int argc, char **argv, CoreConfig *cfg, Args *a)
         {"momentum", 1, 0, 'm'}, {"weight-decay", 1, 0, 'W'}, {"clip-norm", 1, 0, 'c'},
         {"lr-warmup", 1, 0, 'u'}, {"init-scale", 1, 0, 'S'}, {"growth-interval", 1, 0, 'g'},
         {"inject-inf", 1, 0, 'i'}, {"readback", 1, 0, 'R'}, {"readback-interval", 1, 0, 'I'},
-        {"conv-algo", 1, 0, 'A'},
+        {"conv-algo", 1, 0, 'A'}, {"input", 1, 0, 'N'},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0},
     };
     int opt;
@@ -216,6 +248,13 @@ static int parse(int argc, char **argv, CoreConfig *cfg, Args *a)
                 fprintf(stderr, "steptime: bad --conv-algo '%s'\n", optarg);
                 return -1;
             }
+            break;
+        case 'N':
+            if (strcmp(optarg, "device") != 0 && strcmp(optarg, "host") != 0) {
+                fprintf(stderr, "steptime: bad --input '%s' (device | host)\n", optarg);
+                return -1;
+            }
+            a->input_host = strcmp(optarg, "host") == 0;
             break;
         case 'I': if (int_arg("readback-interval", optarg, 1, &cfg->readback_interval)) return -1; break;
         case 't': if (int_arg("threads", optarg, 1, &a->threads)) return -1; break;
@@ -265,25 +304,30 @@ static bool injected_at(const Args *a, int step)
     return false;
 }
 
+// The eval after the dump's steps, for meta.txt.
+typedef struct EvalFigures { float loss, accuracy; } EvalFigures;
+
 // meta.txt: the configuration the twin rebuilds (see the file's header).
 static int write_meta(const Core *core, const CoreConfig *cfg, const CoreBatch *b,
-                      const Args *a, float grad_loss)
+                      const Args *a, float grad_loss, const EvalFigures *eval)
 {
     const CoreModelConfig *m = &cfg->model;
     const AmpScalerConfig *s = &cfg->scaler;
     size_t np = core_param_count(core);
     char meta[8192];
     int len = snprintf(meta, sizeof meta,
-        "format=2\npreset=%s\nbackend=%s\nbatch=%d\nchannels=%d\nimage_size=%d\nclasses=%d\n"
+        "format=3\npreset=%s\nbackend=%s\nbatch=%d\nchannels=%d\nimage_size=%d\nclasses=%d\n"
         "n_params=%zu\nprecision=%s\nlr=%.9g\nmomentum=%.9g\nweight_decay=%.9g\n"
         "clip_norm=%.9g\nlr_warmup=%d\ninit_scale=%.9g\ngrowth_factor=%.9g\n"
         "backoff_factor=%.9g\ngrowth_interval=%d\ncheck_steps=%d\ninject_index=%zu\n"
-        "grad_loss=%.9g\ninject_steps=",
+        "grad_loss=%.9g\nbn_eps=%.9g\nbn_momentum=%.9g\nn_bn_stats=%zu\neval_loss=%.9g\n"
+        "eval_accuracy=%.9g\ninject_steps=",
         a->preset, core_backend_name(cfg->backend), b->n, m->in_channels, m->image_size,
         m->num_classes, np, core_precision_name(cfg->precision), cfg->optim.base_lr,
         cfg->optim.momentum, cfg->optim.weight_decay, cfg->optim.clip_norm,
         cfg->optim.warmup_steps, s->init_scale, s->growth_factor, s->backoff_factor,
-        s->growth_interval, a->check_steps, np / 2, grad_loss);
+        s->growth_interval, a->check_steps, np / 2, grad_loss, MODEL_BN_EPS, MODEL_BN_MOMENTUM,
+        core_buffer_count(core), eval->loss, eval->accuracy);
     for (int i = 0; i < a->n_inject && len < (int)sizeof meta; i++)
         len += snprintf(meta + len, sizeof meta - len, "%s%d", i ? "," : "", a->inject[i]);
     if (len < (int)sizeof meta) len += snprintf(meta + len, sizeof meta - len, "\n");
@@ -291,16 +335,62 @@ static int write_meta(const Core *core, const CoreConfig *cfg, const CoreBatch *
     return write_file(a->dump_dir, "meta.txt", meta, strlen(meta));
 }
 
-// Writes the initial state and the first gradient, runs check_steps steps (with the
-// injected infs), writes their LR, loss, scale and skip flag and the parameters after them.
-static int dump(Core *core, const CoreConfig *cfg, const CoreBatch *b, const Args *a,
-                size_t image_floats)
+// argv.txt: the command line exactly as given (not as parsed), one argument per line, so
+// that the twin's own parse can catch a parsing bug here that meta.txt would echo.
+static int write_argv(const Args *a)
 {
-    size_t np = core_param_count(core);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/argv.txt", a->dump_dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return error_set(ERROR_IO, "cannot write %s: %s", path, strerror(errno));
+    for (int i = 1; i < a->argc; i++) fprintf(f, "%s\n", a->argv[i]);
+    return fclose(f) == 0 ? 0 : error_set(ERROR_IO, "cannot write %s", path);
+}
+
+// Copies the BN running statistics (count floats) to host memory dst, from the device on
+// CUDA (after the work queued on the core's stream).
+static int bn_stats_get(Core *core, bool on_device, float *dst, size_t count)
+{
+    float *src;
+    void *stream;
+    if (count == 0) return 0;
+    if (core_buffers(core, &src, &stream) != 0) return -1;
+    if (!on_device) {
+        memcpy(dst, src, count * sizeof *dst);
+        return 0;
+    }
+    CUDA_TRY(cudaStreamSynchronize((cudaStream_t)stream));
+    CUDA_TRY(cudaMemcpy(dst, src, count * sizeof *dst, cudaMemcpyDeviceToHost));
+    return 0;
+}
+
+// The batch of the dump: the training batch and a held-out batch of as many images (the
+// synthetic samples after it), in host memory.
+typedef struct DumpBatches {
+    CoreBatch train, held_out;
+    size_t image_floats; // per image
+} DumpBatches;
+
+static int write_batch(const char *dir, const char *images, const char *labels,
+                       const CoreBatch *b, size_t image_floats)
+{
+    if (write_file(dir, images, b->images, (size_t)b->n * image_floats * sizeof(float))) return -1;
+    return write_file(dir, labels, b->labels, (size_t)b->n * sizeof(int32_t));
+}
+
+// Writes the initial state and the first gradient, runs check_steps steps (with the
+// injected infs), writes their LR, loss, scale and skip flag, the parameters and BN running
+// statistics after them and the eval of the held-out batch.
+static int dump(Core *core, const CoreConfig *cfg, const DumpBatches *d, const Args *a)
+{
+    const CoreBatch *b = &d->train;
+    size_t np = core_param_count(core), ns = core_buffer_count(core);
     float *p = malloc(np * sizeof *p), *g = malloc(np * sizeof *g);
+    float *bn = malloc((ns ? ns : 1) * sizeof *bn);
     float *steps = malloc((size_t)a->check_steps * 4 * sizeof *steps);
+    CoreStats st;
     int rc = -1;
-    if (!p || !g || !steps) {
+    if (!p || !g || !bn || !steps) {
         error_set(ERROR_OUT_OF_MEMORY, "steptime: no memory for the dump");
         goto out;
     }
@@ -308,18 +398,21 @@ static int dump(Core *core, const CoreConfig *cfg, const CoreBatch *b, const Arg
         error_set(ERROR_BAD_USAGE, "cannot create %s: %s", a->dump_dir, strerror(errno));
         goto out;
     }
+    if (core_stats(core, &st)) goto out;
+    bool on_device = st.backend == CORE_BACKEND_CUDA;
     float grad_loss = 0.0f;
-    if (core_params_get(core, p, np) || core_loss_grad(core, b, &grad_loss, g) ||
+    if (write_argv(a) || core_params_get(core, p, np) || bn_stats_get(core, on_device, bn, ns) ||
+        core_loss_grad(core, b, &grad_loss, g) || // training-mode BN; running stats untouched
         core_params_set(core, p, np) || // core_loss_grad leaves momentum alone; to be sure
         write_file(a->dump_dir, "params.bin", p, np * sizeof *p) ||
-        write_file(a->dump_dir, "images.bin", b->images, (size_t)b->n * image_floats * sizeof(float)) ||
-        write_file(a->dump_dir, "labels.bin", b->labels, (size_t)b->n * sizeof(int32_t)) ||
+        write_file(a->dump_dir, "bn_stats.bin", bn, ns * sizeof *bn) ||
+        write_batch(a->dump_dir, "images.bin", "labels.bin", b, d->image_floats) ||
+        write_batch(a->dump_dir, "eval_images.bin", "eval_labels.bin", &d->held_out, d->image_floats) ||
         write_file(a->dump_dir, "grads.bin", g, np * sizeof *g))
         goto out;
     int skipped_before = 0;
     for (int s = 0; s < a->check_steps; s++) {
         CoreStepResult r;
-        CoreStats st;
         if (injected_at(a, s) && core_inject_grad_fault(core, INFINITY)) goto out;
         if (core_step(core, b, &r) || core_stats(core, &st)) goto out;
         float *row = steps + (size_t)s * 4;
@@ -329,22 +422,50 @@ static int dump(Core *core, const CoreConfig *cfg, const CoreBatch *b, const Arg
         row[3] = st.skipped_steps > skipped_before ? 1.0f : 0.0f;
         skipped_before = st.skipped_steps;
     }
+    CoreEvalResult ev;
     if (write_file(a->dump_dir, "steps.bin", steps, (size_t)a->check_steps * 4 * sizeof *steps) ||
         core_params_get(core, p, np) || write_file(a->dump_dir, "after.bin", p, np * sizeof *p) ||
-        write_meta(core, cfg, b, a, grad_loss))
+        bn_stats_get(core, on_device, bn, ns) ||
+        write_file(a->dump_dir, "bn_stats_after.bin", bn, ns * sizeof *bn) ||
+        core_eval(core, &d->held_out, &ev) ||
+        write_meta(core, cfg, b, a, grad_loss, &(EvalFigures){ev.loss, ev.accuracy}))
         goto out;
     rc = 0;
 out:
     free(p);
     free(g);
+    free(bn);
     free(steps);
     return rc;
+}
+
+// The timed steps' batch on the device (--input device on CUDA): uploaded once, ready
+// before the first step (the core's stream does not order against these copies).
+typedef struct DeviceBatch { float *images; int32_t *labels; size_t bytes; } DeviceBatch;
+
+static int device_batch_make(DeviceBatch *d, const CoreBatch *host, size_t image_floats)
+{
+    size_t ib = (size_t)host->n * image_floats * sizeof(float), lb = (size_t)host->n * sizeof(int32_t);
+    *d = (DeviceBatch){NULL, NULL, ib + lb};
+    CUDA_TRY(cudaMalloc((void **)&d->images, ib));
+    CUDA_TRY(cudaMalloc((void **)&d->labels, lb));
+    CUDA_TRY(cudaMemcpy(d->images, host->images, ib, cudaMemcpyHostToDevice));
+    CUDA_TRY(cudaMemcpy(d->labels, host->labels, lb, cudaMemcpyHostToDevice));
+    CUDA_TRY(cudaDeviceSynchronize());
+    return 0;
+}
+
+static void device_batch_free(DeviceBatch *d)
+{
+    if (d->images) cudaFree(d->images);
+    if (d->labels) cudaFree(d->labels);
+    *d = (DeviceBatch){0};
 }
 
 int main(int argc, char **argv)
 {
     CoreConfig cfg;
-    Args a = {.preset = "tiny", .steps = 10, .warmup = 2, .check_steps = 3};
+    Args a = {.preset = "tiny", .steps = 10, .warmup = 2, .check_steps = 3, .argc = argc, .argv = argv};
     int rc = parse(argc, argv, &cfg, &a);
     if (rc) return rc > 0 ? 0 : 1;
     if (a.threads > 0) core_cpu_set_threads(a.threads);
@@ -353,6 +474,9 @@ int main(int argc, char **argv)
     size_t image_floats = (size_t)m->in_channels * m->image_size * m->image_size;
     float *images = malloc((size_t)cfg.batch_size * image_floats * sizeof *images);
     int32_t *labels = malloc((size_t)cfg.batch_size * sizeof *labels);
+    float *eval_images = NULL;
+    int32_t *eval_labels = NULL;
+    DeviceBatch dev = {0};
     double *ms = malloc((size_t)a.steps * sizeof *ms), *cpu_ms = malloc((size_t)a.steps * sizeof *ms);
     Core *core = NULL;
     int status = 1;
@@ -368,7 +492,16 @@ int main(int argc, char **argv)
         goto out;
     }
     if (a.dump_dir) {
-        if (dump(core, &cfg, &batch, &a, image_floats) != 0) {
+        eval_images = malloc((size_t)cfg.batch_size * image_floats * sizeof *eval_images);
+        eval_labels = malloc((size_t)cfg.batch_size * sizeof *eval_labels);
+        if (!eval_images || !eval_labels) {
+            fprintf(stderr, "steptime: out of memory\n");
+            goto out;
+        }
+        synth_batch(&task, (uint64_t)cfg.batch_size, cfg.batch_size, eval_images, eval_labels);
+        DumpBatches d = {batch, {eval_images, eval_labels, cfg.batch_size, CORE_MEMORY_HOST},
+                         image_floats};
+        if (dump(core, &cfg, &d, &a) != 0) {
             fprintf(stderr, "steptime: dump failed: %s\n", error_message());
             goto out;
         }
@@ -378,6 +511,19 @@ int main(int argc, char **argv)
             fprintf(stderr, "steptime: cannot create the core: %s\n", error_message());
             goto out;
         }
+    }
+    CoreStats st;
+    if (core_stats(core, &st) != 0) {
+        fprintf(stderr, "steptime: core_stats failed: %s\n", error_message());
+        goto out;
+    }
+    bool input_device = st.backend == CORE_BACKEND_CUDA && !a.input_host;
+    if (input_device) {
+        if (device_batch_make(&dev, &batch, image_floats) != 0) {
+            fprintf(stderr, "steptime: cannot put the batch on the device: %s\n", error_message());
+            goto out;
+        }
+        batch = (CoreBatch){dev.images, dev.labels, cfg.batch_size, CORE_MEMORY_DEVICE};
     }
     for (int s = 0; s < a.warmup + a.steps; s++) {
         double t0 = 1e3 * clock_seconds(), c0 = 1e3 * clock_process_cpu_seconds();
@@ -395,7 +541,6 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    CoreStats st;
     if (core_stats(core, &st) != 0) {
         fprintf(stderr, "steptime: core_stats failed: %s\n", error_message());
         goto out;
@@ -409,18 +554,22 @@ int main(int argc, char **argv)
     double cpu_median = a.steps % 2 ? cpu_ms[h] : 0.5 * (cpu_ms[h - 1] + cpu_ms[h]);
     printf("steptime: preset %s backend %s threads %d batch %d precision %s layout %s "
            "zero_grad %s readback %s steps %d median_ms %.3f min_ms %.3f mean_ms %.3f images_per_s %.1f "
-           "cpu_median_ms %.3f peak_mib %.1f device_used_mib %.1f\n",
+           "cpu_median_ms %.3f input %s batch_mib %.1f peak_mib %.1f device_used_mib %.1f\n",
            a.preset, core_backend_name(st.backend),
            st.backend == CORE_BACKEND_CPU_REF ? 1 : core_cpu_threads(), cfg.batch_size,
            core_precision_name(cfg.precision), core_layout_name(cfg.layout),
            core_zero_grad_name(cfg.zero_grad), core_readback_name(cfg.readback), a.steps, median, ms[0], sum / a.steps,
-           1e3 * cfg.batch_size / median, cpu_median, st.peak_bytes / 1048576.0,
+           1e3 * cfg.batch_size / median, cpu_median, input_device ? "device" : "host",
+           dev.bytes / 1048576.0, (st.peak_bytes + dev.bytes) / 1048576.0,
            st.device_used_bytes / 1048576.0);
     status = 0;
 out:
     core_free(core);
+    device_batch_free(&dev);
     free(images);
     free(labels);
+    free(eval_images);
+    free(eval_labels);
     free(ms);
     free(cpu_ms);
     return status;

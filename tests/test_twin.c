@@ -1,18 +1,24 @@
 // test_twin.c: the core's CPU backends ("cpu" and the reference "cpu-ref") compute the
-// same numbers as PyTorch. steptime --dump writes the initial weights, the batch, the first
-// gradient, per-step LR, loss and loss scale and the parameters after K steps;
-// scripts/torch_twin.py check rebuilds the preset in PyTorch from them and compares: the
-// loss, every gradient tensor, the LR of each step (computed in Python with LambdaLR), the
-// loss per step, the GradScaler's scale and skip flag per step (with infs injected at the
-// same steps) and the update after K steps, each within the tolerance stated in the script
-// (fp32 on both sides, different summation order: loss 1e-5 relative, gradients 1e-4 and the
-// update 1e-3 relative L2 per tensor - above it a float64 replay tells fp32 rounding from a
-// real difference -, LR 1e-6, scale and skips exact). Measured here: 10-100x inside them.
-// About 7 s at rest here (one python3 run for all dumps: importing torch alone takes 3 s).
-// The configurations cover SGD momentum and weight decay (the presets'), a linear LR
-// warm-up, clipping by global norm with a clip_norm below the gradient's norm (the script
-// fails if no step was clipped) and fp16's loss scaling with backoff and growth.
-// Skips, visibly, when python3 cannot import torch (pip install torch; scripts/setup.sh).
+// same numbers as PyTorch. steptime --dump writes the initial weights, BN running statistics
+// and batch, a held-out batch, the first gradient, per-step LR, loss and loss scale, the
+// parameters and running statistics after K steps, the eval-mode loss of the held-out batch
+// after them, and its own command line (argv.txt); scripts/torch_twin.py check rebuilds the
+// preset in PyTorch from them and compares: meta.txt against the command line (its own
+// parse of argv.txt and the presets' defaults, so that a steptime parsing bug that meta.txt
+// echoes is caught), the loss, every gradient tensor, the LR of each step (computed in
+// Python with LambdaLR), the loss per step, the GradScaler's scale and skip flag per step
+// (with infs injected at the same steps), the update after K steps, the change of every BN
+// layer's running mean and variance and the eval-mode loss (held-out accuracy depends on
+// both), each within the tolerance stated in the script (fp32 on both sides, different
+// summation order: loss 1e-5 relative, gradients 1e-4, the update 1e-3 and the running
+// statistics' change 1e-4 relative L2 per tensor - above them a float64 replay tells fp32
+// rounding from a real difference -, eval loss 1e-5, LR 1e-6, scale and skips exact).
+// About 8 s at rest here (one python3 run for all dumps: importing torch alone takes 3 s).
+// The configurations cover SGD with a non-default LR, momentum and weight decay, a linear
+// LR warm-up, clipping by global norm with a clip_norm below the gradient's norm (the
+// script fails if no step was clipped) and fp16's loss scaling with backoff and growth.
+// Skips, visibly, when the twin's Python cannot import torch (scripts/setup.sh installs
+// it), and fails instead when SUITE_REQUIRE_TORCH=1 (CI sets it unless SETUP_SKIP_TORCH=1).
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,16 +26,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "tests/support.h"
 
-// The Python the twin runs with: $PYTHON, or python3.
+// The Python the twin runs with: $PYTHON, else the virtual environment scripts/setup.sh
+// makes (cache/venv), else python3 - the order scripts/twin_compare.py uses.
 static const char *python(void)
 {
+    static char venv[4096];
     const char *p = getenv("PYTHON");
-    return p && *p ? p : "python3";
+    if (p && *p) return p;
+    snprintf(venv, sizeof venv, "%s/cache/venv/bin/python", test_suite_root());
+    return access(venv, X_OK) == 0 ? venv : "python3";
+}
+
+static bool torch_required(void)
+{
+    const char *r = getenv("SUITE_REQUIRE_TORCH");
+    return r && strcmp(r, "1") == 0;
 }
 
 // True (after printing why and how to fix it) when the twin cannot run here.
@@ -37,18 +54,25 @@ static bool torch_missing(void)
 {
     static int missing = -1;
     if (missing < 0) {
-        missing = test_run("%s -c 'import torch' >/dev/null 2>&1", python()) != 0;
+        missing = test_run("'%s' -c 'import torch' >/dev/null 2>&1", python()) != 0;
         if (missing)
-            printf("skipped: %s cannot import torch, so the PyTorch twin cannot run; install it "
-                   "with `%s -m pip install torch` (scripts/setup.sh does, unless "
-                   "SETUP_SKIP_TORCH=1), or set PYTHON to a Python that has it\n",
-                   python(), python());
+            printf("%s: %s cannot import torch, so the PyTorch twin cannot run; "
+                   "scripts/setup.sh installs it into cache/venv (unless SETUP_SKIP_TORCH=1), "
+                   "or set PYTHON to a Python that has it%s\n",
+                   torch_required() ? "FAILED" : "skipped", python(),
+                   torch_required() ? " (SUITE_REQUIRE_TORCH=1: a skip is a failure here)" : "");
         fflush(stdout);
     }
     return missing;
 }
 
-#define REQUIRE_TORCH() do { if (torch_missing()) skip(); } while (0)
+// Skips without torch, or fails when torch is required (CI: a skipped twin proves nothing).
+#define REQUIRE_TORCH() do { \
+        if (torch_missing()) { \
+            if (torch_required()) fail_msg("SUITE_REQUIRE_TORCH=1 and %s has no torch", python()); \
+            skip(); \
+        } \
+    } while (0)
 
 // Runs steptime --dump into test_dir/name with the given flags (one timed step only);
 // its exit status.
@@ -73,38 +97,53 @@ static int twin_check(const char *names)
         snprintf(dirs + len, sizeof dirs - len, " '%s/%s'", test_dir, n);
     }
     fflush(stdout);
-    int rc = test_run("%s '%s/scripts/torch_twin.py' check%s >'%s/check.txt' 2>&1",
+    int rc = test_run("'%s' '%s/scripts/torch_twin.py' check%s >'%s/check.txt' 2>&1",
                       python(), test_suite_root(), dirs, test_dir);
     test_run("cat '%s/check.txt'", test_dir);
     return rc;
 }
 
-// A warm-up LR over 3 steps and clipping to 0.3 (the presets' first gradients have global
-// norms of about 0.5 to 0.7, so every step is clipped); the presets' momentum 0.9 and
-// weight decay 5e-4.
-#define OPTIM "--lr-warmup 3 --clip-norm 0.3 --check-steps 4"
+// SGD with an LR, momentum and weight decay none of the presets has (a flag steptime
+// ignored would show in meta.txt), a warm-up LR over 3 steps and clipping to 0.3 (the
+// presets' first gradients have global norms of about 0.5 to 0.7, so steps are clipped).
+#define OPTIM "--lr 0.04 --momentum 0.85 --weight-decay 1e-3 --lr-warmup 3 --clip-norm 0.3 " \
+              "--check-steps 4"
 // fp16's GradScaler: infs at steps 1 and 4 back the scale off and skip those steps; a
 // growth interval of 2 makes it grow in between (65536 -> 32768 -> 65536 -> 32768).
 #define SCALER "--precision fp16 --init-scale 65536 --growth-interval 2 --inject-inf 1,4 " \
-               "--lr-warmup 3 --clip-norm 0.3 --check-steps 6"
+               "--lr 0.04 --momentum 0.85 --weight-decay 1e-3 --lr-warmup 3 --clip-norm 0.3 " \
+               "--check-steps 6"
 
 // The dumps, in the order they are checked: the first GOOD agree with the twin, the rest
-// are made to disagree.
+// are made to disagree (after the dump, by `edit`, run in the dump's folder).
 #define GOOD 6
-static const char *const dumps[][2] = {
-    {"tiny-cpu", "--preset tiny --backend cpu " OPTIM},
-    {"tiny-cpu-fp16", "--preset tiny --backend cpu " SCALER},
-    {"mlp-cpu", "--preset mlp --backend cpu " OPTIM},
-    {"mlp-cpu-fp16", "--preset mlp --backend cpu " SCALER},
-    {"tiny-ref", "--preset tiny --backend cpu-ref " OPTIM},
-    {"mlp-ref-fp16", "--preset mlp --backend cpu-ref " SCALER},
+typedef struct Dump { const char *name, *flags, *edit; } Dump;
+static const Dump dumps[] = {
+    {"tiny-cpu", "--preset tiny --backend cpu " OPTIM, NULL},
+    {"tiny-cpu-fp16", "--preset tiny --backend cpu " SCALER, NULL},
+    {"mlp-cpu", "--preset mlp --backend cpu " OPTIM, NULL},
+    {"mlp-cpu-fp16", "--preset mlp --backend cpu " SCALER, NULL},
+    {"tiny-ref", "--preset tiny --backend cpu-ref " OPTIM, NULL},
+    {"mlp-ref-fp16", "--preset mlp --backend cpu-ref " SCALER, NULL},
     // meta.txt will say weight decay 5e-4, the core used 0.05: the gradients agree, the
-    // update does not
-    {"wrong-wd", "--preset tiny --backend cpu --weight-decay 0.05 " OPTIM},
+    // update does not (and meta.txt disagrees with the command line)
+    {"wrong-wd", "--preset tiny --backend cpu " OPTIM " --weight-decay 0.05",
+     "sed -i 's/^weight_decay=.*/weight_decay=0.0005/' meta.txt"},
     // a clip_norm that never clips proves nothing about clipping: the check says so
-    {"no-clip", "--preset tiny --backend cpu --clip-norm 100 --check-steps 2"},
+    {"no-clip", "--preset tiny --backend cpu --clip-norm 100 --check-steps 2", NULL},
+    // a parsing bug that meta.txt echoes: the core and meta.txt say momentum 0.8, the
+    // command line 0.7. Every number agrees; only the command line check can tell.
+    {"echo-bug", "--preset tiny --backend cpu " OPTIM " --momentum 0.8",
+     "sed -i 's/^0\\.8$/0.7/' argv.txt"},
+    // running statistics that never moved (a BN forward that forgets to update them)
+    {"stale-bn", "--preset tiny --backend cpu " OPTIM, "cp bn_stats.bin bn_stats_after.bin"},
+    // an eval loss 1% off (eval with the wrong statistics, or of the wrong parameters)
+    {"wrong-eval", "--preset tiny --backend cpu " OPTIM,
+     "awk -F= '/^eval_loss=/ {printf \"eval_loss=%.9g\\n\", $2 * 1.01; next} {print}' "
+     "meta.txt >m && mv m meta.txt"},
 };
 #define N_DUMPS (sizeof dumps / sizeof dumps[0])
+enum { WRONG_WD = GOOD, NO_CLIP, ECHO_BUG, STALE_BN, WRONG_EVAL };
 
 // The twin's output for dump i (from its "twin-check: preset" line to the next), malloc'd.
 static char *check_out, *block[N_DUMPS];
@@ -114,15 +153,16 @@ static int check_rc;
 static int setup(void **state)
 {
     if (test_setup_dir(state) != 0) return -1;
+    if (getenv("TWIN_TEST_CHILD")) return 0; // test_twin_skip_fails_when_required's run
     if (torch_missing()) return 0;
     char names[1024] = "";
     for (size_t i = 0; i < N_DUMPS; i++) {
-        if (dump(dumps[i][0], dumps[i][1]) != 0) return -1;
+        if (dump(dumps[i].name, dumps[i].flags) != 0) return -1;
+        if (dumps[i].edit && test_run("cd '%s/%s' && %s", test_dir, dumps[i].name, dumps[i].edit))
+            return -1;
         size_t len = strlen(names);
-        snprintf(names + len, sizeof names - len, "%s%s", i ? " " : "", dumps[i][0]);
+        snprintf(names + len, sizeof names - len, "%s%s", i ? " " : "", dumps[i].name);
     }
-    if (test_run("sed -i 's/^weight_decay=.*/weight_decay=0.0005/' '%s/wrong-wd/meta.txt'", test_dir))
-        return -1;
     check_rc = twin_check(names);
     check_out = test_read_in(test_dir, "check.txt");
     if (!check_out) return -1;
@@ -156,11 +196,17 @@ static void test_twin_agrees_with_the_cpu_backends(void **state)
     free(meta);
     for (size_t i = 0; i < GOOD; i++) {
         assert_non_null(block[i]);
-        if (strstr(block[i], "FAIL")) fail_msg("the twin disagrees on %s:\n%s", dumps[i][0], block[i]);
+        if (strstr(block[i], "FAIL")) fail_msg("the twin disagrees on %s:\n%s", dumps[i].name, block[i]);
+        assert_non_null(strstr(block[i], "  ok   meta.txt against the command line: 0 "));
         assert_non_null(strstr(block[i], "  ok   gradient (worst tensor)"));
         assert_non_null(strstr(block[i], "  ok   update after "));
         assert_non_null(strstr(block[i], "  ok   LR per step (warm-up 3)"));
-        if (strstr(dumps[i][1], "fp16")) {
+        assert_non_null(strstr(block[i], "  ok   eval-mode loss of the held-out batch after "));
+        if (strncmp(dumps[i].name, "tiny", 4) == 0) // the MLP has no BatchNorm
+            assert_non_null(strstr(block[i], "  ok   BN running statistics' change after "));
+        else
+            assert_non_null(strstr(block[i], "  n/a  BN running statistics: none in this model"));
+        if (strstr(dumps[i].flags, "fp16")) {
             assert_non_null(strstr(block[i], "  ok   loss scale per step: 0 (tolerance 0): final 32768"));
             assert_non_null(strstr(block[i], "  ok   skipped steps: 0 (tolerance 0): 2 of 6 skipped"));
         }
@@ -173,12 +219,79 @@ static void test_twin_detects_a_wrong_config(void **state)
     (void)state;
     REQUIRE_TORCH();
     assert_int_equal(check_rc, 1);
-    assert_non_null(strstr(check_out, "twin-check: 3 disagreement(s)"));
-    assert_non_null(strstr(block[GOOD], "  ok   gradient (worst tensor)"));
-    assert_non_null(strstr(block[GOOD], "  FAIL update after 4 steps (worst tensor)"));
-    assert_non_null(strstr(block[GOOD], "not rounding")); // the float64 replay agrees
-    assert_non_null(strstr(block[GOOD], "  FAIL loss per step"));
-    assert_non_null(strstr(block[GOOD + 1], "  FAIL steps whose gradient norm was clipped: 0"));
+    assert_non_null(strstr(check_out, "twin-check: 9 disagreement(s)"));
+    const char *wd = block[WRONG_WD];
+    assert_non_null(strstr(wd, "  ok   gradient (worst tensor)"));
+    assert_non_null(strstr(wd, "  FAIL update after 4 steps (worst tensor)"));
+    assert_non_null(strstr(wd, "not rounding")); // the float64 replay agrees
+    assert_non_null(strstr(wd, "  FAIL loss per step"));
+    assert_non_null(strstr(wd, "  FAIL eval-mode loss"));
+    assert_non_null(strstr(wd, "  FAIL BN running statistics' change")); // the next forwards differ
+    assert_non_null(strstr(wd, "  FAIL meta.txt against the command line: 1 "));
+    assert_non_null(strstr(wd, "weight_decay: meta.txt 0.0005, command line 0.05"));
+    assert_non_null(strstr(block[NO_CLIP], "  FAIL steps whose gradient norm was clipped: 0"));
+}
+
+// A parsing bug that meta.txt echoes (the core and meta.txt agree with each other, not with
+// the command line) is caught, and only by the command line check.
+static void test_twin_checks_meta_against_the_command_line(void **state)
+{
+    (void)state;
+    REQUIRE_TORCH();
+    const char *b = block[ECHO_BUG];
+    assert_non_null(strstr(b, "  FAIL meta.txt against the command line: 1 "));
+    assert_non_null(strstr(b, "momentum: meta.txt 0.8, command line 0.7"));
+    assert_non_null(strstr(b, "  ok   update after 4 steps"));
+    assert_non_null(strstr(b, "  ok   eval-mode loss"));
+    const char *fails = strstr(b, "FAIL");
+    assert_null(strstr(fails + 4, "FAIL")); // that one check, nothing else
+}
+
+// BN running statistics and the eval-mode loss are compared, and a difference fails.
+static void test_twin_checks_running_stats_and_eval_loss(void **state)
+{
+    (void)state;
+    REQUIRE_TORCH();
+    const char *stale = block[STALE_BN];
+    assert_non_null(strstr(stale, "  FAIL BN running statistics' change after 4 steps"));
+    assert_non_null(strstr(stale, "  ok   update after 4 steps"));
+    const char *eval = block[WRONG_EVAL];
+    assert_non_null(strstr(eval, "  FAIL eval-mode loss of the held-out batch after 4 steps"));
+    assert_non_null(strstr(eval, "  ok   BN running statistics' change after 4 steps"));
+    // the held-out batch is not the training batch
+    char *a = test_read_in(test_dir, "tiny-cpu/images.bin"), *b = test_read_in(test_dir, "tiny-cpu/eval_images.bin");
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_true(memcmp(a, b, 64) != 0);
+    free(a);
+    free(b);
+}
+
+// CI sets SUITE_REQUIRE_TORCH=1: without torch the twin's tests fail instead of skipping.
+static void test_twin_skip_fails_when_required(void **state)
+{
+    (void)state;
+    if (getenv("TWIN_TEST_CHILD")) return; // the run below (which must not skip)
+    char out[4200];
+    snprintf(out, sizeof out, "%s/child.txt", test_dir);
+    // /bin/false stands for a Python without torch
+    int skipped = test_run("TWIN_TEST_CHILD=1 PYTHON=/bin/false SUITE_REQUIRE_TORCH=0 '%s/tests/test_twin' "
+                           ">'%s' 2>&1", test_build_dir(), out);
+    char *text = test_read_file(out, NULL);
+    assert_non_null(text);
+    assert_int_equal(skipped, 0);
+    assert_non_null(strstr(text, "skipped: /bin/false cannot import torch"));
+    assert_non_null(strstr(text, "[  SKIPPED ] "));
+    free(text);
+    int failed = test_run("TWIN_TEST_CHILD=1 PYTHON=/bin/false SUITE_REQUIRE_TORCH=1 '%s/tests/test_twin' "
+                          ">'%s' 2>&1", test_build_dir(), out);
+    text = test_read_file(out, NULL);
+    assert_non_null(text);
+    assert_int_not_equal(failed, 0);
+    assert_non_null(strstr(text, "FAILED: /bin/false cannot import torch"));
+    assert_non_null(strstr(text, "[  FAILED  ] "));
+    assert_null(strstr(text, "[  SKIPPED ] "));
+    free(text);
 }
 
 int main(void)
@@ -186,6 +299,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_twin_agrees_with_the_cpu_backends),
         cmocka_unit_test(test_twin_detects_a_wrong_config),
+        cmocka_unit_test(test_twin_checks_meta_against_the_command_line),
+        cmocka_unit_test(test_twin_checks_running_stats_and_eval_loss),
+        cmocka_unit_test(test_twin_skip_fails_when_required),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
