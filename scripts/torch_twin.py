@@ -632,8 +632,11 @@ def cmd_time(a):
         torch.cuda.reset_peak_memory_stats()
     fmt = torch.channels_last if a.layout == "nhwc" and t.p["kind"] == "resnet" else torch.contiguous_format
     model = t.model.to(dev, memory_format=fmt)
-    images = t.images.to(dev).contiguous(memory_format=fmt)
-    labels = t.labels.to(dev)
+    if a.input == "device":  # moved once, as steptime --input device (counted in the peak)
+        images = t.images.to(dev).contiguous(memory_format=fmt)
+        labels = t.labels.to(dev)
+    else:  # pageable host memory copied every step, as the core's upload of a malloc'd batch
+        host_images, host_labels = t.images.contiguous(memory_format=fmt), t.labels
     opt = t.optimizer()
     scaler = torch.amp.GradScaler(a.device, enabled=a.precision == "fp16")
     forward = model
@@ -645,6 +648,9 @@ def cmd_time(a):
     set_to_none = a.zero_grad == "set_to_none"
 
     def step():
+        nonlocal images, labels
+        if a.input == "host":
+            images, labels = host_images.to(dev), host_labels.to(dev)
         opt.zero_grad(set_to_none=set_to_none)
         with torch.autocast(a.device, dtype=amp_dtype, enabled=amp_dtype is not None):
             loss = F.cross_entropy(forward(images), labels)
@@ -688,7 +694,7 @@ def cmd_time(a):
     print(f"twin: preset {t.meta['preset']} device {a.device} side "
           f"{'compile' if a.compile else 'eager'} threads {torch.get_num_threads()} batch {n} "
           f"precision {a.precision} layout {a.layout} zero_grad {a.zero_grad} readback "
-          f"{a.readback} steps {a.steps} median_ms {med:.3f} min_ms {min(times):.3f} "
+          f"{a.readback} input {a.input} steps {a.steps} median_ms {med:.3f} min_ms {min(times):.3f} "
           f"mean_ms {statistics.fmean(times):.3f} images_per_s {1e3 * n / med:.1f} "
           f"peak_mib {peak} torch {torch.__version__}")
     return 0
@@ -719,6 +725,10 @@ def main():
                         "keep the losses on the device, read their mean every "
                         "--readback-interval steps")
     t.add_argument("--readback-interval", type=int, default=10)
+    t.add_argument("--input", choices=["device", "host"], default="device",
+                   help="device: the batch moved to the device once, before the steps (as "
+                        "steptime's default); host: a pageable CPU batch copied every step "
+                        "(as steptime --input host)")
     t.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: default)")
     t.add_argument("--steps", type=int, default=10, help="timed steps (default 10)")
     t.add_argument("--warmup", type=int, default=2,

@@ -4,18 +4,25 @@
 For each config PRESET:BATCH:PRECISION:LAYOUT (BATCH 0: the preset's), on the CPU or on a
 CUDA device: `steptime --dump` writes the core's initial weights and batch once per
 (preset, batch); on the CPU, `torch_twin.py check` first replays the core's steps in
-PyTorch (the numbers must agree, see tests/test_twin.c). Then ROUNDS rounds run,
+PyTorch (the numbers must agree, see tests/test_twin.c; a config whose check fails is
+not timed: its rows say status=failed and why). Then ROUNDS rounds run,
 interleaved so that anything else on the machine falls on both sides alike: per config,
 the core (steptime), then PyTorch eager (torch_twin.py time). With --compile,
-torch.compile runs after all rounds, only while time is left. Each run reports the median
-of its timed steps; the tables give the median of those over the rounds and the smallest
-step seen. The loss is read back every step on both sides (the core's default, .item()).
+torch.compile runs after all rounds, only while time is left, and only where the C
+compiler it needs at run time exists (Triton's launchers on CUDA: $CC, gcc or clang;
+Inductor's C++ on the CPU: $CXX, g++, clang++ or c++); elsewhere its rows say why, and no
+time is spent on it. Each run reports the median of its timed steps; the tables give the
+median of those over the rounds and the smallest step seen. The loss is read back every
+step on both sides (the core's default, .item()), and both take the batch the same way
+(--input: device, moved there once before the steps, by default; host, a pageable host
+batch copied every step); the peak memory of both counts the batch on the device.
 
 --practices NAME,... also measures practices that have a one-line PyTorch form, as a
 toggle on both sides (same config, same rounds; the baseline is the default run):
 zero_grad (set_to_none=False -> True), readback (.item() every step -> deferred, every 10),
-cudnn_benchmark (False -> True; GPU), amp (the config's precision -> fp16 autocast +
-GradScaler; GPU, on fp32 configs).
+cudnn_benchmark (False -> True; GPU), amp (fp32 -> fp16 autocast + GradScaler; GPU; only
+on fp32 configs: on any other precision its rows say why, as an fp16 config would time
+fp16 against itself).
 
 Writes to --out (the GPU check: RESULTS_DIR/twin): twin.csv (tidy: one row per config and side), twin.md (the
 table: core/eager ratios of time and peak memory), twin_practices.csv, twin.log (every
@@ -28,6 +35,7 @@ import csv
 import os
 import re
 import shlex
+import shutil
 import signal
 import statistics
 import subprocess
@@ -47,9 +55,11 @@ PRACTICES = {
     "cudnn_benchmark": "--conv-algo autotune",  # GPU; on the CPU both sides ignore it
     "amp": "--precision fp16",  # on an fp32 config; GPU (the twin skips fp16 on the CPU)
 }
+# What each side's --input means (steptime and torch_twin.py time take the same words).
+INPUTS = ("device", "host")
 CSV_COLS = ["device", "preset", "batch", "precision", "layout", "side", "status", "reason",
             "rounds", "median_ms", "min_ms", "peak_mib", "ratio_core_eager",
-            "peak_ratio_core_eager", "torch_version", "threads", "host"]
+            "peak_ratio_core_eager", "torch_version", "threads", "host", "input"]
 PRACTICE_COLS = ["device", "preset", "batch", "precision", "layout", "practice", "side",
                  "status", "reason", "rounds", "baseline_ms", "tuned_ms", "speedup",
                  "torch_version"]
@@ -125,14 +135,19 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="timed steps per run (0: per preset)")
     ap.add_argument("--warmup", type=int, default=0, help="untimed steps first (0: 2 CPU, 5 GPU)")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads, both sides (0: all)")
-    ap.add_argument("--compile", action="store_true", help="also time torch.compile, after the rounds")
+    ap.add_argument("--compile", action="store_true",
+                    help="also time torch.compile, after the rounds (where a C compiler exists)")
+    ap.add_argument("--input", choices=INPUTS, default="device",
+                    help="how both sides get the batch: device (moved there once, before the "
+                         "steps; default) or host (a pageable host batch copied every step)")
     ap.add_argument("--practices", default="", help="comma-separated: " + ",".join(PRACTICES))
     ap.add_argument("--budget", type=float, default=0,
                     help="seconds for everything; no run starts after it (0: no limit)")
     ap.add_argument("--core-prefix", default="",
                     help="a command that runs steptime (e.g. bash scripts/with-gpu-libs.sh)")
-    ap.add_argument("--python", default=os.environ.get("PYTHON", "python3"),
-                    help="a Python with torch (default $PYTHON or python3)")
+    ap.add_argument("--python", default=default_python(),
+                    help="a Python with torch (default $PYTHON, else scripts/setup.sh's "
+                         "cache/venv, else python3)")
     ap.add_argument("--render", metavar="DIR",
                     help="only print the markdown of DIR's twin.csv (report.sh uses it)")
     a = ap.parse_args()
@@ -169,6 +184,7 @@ def main():
             print(f"twin_compare: {torch_reason}: only the core is timed")
         backend = "cuda" if a.device == "cuda" else "cpu"
         threads = f" --threads {a.threads}" if a.threads > 0 else ""
+        same_input = f" --input {a.input}"  # both sides, the same input path
         twin = f"{a.python} {shlex.quote(os.path.join(HERE, 'torch_twin.py'))}"
 
         def batch_flag(b):
@@ -180,7 +196,7 @@ def main():
             return f" --steps {steps} --warmup {a.warmup or (2 if a.device == 'cpu' else 5)}"
 
         # the weights and batch, once per (preset, batch); on the CPU, the agreement first
-        dumps, dump_failed = {}, {}
+        dumps, dump_failed, check_failed = {}, {}, {}
         for preset, batch, _, _ in configs:
             key = (preset, batch)
             if key in dumps:
@@ -195,7 +211,12 @@ def main():
                 print(f"twin_compare: {preset} batch {batch}: {dump_failed[key]}")
             elif a.device == "cpu" and not torch_reason:
                 rc, lines = r.run(f"{twin} check {d}")
-                print(f"twin_compare: agreement {preset} batch {batch}: {pick(lines, 'twin-check: a')}")
+                verdict = pick(lines, "twin-check: a" if rc == 0 else "twin-check: ")
+                print(f"twin_compare: agreement {preset} batch {batch}: {verdict}")
+                if rc != 0:  # numbers that disagree: their speed is not worth publishing
+                    fails = [ln.strip() for ln in lines if ln.lstrip().startswith("FAIL")]
+                    check_failed[key] = (f"torch_twin.py check failed ({verdict or f'exit status {rc}'}"
+                                         f"{': ' + '; '.join(fails)[:300] if fails else ''}): not timed")
 
         # (config, side, variant) -> list of result dicts, or a reason string
         runs, reasons = {}, {}
@@ -210,13 +231,13 @@ def main():
         def core_run(cfg, extra=""):
             preset, batch, prec, lay = cfg
             return r.run(f"{steptime} --preset {preset}{batch_flag(batch)} --backend {backend} "
-                         f"--precision {prec} --layout {lay}{threads}{steps_of(preset)}{extra}")
+                         f"--precision {prec} --layout {lay}{threads}{same_input}{steps_of(preset)}{extra}")
 
         def twin_run(cfg, extra=""):
             preset, batch, prec, lay = cfg
             d = dumps[(preset, batch)]
             return r.run(f"{twin} time --dump {d} --device {a.device} --precision {prec} "
-                         f"--layout {lay}{threads}{steps_of(preset)}{extra}")
+                         f"--layout {lay}{threads}{same_input}{steps_of(preset)}{extra}")
 
         variants = [("", "")] + [(p, PRACTICES[p]) for p in practices
                                  if a.device == "cuda" or p not in GPU_ONLY]
@@ -225,16 +246,27 @@ def main():
                 for cfg in configs:
                     for side in ("core", "eager"):
                         reasons[(cfg, side, p)] = "a GPU practice: nothing to measure on the CPU"
-        for cfg in configs:  # nothing runs without the dump: say why
-            if dumps[cfg[:2]] is None:
+        failed = {}  # config -> why it is not timed at all (a failed dump or check)
+        for cfg in configs:  # nothing runs without the dump or with numbers that disagree
+            why = dump_failed.get(cfg[:2]) if dumps[cfg[:2]] is None else check_failed.get(cfg[:2])
+            if why:
+                failed[cfg] = why
                 for side in ("core", "eager", "compile"):
                     for variant, _ in variants:
-                        reasons[(cfg, side, variant)] = dump_failed[cfg[:2]]
+                        reasons[(cfg, side, variant)] = why
+        for p in practices:  # a toggle that is no toggle on this config: said, not timed
+            for cfg in configs:
+                why = not_applicable(p, cfg)
+                if why and cfg not in failed:
+                    for side in ("core", "eager"):
+                        reasons.setdefault((cfg, side, p), why)
         for rnd in range(1, a.rounds + 1):
             for cfg in configs:
-                if dumps[cfg[:2]] is None:
+                if cfg in failed:
                     continue
                 for variant, flags in variants:
+                    if variant and not_applicable(variant, cfg):
+                        continue
                     rc, lines = core_run(cfg, " " + flags if flags else "")
                     record((cfg, "core", variant), rc, lines, "steptime:")
                     if torch_reason:
@@ -248,14 +280,48 @@ def main():
             if r.left() < 1:
                 break
         if a.compile:
+            no_compiler = compiler_missing(a.device)
+            if no_compiler:
+                print(f"twin_compare: --compile skipped: {no_compiler}")
+                log.write(f"# --compile skipped: {no_compiler}\n")
             for cfg in configs:
-                if dumps[cfg[:2]] is None or torch_reason:
-                    reasons.setdefault((cfg, "compile", ""), torch_reason or "no dump")
+                if cfg in failed or torch_reason or no_compiler:
+                    reasons.setdefault((cfg, "compile", ""), torch_reason or no_compiler or "no dump")
                     continue
                 rc, lines = twin_run(cfg, " --compile")
                 record((cfg, "compile", ""), rc, lines, "twin:")
 
-        write_results(a, configs, practices, runs, reasons, torch_version, host)
+        write_results(a, configs, practices, runs, reasons, torch_version, host, failed)
+
+
+def default_python():
+    """$PYTHON, else the virtual environment scripts/setup.sh makes, else python3."""
+    if os.environ.get("PYTHON"):
+        return os.environ["PYTHON"]
+    venv = os.path.join(os.path.dirname(HERE), "cache", "venv", "bin", "python")
+    return venv if os.access(venv, os.X_OK) else "python3"
+
+
+def not_applicable(practice, cfg):
+    """Why a practice's toggle means nothing on this config, or None."""
+    if practice == "amp" and cfg[2] != "fp32":
+        return (f"amp toggles fp32 to fp16 autocast + GradScaler; this config is already "
+                f"{cfg[2]} (its baseline would be timed against itself)")
+    return None
+
+
+def compiler_missing(device):
+    """Why torch.compile cannot run here (no C compiler at run time), or None. On CUDA,
+    Triton compiles its launchers with $CC, else gcc, else clang; on the CPU, Inductor
+    compiles C++ with $CXX or g++ / clang++ / c++."""
+    names = ("gcc", "clang", "cc") if device == "cuda" else ("g++", "clang++", "c++")
+    env = os.environ.get("CC" if device == "cuda" else "CXX")
+    if env and shutil.which(env.split()[0]):
+        return None
+    if not env and any(shutil.which(n) for n in names):
+        return None
+    return (f"no C compiler ({'$CC ' + repr(env) + ' not found' if env else ' or '.join(names) + ' not on PATH'}): "
+            f"torch.compile needs one at run time ({'Triton' if device == 'cuda' else 'Inductor C++'}); not run")
 
 
 def summary(runs):
@@ -268,7 +334,7 @@ def summary(runs):
     return med, low, peak, runs[-1].get("threads", "")
 
 
-def write_results(a, configs, practices, runs, reasons, torch_version, host):
+def write_results(a, configs, practices, runs, reasons, torch_version, host, failed):
     rows = []
     sides = ["core", "eager"] + (["compile"] if a.compile else [])
     for cfg in configs:
@@ -283,14 +349,15 @@ def write_results(a, configs, practices, runs, reasons, torch_version, host):
             key = (cfg, s, "")
             row = dict(device=a.device, preset=preset, batch=batch, precision=prec, layout=lay,
                        side=s, torch_version=torch_version if s != "core" else "",
-                       host=host, ratio_core_eager=ratio, peak_ratio_core_eager=peak_ratio)
+                       host=host, ratio_core_eager=ratio, peak_ratio_core_eager=peak_ratio,
+                       input=a.input)
             if s in got:
                 med, low, peak, thr = got[s]
                 row.update(status="ok", reason="", rounds=len(runs[key]), median_ms=f"{med:.3f}",
                            min_ms=f"{low:.3f}", peak_mib="" if peak is None else f"{peak:.1f}",
                            threads=thr)
             else:
-                row.update(status="skipped" if s != "core" else "failed",
+                row.update(status="failed" if s == "core" or cfg in failed else "skipped",
                            reason=reasons.get(key, "not run"), rounds=0)
             rows.append(row)
     with open(os.path.join(a.out, "twin.csv"), "w", newline="") as f:
@@ -312,7 +379,7 @@ def write_results(a, configs, practices, runs, reasons, torch_version, host):
                                baseline_ms=f"{bm:.3f}", tuned_ms=f"{tm:.3f}",
                                speedup=f"{bm / tm:.3f}")
                 else:
-                    row.update(status="skipped", rounds=0,
+                    row.update(status="failed" if cfg in failed else "skipped", rounds=0,
                                reason=reasons.get((cfg, s, p)) or
                                reasons.get((cfg, s, ""), "not run"))
                 prows.append(row)
@@ -364,12 +431,18 @@ def render(folder):
         by.setdefault((r["preset"], r["batch"], r["precision"], r["layout"]), {})[r["side"]] = r
     torch_version = next((r["torch_version"] for r in rows if r["torch_version"]), "")
     device = rows[0]["device"]
+    where = rows[0].get("input") or "device"
     out = [f"The training core against PyTorch {torch_version or '(not importable there)'} "
            f"eager on the same {'GPU' if device == 'cuda' else 'CPU'} ({rows[0]['host']}), "
            "same model, weights, batch, precision and layout, runs interleaved: median step "
            "time over the rounds (each run's median step; the loss read back every step on "
-           "both sides). Memory: the core's own peak allocations (core_stats peak_bytes) "
-           "against torch.cuda.max_memory_allocated (GPU only). The issue's targets: "
+           "both sides). Input on both sides: "
+           + ("the batch moved to the device once, before the steps. " if where == "device" else
+              "a pageable host batch copied to the device every step. ") +
+           "Memory: the core's own peak allocations (core_stats peak_bytes) plus the batch it "
+           "was given on the device, against torch.cuda.max_memory_allocated, which counts "
+           "the batch too (GPU only). A config whose agreement check failed is not timed. "
+           "The issue's targets: "
            "core/eager time <= 1.0x (goal 0.8x), memory <= 1.1x.", "",
            "| preset | batch | precision | layout | rounds | core ms | eager ms | compile ms | "
            "core/eager | core MiB | eager MiB | core/eager memory |",

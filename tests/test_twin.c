@@ -20,6 +20,7 @@
 // Skips, visibly, when the twin's Python cannot import torch (scripts/setup.sh installs
 // it), and fails instead when SUITE_REQUIRE_TORCH=1 (CI sets it unless SETUP_SKIP_TORCH=1).
 #include <setjmp.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -281,7 +282,7 @@ static void test_twin_skip_fails_when_required(void **state)
     assert_non_null(text);
     assert_int_equal(skipped, 0);
     assert_non_null(strstr(text, "skipped: /bin/false cannot import torch"));
-    assert_non_null(strstr(text, "[  SKIPPED ] "));
+    assert_non_null(strstr(text, "[  SKIPPED ] test_twin_agrees_with_the_cpu_backends"));
     free(text);
     int failed = test_run("TWIN_TEST_CHILD=1 PYTHON=/bin/false SUITE_REQUIRE_TORCH=1 '%s/tests/test_twin' "
                           ">'%s' 2>&1", test_build_dir(), out);
@@ -289,9 +290,66 @@ static void test_twin_skip_fails_when_required(void **state)
     assert_non_null(text);
     assert_int_not_equal(failed, 0);
     assert_non_null(strstr(text, "FAILED: /bin/false cannot import torch"));
-    assert_non_null(strstr(text, "[  FAILED  ] "));
-    assert_null(strstr(text, "[  SKIPPED ] "));
+    assert_non_null(strstr(text, "[  FAILED  ] test_twin_agrees_with_the_cpu_backends"));
+    assert_null(strstr(text, "[  SKIPPED ] test_twin_agrees_with_the_cpu_backends"));
     free(text);
+}
+
+// The first number after `key ` in text, or -1.
+static double field(const char *text, const char *key)
+{
+    const char *p = text ? strstr(text, key) : NULL;
+    return p ? atof(p + strlen(key)) : -1.0;
+}
+
+// steptime's result line for the flags (malloc'd), or NULL when it failed.
+static char *steptime_line(const char *flags)
+{
+    if (test_run("'%s/steptime' %s >'%s/line.txt' 2>&1", test_build_dir(), flags, test_dir) != 0) {
+        test_run("cat '%s/line.txt'", test_dir);
+        return NULL;
+    }
+    return test_read_in(test_dir, "line.txt");
+}
+
+// On the CPU the batch is where the CPU computes: nothing is on a device, nothing counted.
+static void test_steptime_input_on_the_cpu(void **state)
+{
+    (void)state;
+    const char *inputs[] = {"device", "host"};
+    for (int i = 0; i < 2; i++) {
+        char flags[256];
+        snprintf(flags, sizeof flags, "--preset tiny --backend cpu --steps 1 --warmup 0 --input %s", inputs[i]);
+        char *line = steptime_line(flags);
+        assert_non_null(line);
+        assert_non_null(strstr(line, " input host batch_mib 0.0 peak_mib "));
+        free(line);
+    }
+    assert_int_not_equal(test_run("'%s/steptime' --input disk >/dev/null 2>&1", test_build_dir()), 0);
+}
+
+// On CUDA, --input device (the default) puts the batch on the device once and counts it in
+// peak_mib, as torch.cuda.max_memory_allocated counts the batch the twin moved there.
+static void test_steptime_input_on_the_gpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    const char *common = "--preset tiny --backend cuda --batch-size 256 --steps 2 --warmup 1";
+    char flags[256];
+    snprintf(flags, sizeof flags, "%s --input host", common);
+    char *host = steptime_line(flags);
+    snprintf(flags, sizeof flags, "%s", common);
+    char *dev = steptime_line(flags);
+    assert_non_null(host);
+    assert_non_null(dev);
+    assert_non_null(strstr(host, " input host batch_mib 0.0 "));
+    assert_non_null(strstr(dev, " input device batch_mib "));
+    double batch = (256.0 * 3 * 16 * 16 * 4 + 256 * 4) / 1048576.0; // images + labels
+    assert_true(fabs(field(dev, " batch_mib ") - batch) < 0.06);
+    // the core allocates the same buffers either way: the difference is the batch
+    assert_true(fabs(field(dev, " peak_mib ") - field(host, " peak_mib ") - batch) < 0.11);
+    free(host);
+    free(dev);
 }
 
 int main(void)
@@ -302,6 +360,8 @@ int main(void)
         cmocka_unit_test(test_twin_checks_meta_against_the_command_line),
         cmocka_unit_test(test_twin_checks_running_stats_and_eval_loss),
         cmocka_unit_test(test_twin_skip_fails_when_required),
+        cmocka_unit_test(test_steptime_input_on_the_cpu),
+        cmocka_unit_test(test_steptime_input_on_the_gpu),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
