@@ -34,9 +34,11 @@ Two kinds of chart:
       xformat = bytes            # x tick labels with binary prefixes (4KiB, 1MiB, ...)
       labels = yes               # print each bar's value above it (bars only)
 
-  Only rows with status=ok are drawn (when the CSV has a status column). A chart whose
-  rows are all missing (the practice was skipped) is not drawn, and says so; a CSV that is
-  not a results CSV is an error. A description naming a column the CSV lacks draws no
+  Only measured rows are drawn: status ok, or partial (rows a program cut at its deadline
+  kept), where the CSV has a status column. A chart whose rows are all missing (the
+  practice was skipped) is not drawn, and says so; a CSV with no rows at all (0 bytes or a
+  header only: a program cut before its first row) is a warning naming it, never a
+  failure, so a cut run draws what exists; a CSV that is not a results CSV is an error. A description naming a column the CSV lacks draws no
   chart and says so (a results folder older than the description); with --points it is
   an error, so a test of a description catches a typo.
 
@@ -75,6 +77,8 @@ import sys
 import tempfile
 
 TIME_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+MEASURED = ("ok", "partial")  # partial: kept by a program cut at its deadline
+STATUSES = MEASURED + ("skipped", "error")
 KNOWN_KEYS = {"practice", "x", "y", "series", "filter", "kind", "logx", "logy", "title",
               "xlabel", "ylabel", "file", "yscale", "xformat", "labels"}
 COLORS = ["#4472c4", "#ed7d31", "#70ad47", "#7030a0", "#c00000", "#00a0b0", "#7f6000",
@@ -85,6 +89,10 @@ SVG_TERM = "set terminal svg size {w},{h} dynamic font ',13' linewidth 1.5 noenh
 
 class ChartError(Exception):
     pass
+
+
+class EmptyCsv(ChartError):
+    """A CSV without a row: a warning, not a failure (a cut run is partial, not broken)."""
 
 
 class MissingColumn(ChartError):
@@ -145,7 +153,7 @@ def read_csv(path, need=("practice",)):
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise ChartError(f"{name}: cannot read it as CSV ({e})")
     if not table or not table[0]:
-        raise ChartError(f"{name}: empty file, not a results CSV")
+        raise EmptyCsv(f"{name}: empty file (a program cut before its first row?): nothing to draw from it")
     header = table[0]
     missing = [c for c in need if c not in header]
     if missing:
@@ -159,9 +167,9 @@ def read_csv(path, need=("practice",)):
         rows.append(dict(zip(header, fields)))
     if "status" in header:
         for i, r in enumerate(rows, start=2):
-            if r["status"] not in ("ok", "skipped", "error"):
-                raise ChartError(f"{name}: line {i}: status '{r['status']}' is not ok/skipped/error")
-            if r["status"] == "ok" and "time" in header and (number(r["time"]) is None or float(r["time"]) <= 0):
+            if r["status"] not in STATUSES:
+                raise ChartError(f"{name}: line {i}: status '{r['status']}' is not {'/'.join(STATUSES)}")
+            if r["status"] in MEASURED and "time" in header and (number(r["time"]) is None or float(r["time"]) <= 0):
                 raise ChartError(f"{name}: line {i}: time '{r['time']}' of a measured row is not a positive number")
     return header, rows
 
@@ -248,7 +256,7 @@ def load_reps(path, y):
         return {}
     out = {}
     for r in rows:
-        if r.get("status", "ok") != "ok":
+        if r.get("status", "ok") not in MEASURED:
             continue
         v = y_value(r, y, header)
         if v is not None:
@@ -274,7 +282,7 @@ def chart_points(name, d, header, rows, reps):
         if not sep:
             raise ChartError(f"[{name}] filter '{f}' is not column=value")
         filters.append((col.strip(), val.strip()))
-    chosen = [r for r in rows if r.get("status", "ok") == "ok" and r["practice"] in practices]
+    chosen = [r for r in rows if r.get("status", "ok") in MEASURED and r["practice"] in practices]
     if not chosen:
         return {}  # nothing measured: a skipped run writes no counter columns to check
     for col in [d["x"]] + series_cols + [c for c, _ in filters] + [d["y"]]:
@@ -462,6 +470,8 @@ def best_variants(results):
     header, rows = read_csv(path, need=("practice", "tuned", "geomean_speedup"))
     best = {}
     for i, r in enumerate(rows, start=2):
+        if r["geomean_speedup"] == "":
+            continue  # no speedup: the variant did not reach its target (its verdict says so)
         s = number(r["geomean_speedup"])
         if s is None or s <= 0:
             raise ChartError(f"summary_by_variant.csv: line {i}: speedup '{r['geomean_speedup']}' is not a positive number")
@@ -568,6 +578,11 @@ def main(argv):
         need = ("practice",) if stem.endswith(".curves") or stem.endswith(".reps") else ("practice", "status", "time")
         try:
             tables[stem] = read_csv(path, need)
+            if not tables[stem][1] and not stem.endswith((".curves", ".reps")):
+                print(f"charts: warning: {fname} has a header but no rows (a program cut before its "
+                      "first row?): nothing to draw from it", file=sys.stderr)
+        except EmptyCsv as e:
+            print(f"charts: warning: {e}", file=sys.stderr)
         except ChartError as e:
             fail(str(e))
     descriptions = []
@@ -587,7 +602,7 @@ def main(argv):
                 reps = load_reps(os.path.join(results, source + ".reps.csv"), d["y"])
                 points = chart_points(name, d, header, rows, reps)
                 if not points:
-                    measured = any(r.get("status", "ok") == "ok" and r["practice"] in d["practice"].replace(" ", "").split(",")
+                    measured = any(r.get("status", "ok") in MEASURED and r["practice"] in d["practice"].replace(" ", "").split(",")
                                    for r in rows)
                     why = f"its rows have no {d['y']} value" if measured else f"{source}.csv has no ok rows for it"
                     print(f"charts: {name}: nothing measured ({why}), no chart")
