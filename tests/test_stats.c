@@ -617,6 +617,36 @@ static void test_cut_run_is_summarized(void **state)
     free(out);
 }
 
+// Goyal et al.'s claim is checked as accuracy parity at equal epochs: every variant of
+// batch_size_parity sees the same number of samples (the large batch LARGE times fewer
+// steps), reports its final held-out accuracy, and the summary compares accuracies.
+static void test_batch_size_parity_trains_equal_epochs(void **state)
+{
+    (void)state;
+    char csv[600];
+    snprintf(csv, sizeof csv, "%s/bs/batch_size.csv", test_dir);
+    assert_int_equal(test_run("mkdir -p '%s/bs' && '%s/bench_batch_size' --backend=cpu "
+                              "--benchmark_filter='batch_size_parity/(small_batch|large_linear_lr_warmup)/' "
+                              "--harness_csv='%s' >/dev/null 2>&1", test_dir, test_build_dir(), csv), 0);
+    char *tidy = test_read_file(csv, NULL), small[1024], large[1024];
+    assert_non_null(tidy);
+    assert_true(line_starting(tidy, "batch_size_parity,small_batch,baseline,", small, sizeof small));
+    assert_true(line_starting(tidy, "batch_size_parity,large_linear_lr_warmup,tuned,", large, sizeof large));
+    double images = numf(tidy, small, "images_seen");
+    assert_true(images > 0);
+    ASSERT_NEAR(numf(tidy, large, "images_seen"), images, 0.5); // equal epochs
+    assert_true(numf(tidy, large, "steps") * 8 == numf(tidy, small, "steps"));
+    expect_field(tidy, small, "accuracy_parity", "1");
+    double acc = numf(tidy, large, "final_accuracy");
+    assert_true(acc > 0 && acc <= 1);
+    free(tidy);
+    char *a = summarize_dir("bs", "summary_accuracy.csv"), line[1024];
+    assert_non_null(a);
+    assert_true(line_starting(a, "batch_size_parity,preset:tiny;batch:0,large_linear_lr_warmup,tuned,", line, sizeof line));
+    expect_field(a, line, "verdict", "n/a (1 repetition)");
+    free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -633,6 +663,7 @@ int main(void)
         cmocka_unit_test(test_accuracy_parity_at_equal_epochs),
         cmocka_unit_test(test_runs_stay_independent),
         cmocka_unit_test(test_cut_run_is_summarized),
+        cmocka_unit_test(test_batch_size_parity_trains_equal_epochs),
     };
     return cmocka_run_group_tests(tests, setup, test_teardown_dir);
 }
