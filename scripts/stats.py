@@ -720,6 +720,11 @@ class Run:
         return out
 
 
+def points_na(pts):
+    """The n/a verdict of the first point whose repetitions are too few, or None."""
+    return next((s["verdict"] for s in pts if s["verdict"].startswith("n/a")), None)
+
+
 def human_time(seconds):
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if seconds >= scale:
@@ -804,33 +809,34 @@ def cmd_compare(args):
                     g = geomean([x["ratio"] for x in own])
                     lo, hi = interval(geomean_replicates([x["reps"] for x in own]))
                     mdl.append("| %s | %s | %d | %.2fx | %s | %s | n/a | | not measured on every machine | %s |" % (
-                        md(v), r.label, len(own), g, ci_text(lo, hi), verdict_from_interval(g, lo, hi),
+                        md(v), r.label, len(own), g, ci_text(lo, hi), verdict_from_interval(g, lo, hi, points_na(own)),
                         md(flags_text(any(x["noisy"] for x in own), "; ".join(x["contended"] for x in own if x["contended"])))))
                     continue
                 pts = [p[c] for c in common]
                 g = geomean([s["ratio"] for s in pts])
                 reps = geomean_replicates([s["reps"] for s in pts])
                 lo, hi = interval(reps)
+                na = points_na(pts)
                 noisy = any(s["noisy"] for s in pts)
                 cont = "; ".join(s["contended"] for s in pts if s["contended"])
                 if first is None:
-                    first = (g, reps)
+                    first = (g, reps, na)
                     vs = vlo = vhi = None
                     sig = ""
                 else:
                     vs = g / first[0]
                     vreps = None if reps is None or first[1] is None else [a / b for a, b in zip(reps, first[1])]
                     vlo, vhi = interval(vreps)
-                    sig = "n/a" if vlo is None else ("yes" if vlo > 1 or vhi < 1 else "no")
+                    sig = "n/a" if vlo is None or na or first[2] else ("yes" if vlo > 1 or vhi < 1 else "no")
                 mdl.append("| %s | %s | %d | %.2fx | %s | %s | %s | %s | %s | %s |" % (
-                    md(v), r.label, len(common), g, ci_text(lo, hi), verdict_from_interval(g, lo, hi),
+                    md(v), r.label, len(common), g, ci_text(lo, hi), verdict_from_interval(g, lo, hi, na),
                     "" if vs is None else "%.2fx" % vs, "" if vs is None else ci_text(vlo, vhi), sig,
                     md(flags_text(noisy, cont))))
                 bars.setdefault(practice, {}).setdefault(v, {})[r.label] = (g, lo, hi)
                 speed_rows.append(",".join([clean(practice), clean(v), r.label, clean(r.name),
                                             clean(r.ctx.get("gpu_name", "")), clean(r.ctx.get("driver_version", "")),
                                             str(len(common)), "%.4f" % g, fmt(lo), fmt(hi),
-                                            verdict_from_interval(g, lo, hi), "1" if noisy else "0", clean(cont),
+                                            verdict_from_interval(g, lo, hi, na), "1" if noisy else "0", clean(cont),
                                             fmt(vs), fmt(vlo), fmt(vhi), sig]))
         mdl.append("")
     # absolute times of the same benchmark, relative to machine A

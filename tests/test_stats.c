@@ -456,6 +456,16 @@ static void test_verdicts_need_enough_repetitions(void **state)
     assert_true(line_starting(v, "few,fast,", line, sizeof line));
     expect_field(v, line, "verdict", "n/a (1 repetition)");
     free(v);
+    // make compare: the same rule for each machine's speedup and for "differs from A"
+    assert_int_equal(test_run("cd '%s' && rm -rf few2 && cp -r few few2 && "
+                              "bash '%s/scripts/compare.sh' -o cmpfew/out few few2 >/dev/null 2>&1",
+                              test_dir, test_suite_root()), 0);
+    char *sp = test_read_in(test_dir, "cmpfew/out/speedups.csv");
+    assert_non_null(sp);
+    assert_true(line_starting(sp, "few,fast,B,", line, sizeof line));
+    expect_field(sp, line, "verdict", "n/a (1 repetition)");
+    expect_field(sp, line, "vs_first_significant", "n/a");
+    free(sp);
 }
 
 // A run that misses its target is a result: reach counts beside the time, misses
