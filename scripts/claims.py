@@ -360,6 +360,24 @@ def cmd_status(results):
         if cut:
             r[1] = f"partial (cut at the deadline: {cut[0]} of {cut[1]} rows)"
         print("| " + " | ".join(md(x) for x in r) + " |")
+    empty = [f"{r[0]} ({r[0]}.csv {why})" for r in sorted(table[1:]) if r and (why := csv_state(results, r[0]))]
+    if empty:  # a program cut before its first row, or not run: a note, not a failure
+        print()
+        print("No rows from: " + ", ".join(empty) + ".")
+
+
+def csv_state(results, program):
+    """'missing' or 'empty' (no row: 0 bytes or a header only) for RESULTS/<program>.csv,
+    or '' when it has rows."""
+    path = os.path.join(results, program + ".csv")
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = [r for r in csv.reader(f) if r]
+    except FileNotFoundError:
+        return "missing"
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return ""  # unreadable: summarize.sh and charts.sh say why
+    return "empty" if len(rows) <= 1 else ""
 
 
 def cmd_digest(results):

@@ -131,6 +131,7 @@ static void write_results_fixture(void)
     write_file("summary.csv", kPoints);
     write_file("summary_accuracy.csv", kAccuracy);
     write_file("cut.partial", "3 10\n"); // the harness: cut at the deadline after 3 of 10 rows
+    write_file("cut.csv", "");             // (the fixture's other tables stand in for its rows)
     write_file("gpu_demo.csv", kSkippedCsv);
     write_file("context.txt", "gpu_name=none\nhost=h\nhost_cpu=Test CPU\nhost_cores=2\n"
                               "no_gpu_reason=no CUDA device (test)\n");
@@ -191,6 +192,8 @@ static void test_report_headline_claims_table(void **state)
     expect_line(report, "| conv | never | 1 | - | n/a | did not reach |  |");
     // a program cut at its deadline
     expect_line(report, "| cut | partial (cut at the deadline: 3 of 10 rows) | 3 | 0 | 0 | 50 |");
+    // programs that left no rows are named (their CSV missing or empty), not a failed report
+    expect_line(report, "No rows from: broken (broken.csv missing), cut (cut.csv empty), demo (demo.csv missing).");
     free(report);
 
     // a claim that picks the best variant (*) is refused: it names its variant
