@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Draws the charts of a results folder with gnuplot, PNG and SVG, into DIR/charts/: every
 # chart described in scripts/charts/<csvname>.charts (from DIR/<csvname>.csv), and the
-# headline chart summary_speedup (each practice's best tuned variant against the published
+# headline chart summary_speedup (each practice's claimed, else best, tuned variant against the published
 # claims of bench/claims.csv). The renderer is scripts/charts/render.py (its header
 # describes the description format); paths reach it as arguments, never as gnuplot code.
 # A run cut at its deadline draws what exists: an empty CSV is a warning naming it, rows

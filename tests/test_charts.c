@@ -194,6 +194,18 @@ static void test_charts_are_real_pngs_with_headline(void **state)
     assert_non_null(strstr(svg, "95% interval"));
     assert_non_null(strstr(svg, "0.50x !")); // the noisy variant is marked
     free(svg);
+    // a practice with a claim shows the variant the claim names beside the claimed range,
+    // not its best measured variant (which would pick the luckiest)
+    write_file(test_dir, "summary_by_variant.csv",
+               "practice,tuned,gpu_name,host,points,geomean_speedup,ci_low,ci_high,verdict,noisy,contended\n"
+               "demo,fast,Test GPU,h,2,2.0000,1.8000,2.2000,faster,0,\n"
+               "demo,faster,Test GPU,h,2,3.0000,2.5000,3.5000,faster,0,\n");
+    assert_int_equal(charts_on(test_dir), 0);
+    svg = test_read_file(path, NULL);
+    assert_non_null(svg);
+    assert_non_null(strstr(svg, "2.00x (1.80-2.20)"));
+    assert_null(strstr(svg, "3.00x"));
+    free(svg);
 }
 
 // A results folder named with a quote, a $(...) and backquotes: the charts are drawn into

@@ -54,7 +54,8 @@ Two kinds of chart:
   scripts/stats.py (STATS_NOISE_CV, 2% by default).
 
 * The headline chart, summary_speedup: every practice's best tuned variant (its largest
-  geometric-mean speedup in summary_by_variant.csv) as a horizontal bar from 1x, sorted,
+  geometric-mean speedup in summary_by_variant.csv; where a published claim names a
+  variant, that one) as a horizontal bar from 1x, sorted,
   with its confidence interval (ci_low/ci_high) where summarize.sh wrote one, and the range
   a published claim gives for that practice (CLAIMS_CSV) drawn beside it. Titled with the
   GPU, driver and date of the run (RESULTS_DIR/context.txt).
@@ -461,9 +462,23 @@ def load_claims(path):
     return out
 
 
-def best_variants(results):
-    """[(practice, tuned, speedup, ci_low, ci_high, noisy)] from summary_by_variant.csv,
-    the best tuned variant of each practice; None when the file is absent or empty."""
+def claimed_variants(claims):
+    """{practice: the variant its speedup claim names} (claims on one point, accuracy claims
+    and reference figures are not the headline's)."""
+    out = {}
+    for practice, rows in claims.items():
+        for c in rows:
+            if c.get("kind", "claim") in ("", "claim") and c.get("measure", "speedup") in ("", "speedup") \
+                    and not c.get("params") and c["tuned"] not in ("", "*"):
+                out.setdefault(practice, c["tuned"])
+    return out
+
+
+def best_variants(results, claimed=None):
+    """[(practice, tuned, speedup, ci_low, ci_high, noisy)] from summary_by_variant.csv:
+    for a practice with a claim the variant the claim names (its range is drawn beside
+    it), else the best tuned variant; None when the file is absent or empty."""
+    claimed = claimed or {}
     path = os.path.join(results, "summary_by_variant.csv")
     if not os.path.exists(path):
         return None
@@ -475,7 +490,11 @@ def best_variants(results):
         s = number(r["geomean_speedup"])
         if s is None or s <= 0:
             raise ChartError(f"summary_by_variant.csv: line {i}: speedup '{r['geomean_speedup']}' is not a positive number")
-        if r["practice"] not in best or s > best[r["practice"]][2]:
+        named = claimed.get(r["practice"])
+        if named and r["tuned"] != named and any(r2["tuned"] == named and r2["practice"] == r["practice"]
+                                                 and r2["geomean_speedup"] for r2 in rows):
+            continue
+        if r["practice"] not in best or s > best[r["practice"]][2] or r["tuned"] == named:
             low, high = number(r.get("ci_low")), number(r.get("ci_high"))
             if low is None or high is None or low <= 0 or high <= 0:
                 low = high = None
@@ -485,7 +504,7 @@ def best_variants(results):
 
 
 def headline(results, claims, tmp, out_dir):
-    bars = best_variants(results)
+    bars = best_variants(results, claimed_variants(claims))
     if not bars:
         return False
     ctx = read_context(results)
@@ -507,7 +526,12 @@ def headline(results, claims, tmp, out_dir):
                     f"{lo_err}\t{hi_err}\t{max(1.0, s, high or s)!r}\t{text}\n")
             values += [v for v in (s, low, high) if v is not None]
             for claim in claims.get(practice, []):
+                if claim["tuned"] not in ("", "*", tuned) or claim.get("params") \
+                        or claim.get("kind", "claim") not in ("", "claim"):
+                    continue  # a claim about another variant, one point, or a reference figure
                 cl, ch = number(claim["effect_low"]), number(claim["effect_high"])
+                if cl is None and ch is not None:
+                    cl = min(1.0, ch)  # "up to 3x": from no effect up
                 if cl is None or ch is None or cl <= 0 or ch <= 0:
                     continue
                 if ch / cl < 1.04:  # a point claim ("~7x"): a visible sliver around it
