@@ -656,7 +656,26 @@ def cmd_summarize(args):
         if not os.path.isfile(f) or not os.access(f, os.R_OK):
             raise StatsError("cannot read %s" % f)
     n = summarize(inputs, out)
+    if where:  # a results folder: name its programs that were cut
+        note_partial(args[0])
     print("summarize: %d speedups -> %s" % (n, out))
+
+
+def note_partial(d):
+    """Names the programs of folder d that were cut at their deadline: the harness writes
+    <program>.partial ("rows_done rows_planned") beside its CSV."""
+    for name in sorted(os.listdir(d)):
+        if not name.endswith(".partial"):
+            continue
+        try:
+            with open(os.path.join(d, name)) as f:
+                fields = f.read().split()
+        except OSError:
+            fields = []
+        if len(fields) == 2 and all(x.isdigit() for x in fields):
+            warn("%s: cut at the deadline (%s of %s rows)" % (name[:-len(".partial")], fields[0], fields[1]))
+        else:
+            warn("%s is not 'rows_done rows_planned'" % os.path.join(d, name))
 
 
 # ---- several results folders: compare ------------------------------------------------------
