@@ -6,8 +6,9 @@ measured, for report.md and the end of `make bench` (Python standard library onl
   claims.py speedups RESULTS_DIR             markdown table of every tuned variant's speedup
   claims.py digest RESULTS_DIR               the few lines `make bench` ends with
   claims.py status RESULTS_DIR               suite-status.tsv as markdown (partial programs named)
-  claims.py verdict SPEEDUP [CI_LOW CI_HIGH] [--claim LOW HIGH] [--slower]
-                                             one verdict on fixed numbers (for tests)
+  claims.py verdict SPEEDUP [CI_LOW CI_HIGH] [--claim LOW HIGH] [--slower] [--few]
+                                             one verdict on fixed numbers (for tests; - for
+                                             an open end of the range)
   claims.py verdicts                         the same, one case per line of stdin
 
 claims.csv columns: practice; tuned (the variant the claim is about: a claim names it,
@@ -111,7 +112,9 @@ def verdict(speedup, ci_low=None, ci_high=None, claim_low=None, claim_high=None,
     lo, hi = ci_low, ci_high
     has_range = claim_low is not None or claim_high is not None
     if lo <= 1.0 <= hi:
-        return "holds" if has_range and (claim_low or 0) <= 1.0 <= (claim_high or math.inf) else "no effect here"
+        # only a two-sided range can hold 1.00x: "up to 3x" still claims an effect
+        two_sided = claim_low is not None and claim_high is not None
+        return "holds" if two_sided and claim_low <= 1.0 <= claim_high else "no effect here"
     if (lo > 1.0) == slower:
         return "reversed here"
     if not has_range:
@@ -466,9 +469,10 @@ def verdict_of_args(args):
     claim = (None, None)
     if "--claim" in args:
         i = args.index("--claim")
-        claim = tuple(number(a) for a in args[i + 1:i + 3])
-        if len(claim) != 2 or None in claim:
-            raise ClaimsError("--claim needs LOW HIGH numbers")
+        claim = tuple(None if a == "-" else number(a) for a in args[i + 1:i + 3])
+        if len(claim) != 2 or claim == (None, None) or any(
+                c is None and a != "-" for c, a in zip(claim, args[i + 1:i + 3])):
+            raise ClaimsError("--claim needs LOW HIGH numbers (- for an open end)")
         del args[i:i + 3]
     values = [number(a) for a in args]
     if len(values) not in (1, 3) or None in values or min(values) <= 0:

@@ -57,6 +57,10 @@ static void test_verdict_rules_on_fixed_numbers(void **state)
         {"1.10", "not enough data"},
         {"0.90", "not enough data"},
         {"1.30 1.10 1.50 --few", "not enough data"},          // too few repetitions (n/a)
+        {"1.02 0.97 1.08 --claim - 3", "no effect here"},     // "up to 3x" still claims an effect
+        {"2.0 1.8 2.2 --claim - 3", "holds"},
+        {"4.0 3.5 4.5 --claim - 3", "larger here"},
+        {"1.2 1.1 1.3 --claim 1.5 -", "smaller here"},        // "at least 1.5x"
         {"6.5 6.2 6.8 --claim 7 7", "smaller here"},          // a point claim ("~7x")
         {"0.50 0.40 0.60 --slower", "holds"},                 // a claimed slowdown
         {"0.50 0.40 0.60 --claim 0.8 0.9 --slower", "larger here"},
