@@ -25,8 +25,8 @@ at 3 a side, 0.029 at 4) "n/a (too few repetitions)". A geometric mean over para
 points takes its interval from the same bootstrap replicates (the geometric mean of every
 replicate), and its verdict from whether that interval holds 1 (n/a where any point is).
 The bootstrap seed is salted with the run (the results folder's name) and the benchmark,
-and groups are keyed by run, practice, params and machine: two runs never share
-resamples or baselines, and two baselines in one group of one run are an error.
+and groups are keyed by run, program (CSV), practice, params and machine: two runs never
+share resamples or baselines, and two baselines in one group of one run are an error.
 
 Runs to a target (a reached_target column): a run that missed is kept, its time censored
 (+infinity: ranked after every run that reached); the summary says "reached k of n" for
@@ -363,9 +363,10 @@ class Bench:
     A run at a fixed budget for accuracy parity (accuracy_parity = 1) carries its final
     held-out accuracies instead: its time is the budget's, no time to a target."""
 
-    def __init__(self, row, times, rep_rows, run):
+    def __init__(self, row, times, rep_rows, run, source=""):
         self.row = row
         self.run = run
+        self.source = source
         self.rep_rows = rep_rows or [row]
         self.target = any(r.get("reached_target", "") != "" for r in self.rep_rows)
         self.parity = any(num(r, "accuracy_parity") == 1 for r in self.rep_rows)
@@ -382,8 +383,10 @@ class Bench:
         self.contended = contended_reasons(rep_rows or [row])
 
     def key(self):
+        """Its group: run, practice, params, machine, and the program's CSV (a baseline
+        pairs with the tuned rows of its own program: the same process, interleaved)."""
         r = self.row
-        return (self.run, r["practice"], r.get("params", ""), machine_of(r))
+        return (self.run, r["practice"], r.get("params", ""), machine_of(r), self.source)
 
     def reach_text(self):
         return "" if self.reached is None else "%d of %d" % (self.reached, len(self.times))
@@ -447,7 +450,7 @@ def load_benches(path, references=False):
                         x.setdefault(k, v)
         else:
             times = [tidy_time]
-        out.append(Bench(r, times, rr, run))
+        out.append(Bench(r, times, rr, run, os.path.basename(path)))
     return out
 
 
@@ -490,18 +493,18 @@ def compare_pair(base, tuned):
 
 
 def group_benches(benches):
-    """{(run, practice, params, machine): {"baseline": Bench, "tuned": [Bench]}} in input
-    order. Two baselines in one group of one run cannot both be right: an error."""
+    """{(run, practice, params, machine, csv): {"baseline": Bench, "tuned": [Bench]}} in
+    input order. Two baselines in one group of one run cannot both be right: an error."""
     groups = {}
     for b in benches:
         g = groups.setdefault(b.key(), {"baseline": None, "tuned": []})
         if b.row.get("role") == "baseline":
             if g["baseline"] is not None:
                 old = g["baseline"].row
-                raise StatsError("two baselines for %s (%s) in run %s: %s (line %d) and %s (line %d); "
+                raise StatsError("two baselines for %s (%s) in run %s, %s: %s (line %d) and %s (line %d); "
                                  "a results folder holds one run" % (
-                                     b.row["practice"], b.row.get("params", ""), b.run, old.get("variant", ""),
-                                     old["_line"], b.row.get("variant", ""), b.row["_line"]))
+                                     b.row["practice"], b.row.get("params", ""), b.run, b.source,
+                                     old.get("variant", ""), old["_line"], b.row.get("variant", ""), b.row["_line"]))
             g["baseline"] = b
         elif b.row.get("role") == "tuned":
             g["tuned"].append(b)
