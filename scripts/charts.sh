@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Draws the charts of a results folder with gnuplot, PNG and SVG, into DIR/charts/: every
 # chart described in scripts/charts/<csvname>.charts (from DIR/<csvname>.csv), and the
-# headline chart summary_speedup (each practice's best tuned variant against the published
+# headline chart summary_speedup (each practice's claimed, else best, tuned variant against the published
 # claims of bench/claims.csv). The renderer is scripts/charts/render.py (its header
 # describes the description format); paths reach it as arguments, never as gnuplot code.
+# A run cut at its deadline draws what exists: an empty CSV is a warning naming it, rows
+# with status partial are drawn, and the exit status is 0 unless a CSV is garbage.
 # usage: charts.sh [RESULTS_DIR]   (default: the newest folder under results/)
 # Environment: CLAIMS_CSV  the claims file (default bench/claims.csv)
 #              CHARTS_OUT  write the charts here instead of RESULTS_DIR/charts

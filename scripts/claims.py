@@ -5,29 +5,45 @@ measured, for report.md and the end of `make bench` (Python standard library onl
   claims.py table RESULTS_DIR [CLAIMS_CSV]   markdown headline table: one row per claim
   claims.py speedups RESULTS_DIR             markdown table of every tuned variant's speedup
   claims.py digest RESULTS_DIR               the few lines `make bench` ends with
-  claims.py verdict SPEEDUP [CI_LOW CI_HIGH] [--claim LOW HIGH] [--slower]
-                                             one verdict on fixed numbers (for tests)
+  claims.py status RESULTS_DIR               suite-status.tsv as markdown (partial programs named)
+  claims.py verdict SPEEDUP [CI_LOW CI_HIGH] [--claim LOW HIGH] [--slower] [--few]
+                                             one verdict on fixed numbers (for tests; - for
+                                             an open end of the range)
   claims.py verdicts                         the same, one case per line of stdin
 
-claims.csv columns: practice, tuned (a variant, or * for the practice's best measured
-tuned variant), direction (faster: the claim says the tuned variant is faster; slower: it
-says it is slower), claim (a few words), effect_low, effect_high (the claimed speedup
-range, baseline time / tuned time, where the source gives one; empty where it does not),
-source, hardware.
+claims.csv columns: practice; tuned (the variant the claim is about: a claim names it,
+never "the best one measured", which would pick the luckiest); params (empty: the
+geometric mean over the variant's points; else one point, e.g. size:10240, where the
+source measured only that); kind (claim, or reference: a figure from elsewhere that this
+practice's toggle cannot confirm, shown without a verdict); measure (speedup, or accuracy:
+final held-out accuracy of the tuned variant against the baseline at equal epochs, from
+summary_accuracy.csv); direction (faster: the claim says the tuned variant is faster;
+slower: it says it is slower); claim (a few words); effect_low, effect_high (the claimed
+speedup range, baseline time / tuned time, where the source gives one; either may be
+empty for a one-sided "up to" or "at least"); source; hardware. params, kind and measure
+may be absent (empty, claim, speedup).
 
 The verdict rules (the measured speedup is the geometric mean over the variant's
-parameter points; its interval is the 95% interval of scripts/stats.py):
+parameter points, or the one point the claim names; its interval is the 95% interval of
+scripts/stats.py):
   1. No speedup measured for the practice: "not measured here (why)", the why taken from
-     the results' skip or error reasons.
-  2. The measured interval holds 1.00x: "no effect here" (unless the claimed range holds
-     1.00x too: "holds"). Without an interval (a single repetition) the point is the
-     interval, and a speedup within NO_INTERVAL_BAND (5%) of 1.00x counts as holding 1.
-  3. The interval lies wholly on the other side of 1.00x from the claim's direction:
+     the results' skip or error reasons. A variant whose median run missed its target:
+     "did not reach".
+  2. No interval (a single repetition), or too few repetitions for stats.py to give a
+     verdict (its verdict is n/a): "not enough data". A single sample never holds or
+     reverses a claim.
+  3. The measured interval holds 1.00x: "no effect here" (unless the claimed range holds
+     1.00x too: "holds").
+  4. The interval lies wholly on the other side of 1.00x from the claim's direction:
      "reversed here".
-  4. The claim gives no range (only a direction): "holds".
-  5. Else the interval against the claimed range, as effect sizes (for a slower claim,
+  5. The claim gives no range (only a direction): "holds".
+  6. Else the interval against the claimed range, as effect sizes (for a slower claim,
      1/speedup): overlapping "holds"; wholly below "smaller here"; wholly above
      "larger here".
+Accuracy claims ("the tuned variant reaches the baseline's accuracy"), at every point:
+the interval of the difference (tuned - baseline) wholly below 0 (or below effect_low,
+a tolerated loss, where the claim gives one) is "reversed here"; otherwise "holds"; too
+few repetitions "not enough data".
 """
 import csv
 import math
@@ -35,8 +51,8 @@ import os
 import re
 import sys
 
-NO_INTERVAL_BAND = 1.05
 CLAIM_FIELDS = ("practice", "tuned", "direction", "claim", "effect_low", "effect_high", "source", "hardware")
+OPTIONAL_FIELDS = {"params": "", "kind": "claim", "measure": "speedup"}
 
 
 class ClaimsError(Exception):
@@ -69,33 +85,46 @@ def read_csv(path, need):
 def read_claims(path):
     claims = read_csv(path, CLAIM_FIELDS)
     for i, c in enumerate(claims, start=2):
+        for k, default in OPTIONAL_FIELDS.items():
+            c[k] = c.get(k, "") or default
         if not c["source"].strip():
             raise ClaimsError(f"{path}: line {i} ({c['practice']}): a claim without a source")
         if c["direction"] not in ("faster", "slower"):
             raise ClaimsError(f"{path}: line {i}: direction '{c['direction']}' is not faster/slower")
+        if c["kind"] not in ("claim", "reference"):
+            raise ClaimsError(f"{path}: line {i}: kind '{c['kind']}' is not claim/reference")
+        if c["measure"] not in ("speedup", "accuracy"):
+            raise ClaimsError(f"{path}: line {i}: measure '{c['measure']}' is not speedup/accuracy")
+        if c["kind"] == "claim" and c["tuned"] in ("*", ""):
+            raise ClaimsError(f"{path}: line {i} ({c['practice']}): the claim names no variant "
+                              "(checking the best measured one would pick the luckiest)")
         low, high = number(c["effect_low"]), number(c["effect_high"])
-        if (c["effect_low"] or c["effect_high"]) and (low is None or high is None or low <= 0 or high < low):
+        if (c["effect_low"] and (low is None or low <= 0)) or (c["effect_high"] and (high is None or high <= 0)) \
+                or (low is not None and high is not None and high < low):
             raise ClaimsError(f"{path}: line {i}: effect range '{c['effect_low']}'-'{c['effect_high']}' is not 0 < low <= high")
     return claims
 
 
-def verdict(speedup, ci_low=None, ci_high=None, claim_low=None, claim_high=None, slower=False):
+def verdict(speedup, ci_low=None, ci_high=None, claim_low=None, claim_high=None, slower=False, enough=True):
     """The verdict in words for a measured speedup (and interval) against a claim."""
-    if ci_low is None or ci_high is None:
-        lo = hi = speedup
-        holds_one = 1 / NO_INTERVAL_BAND <= speedup <= NO_INTERVAL_BAND
-    else:
-        lo, hi = ci_low, ci_high
-        holds_one = lo <= 1.0 <= hi
-    has_range = claim_low is not None and claim_high is not None
-    if holds_one:
-        return "holds" if has_range and claim_low <= 1.0 <= claim_high else "no effect here"
+    if ci_low is None or ci_high is None or not enough:
+        return "not enough data"
+    lo, hi = ci_low, ci_high
+    has_range = claim_low is not None or claim_high is not None
+    if lo <= 1.0 <= hi:
+        # only a two-sided range can hold 1.00x: "up to 3x" still claims an effect
+        two_sided = claim_low is not None and claim_high is not None
+        return "holds" if two_sided and claim_low <= 1.0 <= claim_high else "no effect here"
     if (lo > 1.0) == slower:
         return "reversed here"
     if not has_range:
         return "holds"
+    # a one-sided range ("up to 3x") is bounded on its other side by no effect
+    claim_low = claim_low if claim_low is not None else (1.0 if not slower else 0.0)
+    claim_high = claim_high if claim_high is not None else (math.inf if not slower else 1.0)
     if slower:  # compare effect sizes: a 0.5x slowdown is an effect of 2
-        lo, hi, claim_low, claim_high = 1 / hi, 1 / lo, 1 / claim_high, 1 / claim_low
+        lo, hi = 1 / hi, 1 / lo
+        claim_low, claim_high = 1 / claim_high, (math.inf if claim_low == 0 else 1 / claim_low)
     if hi < claim_low:
         return "smaller here"
     if lo > claim_high:
@@ -103,17 +132,33 @@ def verdict(speedup, ci_low=None, ci_high=None, claim_low=None, claim_high=None,
     return "holds"
 
 
+def accuracy_verdict(row, tolerated_loss=None):
+    """The verdict of one point of summary_accuracy.csv on "reaches the baseline's accuracy"."""
+    lo, hi = number(row.get("diff_ci_low")), number(row.get("diff_ci_high"))
+    if lo is None or hi is None or row.get("verdict", "").startswith("n/a"):
+        return "not enough data"
+    floor = -tolerated_loss if tolerated_loss else 0.0
+    return "reversed here" if hi < floor else "holds"
+
+
 # ---- results -----------------------------------------------------------------------------
 
-def summary_rows(results):
-    path = os.path.join(results, "summary_by_variant.csv")
+def summary_rows(results, name="summary_by_variant.csv", need=("practice", "tuned", "geomean_speedup"),
+                 value="geomean_speedup"):
+    """The rows of one of stats.py's summaries (none when it is absent). A value is a
+    positive number, or empty where there is none (a variant that did not reach)."""
+    path = os.path.join(results, name)
     if not os.path.exists(path):
         return []
-    rows = read_csv(path, ("practice", "tuned", "geomean_speedup"))
+    rows = read_csv(path, need)
     for i, r in enumerate(rows, start=2):
-        if number(r["geomean_speedup"]) is None or float(r["geomean_speedup"]) <= 0:
-            raise ClaimsError(f"{path}: line {i}: speedup '{r['geomean_speedup']}' is not a positive number")
+        if value and r[value] != "" and (number(r[value]) is None or float(r[value]) <= 0):
+            raise ClaimsError(f"{path}: line {i}: speedup '{r[value]}' is not a positive number")
     return rows
+
+
+def speedup_of(row):
+    return number(row.get("geomean_speedup", row.get("speedup")))
 
 
 def tidy_statuses(results):
@@ -126,8 +171,9 @@ def tidy_statuses(results):
             rows = read_csv(os.path.join(results, name), ("practice", "status"))
         except ClaimsError:
             continue  # charts.sh and summarize.sh report a broken CSV; the table says why not
-        for r in rows:
-            out.setdefault(r["practice"], []).append((r["status"], r.get("reason", "")))
+        for r in rows:  # partial: rows a program cut at its deadline kept, measured
+            status = "ok" if r["status"] == "partial" else r["status"]
+            out.setdefault(r["practice"], []).append((status, r.get("reason", "")))
     return out
 
 
@@ -150,10 +196,12 @@ def why_not_measured(practice, statuses):
     return "nothing measured"
 
 
-def pick(rows, practice, tuned):
-    """The summary row of a claim: its variant, or the practice's best one for *."""
-    mine = [r for r in rows if r["practice"] == practice and (tuned in ("*", "") or r["tuned"] == tuned)]
-    return max(mine, key=lambda r: float(r["geomean_speedup"])) if mine else None
+def pick(rows, practice, tuned, params=""):
+    """The summary row of a claim: its variant's (at its one point where it names one)."""
+    for r in rows:
+        if r["practice"] == practice and r["tuned"] == tuned and (not params or r.get("params") == params):
+            return r
+    return None
 
 
 def interval_of(row):
@@ -170,12 +218,62 @@ def flags_of(row):
     return flags
 
 
+def not_enough(row):
+    """stats.py's verdict says the repetitions cannot show a difference."""
+    return row.get("verdict", "").startswith("n/a")
+
+
 def effect_text(row):
-    s = float(row["geomean_speedup"])
+    s = speedup_of(row)
+    reached = row.get("reached") or row.get("tuned_reached") or ""
+    if s is None:
+        return f"{row.get('verdict', '') or 'no speedup'}" + (f" (reached {reached})" if reached else "")
     lo, hi = interval_of(row)
     text = f"{s:.2f}x" + (f" (95% CI {lo:.2f}-{hi:.2f})" if lo is not None else " (no interval: 1 repetition)")
-    flags = flags_of(row)
+    flags = flags_of(row) + ([row["verdict"]] if not_enough(row) and lo is not None else [])
+    if reached:
+        flags.append(f"reached {reached}")
     return text + ("; " + "; ".join(flags) if flags else "")
+
+
+def speedup_claim(c, rows, points):
+    """(measured text, verdict) of a speedup claim, or None when it was not measured."""
+    params = c["params"]
+    row = pick(points, c["practice"], c["tuned"], params) if params else pick(rows, c["practice"], c["tuned"])
+    if row is None:
+        return None
+    s = speedup_of(row)
+    if s is None:  # no speedup: its median run missed the target
+        word = "did not reach" if "did not reach" in row.get("verdict", "") else "not enough data"
+    else:
+        lo, hi = interval_of(row)
+        word = verdict(s, lo, hi, number(c["effect_low"]), number(c["effect_high"]), c["direction"] == "slower",
+                       enough=not not_enough(row))
+    return f"{row['tuned']}: {effect_text(row)}", word
+
+
+def accuracy_claim(c, accuracy):
+    """(measured text, verdict) of an accuracy-parity claim over every point measured, or
+    None. The worst point decides: reversed at any point is reversed."""
+    mine = [r for r in accuracy if r["practice"] == c["practice"] and r["variant"] == c["tuned"]
+            and (not c["params"] or r["params"] == c["params"])]
+    if not mine:
+        return None
+    texts, words = [], []
+    for r in mine:
+        base = next((b for b in accuracy if b["practice"] == r["practice"] and b["params"] == r["params"]
+                     and b["role"] == "baseline" and b.get("run") == r.get("run")), None)
+        lo, hi = number(r.get("diff_ci_low")), number(r.get("diff_ci_high"))
+        ci = f" (95% CI {lo:.3f} to {hi:.3f})" if lo is not None and hi is not None else " (no interval)"
+        diff = number(r.get("difference"))
+        texts.append(f"{r['params']}: accuracy {float(r['accuracy']):.3f}"
+                     + (f" vs {float(base['accuracy']):.3f}" if base else "")
+                     + (f", difference {diff:.3f}{ci}" if diff is not None else ""))
+        words.append(accuracy_verdict(r, number(c["effect_low"])))
+    for worst in ("reversed here", "not enough data", "holds"):
+        if worst in words:
+            return "; ".join(texts), worst
+    return "; ".join(texts), words[0]
 
 
 def md(text):
@@ -193,22 +291,23 @@ def claim_text(c):
 def cmd_table(results, claims_path):
     claims = read_claims(claims_path)
     rows = summary_rows(results)
+    points = summary_rows(results, "summary.csv", ("practice", "params", "tuned", "speedup"), "speedup")
+    accuracy = summary_rows(results, "summary_accuracy.csv", ("practice", "params", "variant", "role", "accuracy"), None)
     statuses = tidy_statuses(results)
     print("| practice | published claim | source (hardware) | measured here | verdict |")
     print("|---|---|---|---|---|")
     for c in claims:
-        row = pick(rows, c["practice"], c["tuned"])
-        name = c["practice"] + ("" if c["tuned"] in ("*", "") else f" / {c['tuned']}")
         source = f"{c['source']} ({c['hardware'] or 'hardware not stated'})"
-        if row is None:
+        if c["kind"] == "reference":
+            print(f"| {md(c['practice'])} (reference) | {md(claim_text(c))} | {md(source)} | - | "
+                  "reference figure (not a claim this toggle can confirm) |")
+            continue
+        name = f"{c['practice']} / {c['tuned']}" + (f" at {c['params']}" if c["params"] else "")
+        found = accuracy_claim(c, accuracy) if c["measure"] == "accuracy" else speedup_claim(c, rows, points)
+        if found is None:
             measured, word = "-", f"not measured here ({why_not_measured(c['practice'], statuses)})"
         else:
-            lo, hi = interval_of(row)
-            word = verdict(float(row["geomean_speedup"]), lo, hi, number(c["effect_low"]),
-                           number(c["effect_high"]), c["direction"] == "slower")
-            measured = f"{row['tuned']}: {effect_text(row)}"
-            if c["tuned"] in ("*", ""):
-                name = c["practice"]
+            measured, word = found
         print(f"| {md(name)} | {md(claim_text(c))} | {md(source)} | {md(measured)} | **{word}** |")
     claimed = {c["practice"] for c in claims}
     unclaimed = sorted({r["practice"] for r in rows} - claimed)
@@ -231,9 +330,57 @@ def cmd_speedups(results):
     for r in rows:
         lo, hi = interval_of(r)
         ci = f"{lo:.2f}-{hi:.2f}" if lo is not None else "n/a"
+        s = speedup_of(r)
         print(f"| {md(r['practice'])} | {md(r['tuned'])} | {md(r.get('points', ''))} | "
-              f"{float(r['geomean_speedup']):.2f}x | {ci} | {md(r.get('verdict', '') or 'n/a')} | "
+              f"{'-' if s is None else f'{s:.2f}x'} | {ci} | {md(r.get('verdict', '') or 'n/a')} | "
               f"{md('; '.join(flags_of(r)))} |")
+
+
+def partial_rows(results, program):
+    """(rows_done, rows_planned) from RESULTS/<program>.partial, which the harness writes
+    for a program cut at its deadline ("rows_done rows_planned"), or None."""
+    if not program or "/" in program:
+        return None
+    try:
+        with open(os.path.join(results, program + ".partial"), encoding="utf-8") as f:
+            fields = f.read().split()
+    except OSError:
+        return None
+    if len(fields) != 2 or not all(x.isdigit() for x in fields):
+        return None
+    return int(fields[0]), int(fields[1])
+
+
+def cmd_status(results):
+    """suite-status.tsv as a markdown table; a program cut at its deadline says so."""
+    print("| program | status | ok | skipped | errors | seconds | reason |")
+    print("|---|---|---|---|---|---|---|")
+    with open(os.path.join(results, "suite-status.tsv"), newline="", encoding="utf-8") as f:
+        table = [r for r in csv.reader(f, delimiter="\t") if r]
+    for r in table[1:]:
+        r = (r + [""] * 7)[:7]
+        cut = partial_rows(results, r[0])
+        if cut:
+            r[1] = f"partial (cut at the deadline: {cut[0]} of {cut[1]} rows)"
+        print("| " + " | ".join(md(x) for x in r) + " |")
+    empty = [f"{r[0]} ({r[0]}.csv {why})" for r in sorted(table[1:]) if r and (why := csv_state(results, r[0]))]
+    if empty:  # a program cut before its first row, or not run: a note, not a failure
+        print()
+        print("No rows from: " + ", ".join(empty) + ".")
+
+
+def csv_state(results, program):
+    """'missing' or 'empty' (no row: 0 bytes or a header only) for RESULTS/<program>.csv,
+    or '' when it has rows."""
+    path = os.path.join(results, program + ".csv")
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = [r for r in csv.reader(f) if r]
+    except FileNotFoundError:
+        return "missing"
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return ""  # unreadable: summarize.sh and charts.sh say why
+    return "empty" if len(rows) <= 1 else ""
 
 
 def cmd_digest(results):
@@ -251,22 +398,26 @@ def cmd_digest(results):
         machine = (f"no GPU ({ctx.get('no_gpu_reason', 'none found')}); host {ctx.get('host', '?')}, "
                    f"{ctx.get('host_cpu', '?')}, {ctx.get('host_cores', '?')} cores")
     print(f"Machine:    {machine}")
-    ran = skipped = failed = 0
+    ran = skipped = failed = partial = 0
     try:
         with open(os.path.join(results, "suite-status.tsv"), newline="", encoding="utf-8") as f:
             for r in csv.DictReader(f, delimiter="\t"):
                 ran += int(number(r.get("ok")) or 0)
                 skipped += int(number(r.get("skipped")) or 0)
                 failed += int(number(r.get("errors")) or 0)
-                if r.get("status") == "failed" and not number(r.get("errors")):
+                if partial_rows(results, r.get("program", "")):
+                    partial += 1  # cut at the deadline: what it finished is kept
+                elif r.get("status") == "failed" and not number(r.get("errors")):
                     failed += 1  # a program that crashed, timed out or was not run
     except OSError:
         pass
-    print(f"Benchmarks: {ran} ran, {skipped} skipped, {failed} failed")
+    cut = f"; {partial} program{'s' if partial != 1 else ''} partial (cut at the deadline)" if partial else ""
+    print(f"Benchmarks: {ran} ran, {skipped} skipped, {failed} failed{cut}")
     try:
         rows = summary_rows(results)
     except ClaimsError:
         rows = []
+    rows = [r for r in rows if speedup_of(r) is not None]
     effect = lambda r: abs(math.log(float(r["geomean_speedup"])))
     largest = {}  # each practice's largest effect, then the three largest of those
     for r in rows:
@@ -293,6 +444,8 @@ def main(argv):
             cmd_speedups(argv[2])
         elif len(argv) == 3 and argv[1] == "digest":
             cmd_digest(argv[2])
+        elif len(argv) == 3 and argv[1] == "status":
+            cmd_status(argv[2])
         elif len(argv) >= 3 and argv[1] == "verdict":
             print(verdict_of_args(argv[2:]))
         elif len(argv) == 2 and argv[1] == "verdicts":
@@ -309,21 +462,23 @@ def main(argv):
 
 
 def verdict_of_args(args):
-    """The verdict of SPEEDUP [CI_LOW CI_HIGH] [--claim LOW HIGH] [--slower]."""
-    slower = "--slower" in args
-    args = [a for a in args if a != "--slower"]
+    """The verdict of SPEEDUP [CI_LOW CI_HIGH] [--claim LOW HIGH] [--slower] [--few]
+    (--few: stats.py said the repetitions are too few for a verdict)."""
+    slower, few = "--slower" in args, "--few" in args
+    args = [a for a in args if a not in ("--slower", "--few")]
     claim = (None, None)
     if "--claim" in args:
         i = args.index("--claim")
-        claim = tuple(number(a) for a in args[i + 1:i + 3])
-        if len(claim) != 2 or None in claim:
-            raise ClaimsError("--claim needs LOW HIGH numbers")
+        claim = tuple(None if a == "-" else number(a) for a in args[i + 1:i + 3])
+        if len(claim) != 2 or claim == (None, None) or any(
+                c is None and a != "-" for c, a in zip(claim, args[i + 1:i + 3])):
+            raise ClaimsError("--claim needs LOW HIGH numbers (- for an open end)")
         del args[i:i + 3]
     values = [number(a) for a in args]
     if len(values) not in (1, 3) or None in values or min(values) <= 0:
         raise ClaimsError("verdict needs a positive SPEEDUP and optionally CI_LOW CI_HIGH")
     ci = (values[1], values[2]) if len(values) == 3 else (None, None)
-    return verdict(values[0], ci[0], ci[1], claim[0], claim[1], slower)
+    return verdict(values[0], ci[0], ci[1], claim[0], claim[1], slower, enough=not few)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """stats.py: the statistics of the results pipeline (Python standard library only).
 
-  stats.py summarize RESULTS_DIR            -> RESULTS_DIR/summary.csv, summary_by_variant.csv
+  stats.py summarize RESULTS_DIR            -> RESULTS_DIR/summary.csv, summary_by_variant.csv,
+                                              summary_accuracy.csv
   stats.py summarize -o OUT.csv TIDY.csv... -> OUT.csv and OUT_by_variant.csv
   stats.py compare OUT_DIR RESULTS_DIR...   -> OUT_DIR/compare.md, speedups.csv, times.csv
   stats.py index RESULTS_ROOT               -> RESULTS_ROOT/README.md, one line per run
@@ -17,9 +18,25 @@ BOOTSTRAP_RESAMPLES times, from a fixed seed, so the same data always give the s
 interval). Its p-value is the two-sided Mann-Whitney U test of the two sets of times
 (exact distribution without ties, else the normal approximation with tie and continuity
 corrections, as scipy.stats.mannwhitneyu). Verdict: p < ALPHA gives faster or slower (by
-the side of 1 the median ratio is on), else "no significant difference". A geometric
-mean over parameter points takes its interval from the same bootstrap replicates (the
-geometric mean of every replicate), and its verdict from whether that interval holds 1.
+the side of 1 the median ratio is on), else "no significant difference" -- but only where
+a difference could have been shown: with one repetition on a side "n/a (1 repetition)",
+and where even complete separation gives p >= ALPHA (smallest p = 2 / C(n1+n2, n1): 0.1
+at 3 a side, 0.029 at 4) "n/a (too few repetitions)". A geometric mean over parameter
+points takes its interval from the same bootstrap replicates (the geometric mean of every
+replicate), and its verdict from whether that interval holds 1 (n/a where any point is).
+The bootstrap seed is salted with the run (the results folder's name) and the benchmark,
+and groups are keyed by run, program (CSV), practice, params and machine: two runs never
+share resamples or baselines, and two baselines in one group of one run are an error.
+
+Runs to a target (a reached_target column): a run that missed is kept, its time censored
+(+infinity: ranked after every run that reached); the summary says "reached k of n" for
+each side; a side whose median run missed has no speedup: "did not reach". Runs at a fixed
+budget for accuracy parity (accuracy_parity = 1) go to summary_accuracy.csv instead: mean
+final held-out accuracy per variant with its bootstrap interval, and each tuned variant's
+difference from the baseline (interval, U test, verdict as above).
+
+A cut run is partial, not broken: rows with status "partial" are measured rows, and a
+CSV with no rows (0 bytes or a header only) is a warning naming it.
 
 Flags: noisy = the coefficient of variation (sample stddev / mean) of the baseline's or
 the tuned variant's repetitions exceeds NOISE_CV (2%, env STATS_NOISE_CV in percent).
@@ -94,14 +111,21 @@ def quantile(sorted_xs, q):
     return sorted_xs[lo] + (sorted_xs[hi] - sorted_xs[lo]) * (pos - lo)
 
 
+def bootstrap_rng(salt):
+    """The resampling generator for `salt`: BOOTSTRAP_SEED mixed with what is compared, on
+    which machine and in which run, so that the same data always give the same interval
+    while independent measurements (other points, other machines, another run on the
+    same host) get independent resamples: two runs that shared their resample indices
+    would give a comparison of the two an interval that is too narrow."""
+    return random.Random(BOOTSTRAP_SEED ^ zlib.crc32(salt.encode()))
+
+
 def bootstrap_ratios(num, den, salt="", resamples=BOOTSTRAP_RESAMPLES):
-    """Replicates of median(num*) / median(den*), or None when a side has < 2 values.
-    The seed is BOOTSTRAP_SEED mixed with `salt` (what is being compared, on which
-    machine), so that the same data always give the same interval while independent
-    measurements (other points, other machines) get independent resamples."""
-    if len(num) < 2 or len(den) < 2:
+    """Replicates of median(num*) / median(den*), or None when a side has < 2 values or
+    holds a censored (infinite) time."""
+    if len(num) < 2 or len(den) < 2 or not all(math.isfinite(x) for x in list(num) + list(den)):
         return None
-    rng = random.Random(BOOTSTRAP_SEED ^ zlib.crc32(salt.encode()))
+    rng = bootstrap_rng(salt)
     out = []
     for _ in range(resamples):
         a = median([num[rng.randrange(len(num))] for _ in num])
@@ -179,15 +203,38 @@ def mann_whitney_u(x, y):
     return u1, min(1.0, math.erfc(z / math.sqrt(2)))
 
 
-def verdict_from_p(ratio, p):
+def smallest_p(n1, n2):
+    """The smallest two-sided exact Mann-Whitney p-value n1 and n2 values can give (every
+    value of one side above every value of the other): 2 / C(n1 + n2, n1)."""
+    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
+
+
+def too_few(n1, n2):
+    """The n/a verdict when n1 and n2 repetitions cannot show a difference at ALPHA, else
+    None. One repetition has no spread at all; with 3 a side the smallest p is 0.1, so
+    "no significant difference" would be a foregone conclusion, not a finding (n = 4 a
+    side is the first with p < 0.05 attainable)."""
+    if min(n1, n2) < 2:
+        return "n/a (1 repetition)"
+    if smallest_p(n1, n2) >= ALPHA:
+        return "n/a (too few repetitions)"
+    return None
+
+
+def verdict_from_p(ratio, p, n1, n2):
+    na = too_few(n1, n2)
+    if na:
+        return na
     if p is None or p >= ALPHA:
         return "no significant difference"
     return "faster" if ratio > 1 else "slower"
 
 
-def verdict_from_interval(ratio, lo, hi):
+def verdict_from_interval(ratio, lo, hi, na=None):
+    if na:
+        return na
     if lo is None:
-        return "no significant difference"
+        return "n/a (no interval)"
     if lo > 1:
         return "faster"
     if hi < 1:
@@ -308,50 +355,94 @@ def contended_reasons(rows):
 
 
 class Bench:
-    """One measured benchmark instance (a tidy row) with its repetitions in seconds."""
+    """One measured benchmark instance (a tidy row) with its repetitions in seconds.
 
-    def __init__(self, row, times, rep_rows):
+    A run to a target that missed it (reached_target = 0) is a result, not a dropped row:
+    its time is censored, +infinity (it is known only to be more than its budget), so it
+    ranks after every run that reached the target; `reached` counts the runs that did.
+    A run at a fixed budget for accuracy parity (accuracy_parity = 1) carries its final
+    held-out accuracies instead: its time is the budget's, no time to a target."""
+
+    def __init__(self, row, times, rep_rows, run, source=""):
         self.row = row
+        self.run = run
+        self.source = source
+        self.rep_rows = rep_rows or [row]
+        self.target = any(r.get("reached_target", "") != "" for r in self.rep_rows)
+        self.parity = any(num(r, "accuracy_parity") == 1 for r in self.rep_rows)
+        self.reached = None
+        if self.target:
+            hits = [num(r, "reached_target") != 0 for r in self.rep_rows]
+            times = [t if hit else math.inf for t, hit in zip(times, hits)]
+            self.reached = sum(hits)
         self.times = times
-        self.rep_rows = rep_rows
+        self.accuracies = [a for a in (num(r, "final_accuracy") for r in self.rep_rows) if a is not None]
         self.median = median(times)
-        self.cv = cv(times)
+        finite = [t for t in times if math.isfinite(t)]
+        self.cv = cv(times) if len(finite) == len(times) else None
         self.contended = contended_reasons(rep_rows or [row])
 
     def key(self):
+        """Its group: run, practice, params, machine, and the program's CSV (a baseline
+        pairs with the tuned rows of its own program: the same process, interleaved)."""
         r = self.row
-        return (r["practice"], r.get("params", ""), machine_of(r))
+        return (self.run, r["practice"], r.get("params", ""), machine_of(r), self.source)
+
+    def reach_text(self):
+        return "" if self.reached is None else "%d of %d" % (self.reached, len(self.times))
 
 
 def machine_of(r):
     return (r.get("ctx_gpu_name", ""), r.get("ctx_driver_version", ""), r.get("ctx_host", ""))
 
 
+def run_of(path):
+    """The run a tidy CSV belongs to: the name of its results folder."""
+    return os.path.basename(os.path.dirname(os.path.abspath(path)))
+
+
+MEASURED = ("ok", "partial")  # partial: a program cut at its deadline kept these rows
+
+
+def warn(message):
+    sys.stderr.write("warning: %s\n" % message)
+
+
+def is_empty_csv(path):
+    """A CSV without a single row: 0 bytes (a program cut before its first write) or a
+    header only. A cut run is partial, not broken: the caller warns and goes on."""
+    try:
+        with open(path, newline="") as f:
+            rows = [r for r in csv.reader(f) if r]
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return False  # read_csv says what is wrong with it
+    return len(rows) <= 1 and (not rows or "practice" in rows[0])
+
+
 def load_benches(path, references=False):
     """The measured rows of a tidy CSV (with repetitions) that can give a speedup (or, with
     references, also the yardsticks, whose times compare across machines)."""
+    if is_empty_csv(path):
+        warn("%s has no rows (a program cut before it wrote any?): nothing from it" % path)
+        return []
     _, rows = read_csv(path, ["practice", "status", "time"])
     reps = {}
     rp = reps_path(path)
-    if os.path.exists(rp):
+    if os.path.exists(rp) and not is_empty_csv(rp):
         _, rrows = read_csv(rp, ["practice", "variant", "params", "time", "time_unit"])
         for r in rrows:
             reps.setdefault((r["practice"], r["variant"], r.get("params", "")), []).append(r)
     out = []
+    run = run_of(path)
     for r in rows:
-        if r["status"] != "ok" or (r.get("role") == "reference" and not references):
+        if r["status"] not in MEASURED or (r.get("role") == "reference" and not references):
             continue
-        if r.get("reached_target", "") not in ("",) and num(r, "reached_target") == 0:
-            continue  # a run to a target that missed it has no time to compare
         if r["time"] == "":
-            raise StatsError("%s line %d (%s/%s): status ok but no time" % (path, r["_line"], r["practice"], r.get("variant", "")))
+            raise StatsError("%s line %d (%s/%s): status %s but no time" % (path, r["_line"], r["practice"],
+                                                                          r.get("variant", ""), r["status"]))
         tidy_time = seconds_of(path, r)  # checked even when the repetitions give the times
         rr = reps.get((r["practice"], r.get("variant", ""), r.get("params", "")))
         if rr:
-            # a repetition of a run to a target that missed it has no time to compare
-            rr = [x for x in rr if not (x.get("reached_target", "") != "" and num(x, "reached_target") == 0)]
-            if not rr:
-                continue
             times = [seconds_of(rp, x) for x in rr]
             for x in rr:  # the repetitions carry the context of their tidy row
                 for k, v in r.items():
@@ -359,87 +450,186 @@ def load_benches(path, references=False):
                         x.setdefault(k, v)
         else:
             times = [tidy_time]
-        out.append(Bench(r, times, rr))
+        out.append(Bench(r, times, rr, run, os.path.basename(path)))
     return out
 
 
 # ---- summarize --------------------------------------------------------------------------------
 
 SUMMARY_HEADER = ("practice,params,baseline,tuned,baseline_s,tuned_s,speedup,gpu_name,driver_version,host,"
-                  "ci_low,ci_high,p_value,verdict,repetitions,noisy,contended,baseline_cv_pct,tuned_cv_pct")
-BY_VARIANT_HEADER = "practice,tuned,gpu_name,host,points,geomean_speedup,ci_low,ci_high,verdict,noisy,contended"
+                  "ci_low,ci_high,p_value,verdict,repetitions,noisy,contended,baseline_cv_pct,tuned_cv_pct,"
+                  "run,baseline_reached,tuned_reached")
+BY_VARIANT_HEADER = ("practice,tuned,gpu_name,host,points,geomean_speedup,ci_low,ci_high,verdict,noisy,contended,"
+                     "repetitions,reached,run")
+ACCURACY_HEADER = ("practice,params,variant,role,repetitions,accuracy,ci_low,ci_high,difference,diff_ci_low,"
+                   "diff_ci_high,p_value,verdict,gpu_name,host,run")
 
 
 def bench_id(b):
     r = b.row
-    return "|".join([r.get("practice", ""), r.get("variant", ""), r.get("params", "")] + list(machine_of(r)))
+    return "|".join([b.run, r.get("practice", ""), r.get("variant", ""), r.get("params", "")] + list(machine_of(r)))
 
 
 def compare_pair(base, tuned):
-    """Speedup statistics of tuned over base (Bench objects)."""
-    ratio = base.median / tuned.median
-    reps = bootstrap_ratios(base.times, tuned.times, bench_id(tuned))
-    lo, hi = interval(reps)
-    _, p = mann_whitney_u(base.times, tuned.times)
+    """Speedup statistics of tuned over base (Bench objects). A side whose median time is
+    censored (most of its runs missed the target) has no speedup: "did not reach"."""
+    n1, n2 = len(base.times), len(tuned.times)
     thr = noise_cv()
     noisy = any(c is not None and c > thr for c in (base.cv, tuned.cv))
     contended = ["baseline " + x for x in base.contended] + ["tuned " + x for x in tuned.contended]
-    return dict(ratio=ratio, reps=reps, lo=lo, hi=hi, p=p, verdict=verdict_from_p(ratio, p),
-                noisy=noisy, contended="; ".join(contended),
-                n=min(len(base.times), len(tuned.times)))
+    out = dict(noisy=noisy, contended="; ".join(contended), n=min(n1, n2), ratio=None, reps=None,
+               lo=None, hi=None, p=None)
+    _, out["p"] = mann_whitney_u(base.times, tuned.times)
+    if not math.isfinite(tuned.median):
+        out["verdict"] = "did not reach"
+    elif not math.isfinite(base.median):
+        out["verdict"] = "baseline did not reach"
+    else:
+        out["ratio"] = base.median / tuned.median
+        out["reps"] = bootstrap_ratios(base.times, tuned.times, bench_id(tuned))
+        out["lo"], out["hi"] = interval(out["reps"])
+        out["verdict"] = verdict_from_p(out["ratio"], out["p"], n1, n2)
+    return out
+
+
+def group_benches(benches):
+    """{(run, practice, params, machine, csv): {"baseline": Bench, "tuned": [Bench]}} in
+    input order. Two baselines in one group of one run cannot both be right: an error."""
+    groups = {}
+    for b in benches:
+        g = groups.setdefault(b.key(), {"baseline": None, "tuned": []})
+        if b.row.get("role") == "baseline":
+            if g["baseline"] is not None:
+                old = g["baseline"].row
+                raise StatsError("two baselines for %s (%s) in run %s, %s: %s (line %d) and %s (line %d); "
+                                 "a results folder holds one run" % (
+                                     b.row["practice"], b.row.get("params", ""), b.run, b.source,
+                                     old.get("variant", ""), old["_line"], b.row.get("variant", ""), b.row["_line"]))
+            g["baseline"] = b
+        elif b.row.get("role") == "tuned":
+            g["tuned"].append(b)
+    return groups
+
+
+def variant_verdict(pts):
+    """The verdict over a tuned variant's points: n/a when any point has too few
+    repetitions, "did not reach" when no point has a speedup, else the interval's."""
+    for na in ("n/a (1 repetition)", "n/a (too few repetitions)"):
+        if any(s["verdict"] == na for s in pts):
+            return na
+    if all(s["ratio"] is None for s in pts):
+        return "did not reach" if any(s["verdict"] == "did not reach" for s in pts) else pts[0]["verdict"]
+    if any(s["ratio"] is None for s in pts):
+        return "did not reach"  # at some point: no speedup over the others alone
+    g = geomean([s["ratio"] for s in pts])
+    return verdict_from_interval(g, *interval(geomean_replicates([s["reps"] for s in pts])))
+
+
+def summary_line(k, base, t, s):
+    r = t.row
+    return ",".join([
+        clean(k[1]), clean(k[2]), clean(base.row.get("variant", "")), clean(r.get("variant", "")),
+        fmt(base.median if math.isfinite(base.median) else None, "%.6g"),
+        fmt(t.median if math.isfinite(t.median) else None, "%.6g"), fmt(s["ratio"]),
+        clean(k[3][0]), clean(k[3][1]), clean(k[3][2]),
+        fmt(s["lo"]), fmt(s["hi"]), fmt(s["p"], "%.4g"), s["verdict"], str(s["n"]),
+        "1" if s["noisy"] else "0", clean(s["contended"]),
+        fmt(None if base.cv is None else 100 * base.cv, "%.2f"),
+        fmt(None if t.cv is None else 100 * t.cv, "%.2f"),
+        clean(k[0]), base.reach_text(), t.reach_text()])
+
+
+def by_variant_line(vk, pts):
+    with_ratio = [s for s in pts if s["ratio"] is not None]
+    g = geomean([s["ratio"] for s in with_ratio]) if with_ratio else None
+    lo, hi = (None, None)
+    if with_ratio and len(with_ratio) == len(pts):
+        lo, hi = interval(geomean_replicates([s["reps"] for s in pts]))
+    contended = [s["contended"] for s in pts if s["contended"]]
+    ctext = "" if not contended else "%d of %d points: %s" % (len(contended), len(pts), contended[0])
+    reached = [s["reached"] for s in pts if s["reached"] is not None]
+    rtext = "" if not reached else "%d of %d" % (sum(x[0] for x in reached), sum(x[1] for x in reached))
+    return ",".join([clean(vk[1]), clean(vk[2]), clean(vk[3]), clean(vk[4]), str(len(pts)),
+                     fmt(g), fmt(lo), fmt(hi), variant_verdict(pts),
+                     "1" if any(s["noisy"] for s in pts) else "0", clean(ctext),
+                     str(min(s["n"] for s in pts)), rtext, clean(vk[0])])
+
+
+def mean(xs):
+    return sum(xs) / len(xs)
+
+
+def bootstrap_means(xs, salt, resamples=BOOTSTRAP_RESAMPLES):
+    if len(xs) < 2:
+        return None
+    rng = bootstrap_rng(salt)
+    return [mean([xs[rng.randrange(len(xs))] for _ in xs]) for _ in range(resamples)]
+
+
+def accuracy_lines(groups):
+    """summary_accuracy.csv: accuracy parity at equal epochs. Each variant's mean final
+    held-out accuracy over its repetitions with a 95% percentile-bootstrap interval; for a
+    tuned variant, its difference from the baseline's (tuned - baseline) with the
+    bootstrap interval of the difference and the U test of the two sets."""
+    lines = [ACCURACY_HEADER]
+    for k, g in groups.items():
+        base = g["baseline"]
+        for b in ([base] if base else []) + g["tuned"]:
+            if not b.parity or not b.accuracies:
+                continue
+            acc = b.accuracies
+            lo, hi = interval(bootstrap_means(acc, "accuracy|" + bench_id(b)))
+            diff = dlo = dhi = p = None
+            verdict = ""
+            if b is not base and base is not None and base.accuracies:
+                bacc = base.accuracies
+                diff = mean(acc) - mean(bacc)
+                a_reps = bootstrap_means(acc, "accuracy|" + bench_id(b))
+                b_reps = bootstrap_means(bacc, "accuracy|base|" + bench_id(b))
+                if a_reps and b_reps:
+                    dlo, dhi = interval([x - y for x, y in zip(a_reps, b_reps)])
+                _, p = mann_whitney_u(bacc, acc)
+                verdict = too_few(len(bacc), len(acc)) or (
+                    "no significant difference" if p is None or p >= ALPHA
+                    else ("higher accuracy" if diff > 0 else "lower accuracy"))
+            r = b.row
+            lines.append(",".join([clean(k[1]), clean(k[2]), clean(r.get("variant", "")), clean(r.get("role", "")),
+                                   str(len(acc)), "%.6g" % mean(acc), fmt(lo, "%.6g"), fmt(hi, "%.6g"),
+                                   fmt(diff, "%.6g"), fmt(dlo, "%.6g"), fmt(dhi, "%.6g"), fmt(p, "%.4g"), verdict,
+                                   clean(k[3][0]), clean(k[3][2]), clean(k[0])]))
+    return lines
 
 
 def summarize(inputs, out_path):
     benches = []
     for path in inputs:
         benches.extend(load_benches(path))
-    groups, order = {}, []
-    for b in benches:
-        k = b.key()
-        if k not in groups:
-            groups[k] = {"baseline": None, "tuned": []}
-            order.append(k)
-        if b.row.get("role") == "baseline":
-            groups[k]["baseline"] = b
-        else:
-            groups[k]["tuned"].append(b)
+    groups = group_benches(benches)
+    time_groups = {k: {"baseline": g["baseline"] if g["baseline"] and not g["baseline"].parity else None,
+                       "tuned": [t for t in g["tuned"] if not t.parity]} for k, g in groups.items()}
     lines = [SUMMARY_HEADER]
     variants, vorder = {}, []
-    for k in order:
-        base = groups[k]["baseline"]
+    for k, g in time_groups.items():
+        base = g["baseline"]
         if base is None:
             continue
-        for t in groups[k]["tuned"]:
+        for t in g["tuned"]:
             s = compare_pair(base, t)
-            r = t.row
-            lines.append(",".join([
-                clean(k[0]), clean(k[1]), clean(base.row.get("variant", "")), clean(r.get("variant", "")),
-                "%.6g" % base.median, "%.6g" % t.median, "%.4f" % s["ratio"],
-                clean(k[2][0]), clean(k[2][1]), clean(k[2][2]),
-                fmt(s["lo"]), fmt(s["hi"]), fmt(s["p"], "%.4g"), s["verdict"], str(s["n"]),
-                "1" if s["noisy"] else "0", clean(s["contended"]),
-                fmt(None if base.cv is None else 100 * base.cv, "%.2f"),
-                fmt(None if t.cv is None else 100 * t.cv, "%.2f")]))
-            vk = (k[0], r.get("variant", ""), k[2][0], k[2][2])
+            s["reached"] = None if t.reached is None else (t.reached, len(t.times))
+            lines.append(summary_line(k, base, t, s))
+            vk = (k[0], k[1], t.row.get("variant", ""), k[3][0], k[3][2])
             if vk not in variants:
                 variants[vk] = []
                 vorder.append(vk)
             variants[vk].append(s)
     with open(out_path, "w") as f:
         f.write("\n".join(lines) + "\n")
-    by_variant = [BY_VARIANT_HEADER]
-    for vk in sorted(vorder):
-        pts = variants[vk]
-        g = geomean([s["ratio"] for s in pts])
-        lo, hi = interval(geomean_replicates([s["reps"] for s in pts]))
-        contended = [s["contended"] for s in pts if s["contended"]]
-        ctext = "" if not contended else "%d of %d points: %s" % (len(contended), len(pts), contended[0])
-        by_variant.append(",".join([clean(vk[0]), clean(vk[1]), clean(vk[2]), clean(vk[3]), str(len(pts)),
-                                    "%.4f" % g, fmt(lo), fmt(hi), verdict_from_interval(g, lo, hi),
-                                    "1" if any(s["noisy"] for s in pts) else "0", clean(ctext)]))
+    by_variant = [BY_VARIANT_HEADER] + [by_variant_line(vk, variants[vk]) for vk in sorted(vorder)]
     base, ext = os.path.splitext(out_path)
     with open(base + "_by_variant" + ext, "w") as f:
         f.write("\n".join(by_variant) + "\n")
+    with open(base + "_accuracy" + ext, "w") as f:
+        f.write("\n".join(accuracy_lines(groups)) + "\n")
     return len(lines) - 1
 
 
@@ -469,7 +659,26 @@ def cmd_summarize(args):
         if not os.path.isfile(f) or not os.access(f, os.R_OK):
             raise StatsError("cannot read %s" % f)
     n = summarize(inputs, out)
+    if where:  # a results folder: name its programs that were cut
+        note_partial(args[0])
     print("summarize: %d speedups -> %s" % (n, out))
+
+
+def note_partial(d):
+    """Names the programs of folder d that were cut at their deadline: the harness writes
+    <program>.partial ("rows_done rows_planned") beside its CSV."""
+    for name in sorted(os.listdir(d)):
+        if not name.endswith(".partial"):
+            continue
+        try:
+            with open(os.path.join(d, name)) as f:
+                fields = f.read().split()
+        except OSError:
+            fields = []
+        if len(fields) == 2 and all(x.isdigit() for x in fields):
+            warn("%s: cut at the deadline (%s of %s rows)" % (name[:-len(".partial")], fields[0], fields[1]))
+        else:
+            warn("%s is not 'rows_done rows_planned'" % os.path.join(d, name))
 
 
 # ---- several results folders: compare ------------------------------------------------------
@@ -511,7 +720,8 @@ class Run:
         self.ctx = read_context(d)
         self.benches = []
         for path in tidy_inputs(d):
-            self.benches.extend(load_benches(path, references=True))
+            # accuracy-parity rows are compared on accuracy, not time (summary_accuracy.csv)
+            self.benches.extend(b for b in load_benches(path, references=True) if not b.parity)
         if not self.ctx and self.benches:
             self.ctx = {k[4:]: v for k, v in self.benches[0].row.items() if k.startswith("ctx_")}
 
@@ -526,8 +736,15 @@ class Run:
                 continue
             k = (b.row["practice"], b.row.get("params", ""))
             if k in base:
-                out.setdefault((b.row["practice"], b.row["variant"]), {})[k[1]] = compare_pair(base[k], b)
+                s = compare_pair(base[k], b)
+                if s["ratio"] is not None:  # a variant that did not reach its target has no speedup
+                    out.setdefault((b.row["practice"], b.row["variant"]), {})[k[1]] = s
         return out
+
+
+def points_na(pts):
+    """The n/a verdict of the first point whose repetitions are too few, or None."""
+    return next((s["verdict"] for s in pts if s["verdict"].startswith("n/a")), None)
 
 
 def human_time(seconds):
@@ -563,8 +780,9 @@ def cmd_compare(args):
             raise StatsError("no results folder %s" % d)
     runs = [Run(d, chr(ord("A") + i) if i < 26 else "M%d" % i) for i, d in enumerate(dirs)]
     for r in runs:
-        if not r.benches:
-            raise StatsError("%s has no measured benchmarks" % r.dir)
+        if not r.benches:  # a run cut before it measured anything: compared as "not measured"
+            warn("%s has no measured benchmarks (empty or missing CSVs: %s)" % (
+                r.dir, ", ".join(os.path.basename(p) for p in tidy_inputs(r.dir)) or "none"))
     os.makedirs(out_dir, exist_ok=True)
     mdl = ["# Comparison of %d results folders" % len(runs), "",
            "Written by `make compare` (scripts/compare.sh) on %s. Machine A is the reference: "
@@ -613,33 +831,34 @@ def cmd_compare(args):
                     g = geomean([x["ratio"] for x in own])
                     lo, hi = interval(geomean_replicates([x["reps"] for x in own]))
                     mdl.append("| %s | %s | %d | %.2fx | %s | %s | n/a | | not measured on every machine | %s |" % (
-                        md(v), r.label, len(own), g, ci_text(lo, hi), verdict_from_interval(g, lo, hi),
+                        md(v), r.label, len(own), g, ci_text(lo, hi), verdict_from_interval(g, lo, hi, points_na(own)),
                         md(flags_text(any(x["noisy"] for x in own), "; ".join(x["contended"] for x in own if x["contended"])))))
                     continue
                 pts = [p[c] for c in common]
                 g = geomean([s["ratio"] for s in pts])
                 reps = geomean_replicates([s["reps"] for s in pts])
                 lo, hi = interval(reps)
+                na = points_na(pts)
                 noisy = any(s["noisy"] for s in pts)
                 cont = "; ".join(s["contended"] for s in pts if s["contended"])
                 if first is None:
-                    first = (g, reps)
+                    first = (g, reps, na)
                     vs = vlo = vhi = None
                     sig = ""
                 else:
                     vs = g / first[0]
                     vreps = None if reps is None or first[1] is None else [a / b for a, b in zip(reps, first[1])]
                     vlo, vhi = interval(vreps)
-                    sig = "n/a" if vlo is None else ("yes" if vlo > 1 or vhi < 1 else "no")
+                    sig = "n/a" if vlo is None or na or first[2] else ("yes" if vlo > 1 or vhi < 1 else "no")
                 mdl.append("| %s | %s | %d | %.2fx | %s | %s | %s | %s | %s | %s |" % (
-                    md(v), r.label, len(common), g, ci_text(lo, hi), verdict_from_interval(g, lo, hi),
+                    md(v), r.label, len(common), g, ci_text(lo, hi), verdict_from_interval(g, lo, hi, na),
                     "" if vs is None else "%.2fx" % vs, "" if vs is None else ci_text(vlo, vhi), sig,
                     md(flags_text(noisy, cont))))
                 bars.setdefault(practice, {}).setdefault(v, {})[r.label] = (g, lo, hi)
                 speed_rows.append(",".join([clean(practice), clean(v), r.label, clean(r.name),
                                             clean(r.ctx.get("gpu_name", "")), clean(r.ctx.get("driver_version", "")),
                                             str(len(common)), "%.4f" % g, fmt(lo), fmt(hi),
-                                            verdict_from_interval(g, lo, hi), "1" if noisy else "0", clean(cont),
+                                            verdict_from_interval(g, lo, hi, na), "1" if noisy else "0", clean(cont),
                                             fmt(vs), fmt(vlo), fmt(vhi), sig]))
         mdl.append("")
     # absolute times of the same benchmark, relative to machine A
@@ -661,6 +880,9 @@ def cmd_compare(args):
             b = idx.get(key)
             if b is None:
                 cells.append("not measured | | ")
+                continue
+            if not (math.isfinite(a.median) and math.isfinite(b.median)):
+                cells.append("did not reach (median) | | ")  # most runs missed their target
                 continue
             rel = b.median / a.median
             lo, hi = interval(bootstrap_ratios(b.times, a.times, "times|" + bench_id(b)))

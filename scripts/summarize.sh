@@ -3,12 +3,15 @@
 # parameters on the same machine: speedup = median baseline time / median tuned time over
 # the repetitions, with a 95% bootstrap interval, a Mann-Whitney U p-value, a verdict
 # (faster / slower / no significant difference) and noisy / contended flags; geometric
-# means over parameter points with their intervals. Reference rows (yardsticks such as
-# raw decode) and runs to a target that did not reach it (reached_target = 0) give no
-# speedup. Zero, negative or non-numeric times and malformed CSVs are errors (exit 2).
+# means over parameter points with their intervals; n/a where the repetitions are too few
+# to show a difference. Reference rows (yardsticks such as raw decode) give no speedup;
+# runs that missed their target are counted ("reached 3 of 5") and censored, never dropped;
+# accuracy-parity runs go to summary_accuracy.csv. An empty CSV (a program cut at its
+# deadline) is a warning; zero, negative or non-numeric times and malformed CSVs are
+# errors (exit 2), and so are two baselines of one group in one run.
 # The statistics are in scripts/stats.py (its header says exactly how they are computed).
 # usage: summarize.sh RESULTS_DIR   (reads RESULTS_DIR/*.csv and their *.reps.csv, writes
-#        RESULTS_DIR/summary.csv and RESULTS_DIR/summary_by_variant.csv)
+#        RESULTS_DIR/summary.csv, summary_by_variant.csv and summary_accuracy.csv)
 #    or: summarize.sh -o OUT.csv TIDY.csv...   (any tidy CSVs, e.g. from several machines)
 # Environment: STATS_NOISE_CV  the coefficient of variation, in percent, above which a
 #              row is noisy (default 2)

@@ -71,7 +71,7 @@ static const char kSummary[] =
     "demo_rows,v,Test GPU,h,1,0.5000,,,no significant difference,1,\n";
 static const char kClaims[] =
     "practice,tuned,direction,claim,effect_low,effect_high,source,hardware\n"
-    "demo,*,faster,demo is faster,1.5,5.5,a test source,a test GPU\n";
+    "demo,fast,faster,demo is faster,1.5,5.5,a test source,a test GPU\n";
 static const char kContext[] = "gpu_name=Test GPU\ndriver_version=999.01\nhost=h\nrun_date=2026-01-02T03:04:05Z\n";
 
 static void write_file(const char *folder, const char *name, const char *text)
@@ -194,6 +194,18 @@ static void test_charts_are_real_pngs_with_headline(void **state)
     assert_non_null(strstr(svg, "95% interval"));
     assert_non_null(strstr(svg, "0.50x !")); // the noisy variant is marked
     free(svg);
+    // a practice with a claim shows the variant the claim names beside the claimed range,
+    // not its best measured variant (which would pick the luckiest)
+    write_file(test_dir, "summary_by_variant.csv",
+               "practice,tuned,gpu_name,host,points,geomean_speedup,ci_low,ci_high,verdict,noisy,contended\n"
+               "demo,fast,Test GPU,h,2,2.0000,1.8000,2.2000,faster,0,\n"
+               "demo,faster,Test GPU,h,2,3.0000,2.5000,3.5000,faster,0,\n");
+    assert_int_equal(charts_on(test_dir), 0);
+    svg = test_read_file(path, NULL);
+    assert_non_null(svg);
+    assert_non_null(strstr(svg, "2.00x (1.80-2.20)"));
+    assert_null(strstr(svg, "3.00x"));
+    free(svg);
 }
 
 // A results folder named with a quote, a $(...) and backquotes: the charts are drawn into
@@ -239,7 +251,6 @@ static void test_garbage_csv_is_an_error(void **state)
         {"practice,variant,status,time,time_unit\ndemo,base,ok,2.0,ms\ndemo,fast,ok\n", "line 3 has 3 fields"},
         {"practice,variant,status,time,time_unit\ndemo,base,ok,abc,ms\n", "is not a positive number"},
         {"practice,variant,status,time,time_unit\ndemo,base,maybe,1,ms\n", "status 'maybe'"},
-        {"", "empty file"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         write_file(test_dir, "demo.csv", cases[i][0]);
@@ -289,6 +300,41 @@ static void test_committed_run_draws_from_descriptions(void **state)
     assert_int_equal(test_run("ls '%s'/scripts/charts/*.gp >/dev/null 2>&1", test_suite_root()) != 0, 1);
 }
 
+// A run cut at its deadline (issue 22): an empty CSV (0 bytes: the program was cut before
+// its first row) and a header-only one are warnings that name them; rows with status
+// partial are drawn; a variant that did not reach its target (no speedup) is left out of
+// the headline chart; charts.sh exits 0 and draws what exists.
+static void test_cut_run_draws_what_exists(void **state)
+{
+    (void)state;
+    if (gnuplot_missing()) skip();
+    write_fixture(test_dir);
+    assert_int_equal(test_run("sed -i 's/^demo,fast,tuned,wall,size:2,ok,,/demo,fast,tuned,wall,size:2,partial,cut at the deadline,/' "
+                              "'%s/demo.csv'", test_dir), 0);
+    write_file(test_dir, "cut.csv", "");
+    write_file(test_dir, "header.csv", "practice,variant,role,timing,params,status,reason,repetitions,iterations,time,cpu_time,time_unit\n");
+    write_file(test_dir, "cut.partial", "0 12\n");
+    write_file(test_dir, "summary_by_variant.csv",
+               "practice,tuned,gpu_name,host,points,geomean_speedup,ci_low,ci_high,verdict,noisy,contended,repetitions,reached,run\n"
+               "demo,fast,Test GPU,h,2,2.0000,1.8000,2.2000,faster,0,,5,,r\n"
+               "conv,never,Test GPU,h,1,,,,did not reach,0,,5,0 of 5,r\n");
+    int rc = charts_on(test_dir);
+    char *text = output();
+    if (rc != 0) fail_msg("charts of a cut run: exit status %d: %s", rc, text);
+    if (!strstr(text, "cut.csv")) fail_msg("no warning naming cut.csv: %s", text);
+    if (!strstr(text, "header.csv")) fail_msg("no warning naming header.csv: %s", text);
+    free(text);
+    assert_chart(test_dir, "demo_time");
+    assert_chart(test_dir, "summary_speedup");
+    // the partial row is drawn: size 2 of the fast variant
+    assert_int_equal(test_run("python3 '%s/scripts/charts/render.py' --points '%s' '%s/conf' >'%s/p.txt' 2>&1",
+                              test_suite_root(), test_dir, test_dir, test_dir), 0);
+    text = test_read_in(test_dir, "p.txt");
+    assert_non_null(text);
+    if (!strstr(text, "demo_time\tfast\t2\t")) fail_msg("the partial row is not drawn: %s", text);
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -297,6 +343,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_quoted_and_dollar_paths_are_data, test_setup_dir, test_teardown_dir),
         cmocka_unit_test_setup_teardown(test_garbage_csv_is_an_error, test_setup_dir, test_teardown_dir),
         cmocka_unit_test_setup_teardown(test_committed_run_draws_from_descriptions, test_setup_dir, test_teardown_dir),
+        cmocka_unit_test_setup_teardown(test_cut_run_draws_what_exists, test_setup_dir, test_teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

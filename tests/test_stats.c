@@ -196,9 +196,13 @@ static void test_single_repetition_run_degrades_to_n_a(void **state)
     ASSERT_NEAR(numf(s, line, "speedup"), 1.8622, 1e-3);
     expect_field(s, line, "ci_low", "");
     expect_field(s, line, "p_value", "");
-    expect_field(s, line, "verdict", "no significant difference");
+    expect_field(s, line, "verdict", "n/a (1 repetition)");
     expect_field(s, line, "repetitions", "1");
     free(s);
+    char *v = test_read_in(one, "summary_by_variant.csv");
+    assert_non_null(v);
+    assert_null(strstr(v, "no significant difference")); // nothing is shown by 1 repetition
+    free(v);
     assert_int_equal(test_run("rm -rf '%s'", one), 0);
 }
 
@@ -257,18 +261,16 @@ static void test_compare_two_machines(void **state)
     assert_non_null(index);
     assert_non_null(strstr(index, "[out](out/compare.md)"));
     free(index);
-    if (test_run("command -v gnuplot >/dev/null 2>&1") == 0) {
-        snprintf(path, sizeof path, "%s/cmp/out/charts/compare_fx.png", test_dir);
-        assert_true(test_file_at_least(path, 5000));
-        snprintf(path, sizeof path, "%s/cmp/out/charts/compare_fx.svg", test_dir);
-        assert_true(test_file_at_least(path, 2000));
-    } else {
-        printf("skipped: the compare charts (gnuplot is not installed here)\n");
-    }
     // fewer than two folders, or one that does not exist: clear errors
     assert_int_equal(test_run("bash '%s/scripts/compare.sh' '%s/stats_A' 2>/dev/null", test_suite_root(), test_dir), 1);
     assert_int_equal(test_run("bash '%s/scripts/compare.sh' '%s/stats_A' /nonexistent 2>/dev/null",
                               test_suite_root(), test_dir), 1);
+    // the charts last: where gnuplot is missing the test is counted as a skip
+    if (test_run("command -v gnuplot >/dev/null 2>&1") != 0) skip();
+    snprintf(path, sizeof path, "%s/cmp/out/charts/compare_fx.png", test_dir);
+    assert_true(test_file_at_least(path, 5000));
+    snprintf(path, sizeof path, "%s/cmp/out/charts/compare_fx.svg", test_dir);
+    assert_true(test_file_at_least(path, 2000));
 }
 
 // The harness keeps every repetition: FILE.reps.csv beside the tidy CSV, and time_cv.
@@ -313,7 +315,7 @@ static void test_gpu_state_sample(void **state)
     bool ok = context_gpu_state(&s);
     if (!ok) {
         assert_false(s.has_clock || s.has_temperature || s.has_throttle);
-        printf("skipped: no NVML here (no GPU driver): nothing sampled, as expected\n");
+        skip(); // no NVML here (no GPU driver): nothing sampled, as expected
         return;
     }
     if (s.has_clock) assert_true(s.sm_clock_mhz > 0 && s.sm_clock_mhz < 10000);
@@ -351,6 +353,311 @@ static void test_gpu_runs_record_state_and_cache(void **state)
     free(tidy);
 }
 
+// ---- verdicts that need data, misses, accuracy parity, independent runs, cut runs ----
+
+static const char kTidyHeader[] =
+    "practice,variant,role,timing,params,status,reason,repetitions,iterations,time,cpu_time,time_unit,"
+    "reached_target,final_accuracy,accuracy_parity\n";
+static const char kRepsHeader[] =
+    "practice,variant,role,timing,params,repetition,time,cpu_time,time_unit,iterations,"
+    "reached_target,final_accuracy,accuracy_parity\n";
+
+// Writes NAME.csv (a tidy row per "variant,role,params,time,reached,accuracy,parity" line
+// of `benches`, practice `practice`) and NAME.reps.csv (one row per "variant,role,params,
+// time,reached,accuracy,parity" line of `reps`) into folder test_dir/DIR.
+static void write_results(const char *dir, const char *name, const char *practice, const char *benches,
+                          const char *reps)
+{
+    char folder[700], *tidy = malloc(65536), *rp = malloc(65536), fname[128];
+    assert_non_null(tidy);
+    assert_non_null(rp);
+    snprintf(folder, sizeof folder, "%s/%s", test_dir, dir);
+    assert_int_equal(test_run("mkdir -p '%s'", folder), 0);
+    strcpy(tidy, kTidyHeader);
+    strcpy(rp, kRepsHeader);
+    const char *lists[2] = {benches, reps};
+    char *outs[2] = {tidy, rp};
+    for (int k = 0; k < 2; k++) {
+        int rep = 0;
+        char prev[200] = "";
+        for (const char *l = lists[k]; l && *l;) {
+            const char *end = strchr(l, '\n');
+            size_t n = end ? (size_t)(end - l) : strlen(l);
+            char v[128], role[32], params[64], t[32], reached[8], acc[16], par[8];
+            char line[256];
+            memcpy(line, l, n);
+            line[n] = '\0';
+            if (sscanf(line, "%127[^,],%31[^,],%63[^,],%31[^,],%7[^,],%15[^,],%7s", v, role, params, t, reached, acc, par) != 7)
+                fail_msg("bad fixture line %s", line);
+            char key[200];
+            snprintf(key, sizeof key, "%s|%s", v, params);
+            rep = strcmp(key, prev) == 0 ? rep + 1 : 1;
+            snprintf(prev, sizeof prev, "%s", key);
+            const char *f = strcmp(reached, "-") == 0 ? "" : reached;
+            const char *a = strcmp(acc, "-") == 0 ? "" : acc;
+            const char *q = strcmp(par, "-") == 0 ? "" : par;
+            char row[512];
+            if (k == 0)
+                snprintf(row, sizeof row, "%s,%s,%s,manual,%s,ok,,5,1,%s,%s,s,%s,%s,%s\n", practice, v, role, params, t, t, f, a, q);
+            else
+                snprintf(row, sizeof row, "%s,%s,%s,manual,%s,%d,%s,%s,s,1,%s,%s,%s\n", practice, v, role, params, rep, t, t, f, a, q);
+            strcat(outs[k], row);
+            l = end ? end + 1 : NULL;
+        }
+    }
+    snprintf(fname, sizeof fname, "%s.csv", name);
+    assert_true(test_write_file(folder, fname, tidy));
+    snprintf(fname, sizeof fname, "%s.reps.csv", name);
+    assert_true(test_write_file(folder, fname, rp));
+    free(tidy);
+    free(rp);
+}
+
+static char *summarize_dir(const char *dir, const char *file)
+{
+    char folder[700];
+    snprintf(folder, sizeof folder, "%s/%s", test_dir, dir);
+    if (test_run("bash '%s/scripts/summarize.sh' '%s' >'%s/out.txt' 2>&1", test_suite_root(), folder, test_dir) != 0) {
+        char *t = test_read_in(test_dir, "out.txt");
+        fail_msg("summarize %s failed: %s", dir, t ? t : "");
+    }
+    return test_read_in(folder, file);
+}
+
+// With n repetitions a side the smallest two-sided Mann-Whitney p is 2 / C(2n, n): 1 for
+// n = 1, 1/3 for 2, 0.1 for 3, 2/70 = 0.029 for 4. Below 4 no difference can be shown at
+// p < 0.05, so the verdict is n/a, not "no significant difference" (or "faster").
+static void test_verdicts_need_enough_repetitions(void **state)
+{
+    (void)state;
+    write_results("few", "few", "few",
+                  "base,baseline,n:1,10,-,-,-\nfast,tuned,n:1,8,-,-,-\n"
+                  "base,baseline,n:3,10,-,-,-\nfast,tuned,n:3,8,-,-,-\n"
+                  "base,baseline,n:4,10,-,-,-\nfast,tuned,n:4,8,-,-,-\n",
+                  "base,baseline,n:1,10,-,-,-\nfast,tuned,n:1,8,-,-,-\n"
+                  "base,baseline,n:3,10,-,-,-\nbase,baseline,n:3,10.1,-,-,-\nbase,baseline,n:3,10.2,-,-,-\n"
+                  "fast,tuned,n:3,8,-,-,-\nfast,tuned,n:3,8.1,-,-,-\nfast,tuned,n:3,8.2,-,-,-\n"
+                  "base,baseline,n:4,10,-,-,-\nbase,baseline,n:4,10.1,-,-,-\nbase,baseline,n:4,10.2,-,-,-\nbase,baseline,n:4,10.3,-,-,-\n"
+                  "fast,tuned,n:4,8,-,-,-\nfast,tuned,n:4,8.1,-,-,-\nfast,tuned,n:4,8.2,-,-,-\nfast,tuned,n:4,8.3,-,-,-\n");
+    char *s = summarize_dir("few", "summary.csv"), line[1024];
+    assert_non_null(s);
+    assert_true(line_starting(s, "few,n:1,base,fast,", line, sizeof line));
+    expect_field(s, line, "verdict", "n/a (1 repetition)");
+    assert_true(line_starting(s, "few,n:3,base,fast,", line, sizeof line));
+    ASSERT_NEAR(numf(s, line, "p_value"), 0.1, 1e-9); // every baseline above every tuned
+    expect_field(s, line, "verdict", "n/a (too few repetitions)");
+    assert_true(line_starting(s, "few,n:4,base,fast,", line, sizeof line));
+    ASSERT_NEAR(numf(s, line, "p_value"), 2.0 / 70, 1e-5);
+    expect_field(s, line, "verdict", "faster");
+    free(s);
+    // the geometric mean over points with too few repetitions is n/a too
+    char *v = test_read_in(test_dir, "few/summary_by_variant.csv");
+    assert_non_null(v);
+    assert_true(line_starting(v, "few,fast,", line, sizeof line));
+    expect_field(v, line, "verdict", "n/a (1 repetition)");
+    free(v);
+    // make compare: the same rule for each machine's speedup and for "differs from A"
+    assert_int_equal(test_run("cd '%s' && rm -rf few2 && cp -r few few2 && "
+                              "bash '%s/scripts/compare.sh' -o cmpfew/out few few2 >/dev/null 2>&1",
+                              test_dir, test_suite_root()), 0);
+    char *sp = test_read_in(test_dir, "cmpfew/out/speedups.csv");
+    assert_non_null(sp);
+    assert_true(line_starting(sp, "few,fast,B,", line, sizeof line));
+    expect_field(sp, line, "verdict", "n/a (1 repetition)");
+    expect_field(sp, line, "vs_first_significant", "n/a");
+    free(sp);
+}
+
+// A run that misses its target is a result: reach counts beside the time, misses
+// censored (slower than any run that reached it), a variant that never reaches it is
+// "did not reach" (no speedup), not a dropped row.
+static void test_missed_targets_are_results(void **state)
+{
+    (void)state;
+    write_results("conv", "conv", "conv",
+                  "small,baseline,p:1,1.2,1,-,-\nbig,tuned,p:1,0.7,1,-,-\nnever,tuned,p:1,3,0,-,-\n",
+                  "small,baseline,p:1,1.0,1,-,-\nsmall,baseline,p:1,1.1,1,-,-\nsmall,baseline,p:1,1.2,1,-,-\n"
+                  "small,baseline,p:1,1.3,1,-,-\nsmall,baseline,p:1,1.4,1,-,-\n"
+                  "big,tuned,p:1,0.5,1,-,-\nbig,tuned,p:1,0.6,1,-,-\nbig,tuned,p:1,0.7,1,-,-\n"
+                  "big,tuned,p:1,3.0,0,-,-\nbig,tuned,p:1,3.0,0,-,-\n"
+                  "never,tuned,p:1,3.0,0,-,-\nnever,tuned,p:1,3.0,0,-,-\nnever,tuned,p:1,3.0,0,-,-\n"
+                  "never,tuned,p:1,3.1,0,-,-\nnever,tuned,p:1,3.2,0,-,-\n");
+    char *s = summarize_dir("conv", "summary.csv"), line[1024];
+    assert_non_null(s);
+    assert_true(line_starting(s, "conv,p:1,small,big,", line, sizeof line));
+    expect_field(s, line, "repetitions", "5");
+    expect_field(s, line, "tuned_reached", "3 of 5");
+    expect_field(s, line, "baseline_reached", "5 of 5");
+    ASSERT_NEAR(numf(s, line, "speedup"), 1.2 / 0.7, 1e-3); // medians: the misses rank last
+    expect_field(s, line, "ci_low", "");                     // no interval with misses
+    assert_true(line_starting(s, "conv,p:1,small,never,", line, sizeof line));
+    expect_field(s, line, "tuned_reached", "0 of 5");
+    expect_field(s, line, "speedup", "");
+    expect_field(s, line, "verdict", "did not reach");
+    free(s);
+    char *v = test_read_in(test_dir, "conv/summary_by_variant.csv");
+    assert_non_null(v);
+    assert_true(line_starting(v, "conv,never,", line, sizeof line));
+    expect_field(v, line, "verdict", "did not reach");
+    expect_field(v, line, "reached", "0 of 5");
+    expect_field(v, line, "geomean_speedup", "");
+    free(v);
+}
+
+// Accuracy parity at equal epochs (rows with accuracy_parity = 1): each variant's final
+// held-out accuracy with its interval, and the tuned one's difference from the baseline.
+// Baseline 0.90..0.94 (mean 0.92), large 0.80..0.84 (mean 0.82): -0.10, lower; the same
+// accuracies give a difference whose interval holds 0.
+static void test_accuracy_parity_at_equal_epochs(void **state)
+{
+    (void)state;
+    write_results("par", "par", "par",
+                  "small,baseline,p:1,1,0,0.92,1\nlarge,tuned,p:1,1,0,0.82,1\nsame,tuned,p:1,1,0,0.92,1\n",
+                  "small,baseline,p:1,1,0,0.90,1\nsmall,baseline,p:1,1,0,0.91,1\nsmall,baseline,p:1,1,0,0.92,1\n"
+                  "small,baseline,p:1,1,0,0.93,1\nsmall,baseline,p:1,1,0,0.94,1\n"
+                  "large,tuned,p:1,1,0,0.80,1\nlarge,tuned,p:1,1,0,0.81,1\nlarge,tuned,p:1,1,0,0.82,1\n"
+                  "large,tuned,p:1,1,0,0.83,1\nlarge,tuned,p:1,1,0,0.84,1\n"
+                  "same,tuned,p:1,1,0,0.94,1\nsame,tuned,p:1,1,0,0.93,1\nsame,tuned,p:1,1,0,0.92,1\n"
+                  "same,tuned,p:1,1,0,0.91,1\nsame,tuned,p:1,1,0,0.90,1\n");
+    char *a = summarize_dir("par", "summary_accuracy.csv"), line[1024];
+    assert_non_null(a);
+    assert_true(line_starting(a, "par,p:1,small,baseline,", line, sizeof line));
+    ASSERT_NEAR(numf(a, line, "accuracy"), 0.92, 1e-9);
+    assert_true(numf(a, line, "ci_low") <= 0.92 && numf(a, line, "ci_high") >= 0.92);
+    expect_field(a, line, "repetitions", "5");
+    assert_true(line_starting(a, "par,p:1,large,tuned,", line, sizeof line));
+    ASSERT_NEAR(numf(a, line, "difference"), -0.10, 1e-9);
+    assert_true(numf(a, line, "diff_ci_high") < 0);
+    expect_field(a, line, "verdict", "lower accuracy");
+    assert_true(line_starting(a, "par,p:1,same,tuned,", line, sizeof line));
+    ASSERT_NEAR(numf(a, line, "difference"), 0.0, 1e-9);
+    expect_field(a, line, "verdict", "no significant difference");
+    free(a);
+    // a fixed budget's training time is no time to a target: no speedup row for it
+    char *s = test_read_in(test_dir, "par/summary.csv");
+    assert_non_null(s);
+    assert_null(strstr(s, "\npar,"));
+    free(s);
+}
+
+// Two runs on one host: their bootstrap resamples are independent (the seed is salted
+// with the run), each run's tuned rows pair with its own baseline, and a second baseline
+// of one group within one run is an error.
+static void test_runs_stay_independent(void **state)
+{
+    (void)state;
+    // the same accuracies in two runs (mean of 5: many distinct resampled values)
+    const char *reps = "small,baseline,p:1,1,0,0.90,1\nsmall,baseline,p:1,1,0,0.91,1\nsmall,baseline,p:1,1,0,0.925,1\n"
+                       "small,baseline,p:1,1,0,0.93,1\nsmall,baseline,p:1,1,0,0.97,1\n";
+    write_results("runA", "par", "par", "small,baseline,p:1,1,0,0.92,1\n", reps);
+    write_results("runB", "par", "par", "small,baseline,p:1,1,0,0.92,1\n", reps);
+    char *v1 = summarize_dir("runA", "summary_accuracy.csv"), *v2 = summarize_dir("runB", "summary_accuracy.csv");
+    char l1[1024], l2[1024];
+    assert_true(line_starting(v1, "par,p:1,small,", l1, sizeof l1));
+    assert_true(line_starting(v2, "par,p:1,small,", l2, sizeof l2));
+    double lo1 = numf(v1, l1, "ci_low"), lo2 = numf(v2, l2, "ci_low"), hi1 = numf(v1, l1, "ci_high"),
+           hi2 = numf(v2, l2, "ci_high");
+    if (lo1 == lo2 && hi1 == hi2) fail_msg("runs A and B resampled the same indices: %g-%g in both", lo1, hi1);
+    char *again = summarize_dir("runA", "summary_accuracy.csv");
+    assert_string_equal(again, v1); // the same run gives the same interval
+    free(v1);
+    free(v2);
+    free(again);
+    assert_int_equal(test_run("cd '%s' && rm -rf r1 r2 && cp -r stats_A r1 && cp -r stats_A r2", test_dir), 0);
+    // r2's baseline at n:1 twice as slow: summarized together, each run keeps its own pairs
+    assert_int_equal(test_run("cd '%s' && awk -F, -v OFS=, '$2 == \"base\" && $5 == \"n:1\" { $7 *= 2; $8 *= 2 } 1' "
+                              "r2/fx.reps.csv >r2/x && mv r2/x r2/fx.reps.csv && "
+                              "bash '%s/scripts/summarize.sh' -o both.csv r1/fx.csv r2/fx.csv >/dev/null",
+                              test_dir, test_suite_root()), 0);
+    char *both = test_read_in(test_dir, "both.csv");
+    assert_non_null(both);
+    int rows = 0, r1 = 0;
+    for (const char *p = strstr(both, "\nfx,n:1,base,fast,"); p; p = strstr(p + 1, "\nfx,n:1,base,fast,")) {
+        char line[1024], run[64];
+        const char *end = strchr(p + 1, '\n');
+        size_t n = end ? (size_t)(end - p - 1) : strlen(p + 1);
+        memcpy(line, p + 1, n);
+        line[n] = '\0';
+        field(both, line, "run", run, sizeof run);
+        if (strcmp(run, "r1") == 0) {
+            r1++;
+            ASSERT_NEAR(numf(both, line, "speedup"), 1.24691, 1e-4); // r1's own baseline
+        }
+        rows++;
+    }
+    assert_int_equal(rows, 2);
+    assert_int_equal(r1, 1);
+    free(both);
+    // a duplicate baseline within one run: an error that names it
+    assert_int_equal(test_run("cd '%s' && sed -n 2p r1/fx.csv >>r1/fx.csv && "
+                              "bash '%s/scripts/summarize.sh' r1 >/dev/null 2>err.txt", test_dir, test_suite_root()), 2);
+    char *err = test_read_in(test_dir, "err.txt");
+    assert_non_null(err);
+    if (!strstr(err, "two baselines")) fail_msg("no message naming the duplicate baseline: %s", err);
+    free(err);
+}
+
+// A run cut at its deadline: an empty CSV (0 bytes, or a header only) is a warning that
+// names it, rows with status partial (fewer repetitions than planned) are measured rows,
+// and the summary and the comparison still come out (exit status 0).
+static void test_cut_run_is_summarized(void **state)
+{
+    (void)state;
+    assert_int_equal(test_run("cd '%s' && rm -rf cut && cp -r stats_A cut && : >cut/empty.csv && "
+                              "head -n 1 cut/fx.csv >cut/header_only.csv && "
+                              "sed -i '2,3s/,ok,,5,/,partial,cut at the deadline,5,/' cut/fx.csv && "
+                              "echo '3 10' >cut/fx.partial", test_dir), 0);
+    int rc = test_run("bash '%s/scripts/summarize.sh' '%s/cut' >'%s/out.txt' 2>&1", test_suite_root(), test_dir, test_dir);
+    char *out = test_read_in(test_dir, "out.txt");
+    assert_non_null(out);
+    if (rc != 0) fail_msg("summarize of a cut run failed (%d): %s", rc, out);
+    if (!strstr(out, "empty.csv")) fail_msg("no warning naming empty.csv: %s", out);
+    if (!strstr(out, "fx: cut at the deadline (3 of 10 rows)")) fail_msg("no note of the cut program: %s", out);
+    free(out);
+    char *s = test_read_in(test_dir, "cut/summary.csv"), line[1024];
+    assert_non_null(s);
+    assert_true(line_starting(s, "fx,n:1,base,fast,", line, sizeof line)); // the partial rows count
+    free(s);
+    // compare: a folder whose only CSV is empty is a warning, not a failure
+    assert_int_equal(test_run("cd '%s' && rm -rf cut2 && mkdir cut2 && cp stats_B/context.txt cut2/ && : >cut2/fx.csv && "
+                              "bash '%s/scripts/compare.sh' -o cmp2/out stats_A cut2 >out.txt 2>&1",
+                              test_dir, test_suite_root()), 0);
+    out = test_read_in(test_dir, "out.txt");
+    assert_non_null(out);
+    if (!strstr(out, "fx.csv")) fail_msg("compare names no empty CSV: %s", out);
+    free(out);
+}
+
+// Goyal et al.'s claim is checked as accuracy parity at equal epochs: every variant of
+// batch_size_parity sees the same number of samples (the large batch LARGE times fewer
+// steps), reports its final held-out accuracy, and the summary compares accuracies.
+static void test_batch_size_parity_trains_equal_epochs(void **state)
+{
+    (void)state;
+    char csv[600];
+    snprintf(csv, sizeof csv, "%s/bs/batch_size.csv", test_dir);
+    assert_int_equal(test_run("mkdir -p '%s/bs' && '%s/bench_batch_size' --backend=cpu "
+                              "--benchmark_filter='batch_size_parity/(small_batch|large_linear_lr_warmup)/' "
+                              "--harness_csv='%s' >/dev/null 2>&1", test_dir, test_build_dir(), csv), 0);
+    char *tidy = test_read_file(csv, NULL), small[1024], large[1024];
+    assert_non_null(tidy);
+    assert_true(line_starting(tidy, "batch_size_parity,small_batch,baseline,", small, sizeof small));
+    assert_true(line_starting(tidy, "batch_size_parity,large_linear_lr_warmup,tuned,", large, sizeof large));
+    double images = numf(tidy, small, "images_seen");
+    assert_true(images > 0);
+    ASSERT_NEAR(numf(tidy, large, "images_seen"), images, 0.5); // equal epochs
+    assert_true(numf(tidy, large, "steps") * 8 == numf(tidy, small, "steps"));
+    expect_field(tidy, small, "accuracy_parity", "1");
+    double acc = numf(tidy, large, "final_accuracy");
+    assert_true(acc > 0 && acc <= 1);
+    free(tidy);
+    char *a = summarize_dir("bs", "summary_accuracy.csv"), line[1024];
+    assert_non_null(a);
+    assert_true(line_starting(a, "batch_size_parity,preset:tiny;batch:0,large_linear_lr_warmup,tuned,", line, sizeof line));
+    expect_field(a, line, "verdict", "n/a (1 repetition)");
+    free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -362,6 +669,12 @@ int main(void)
         cmocka_unit_test(test_harness_writes_every_repetition),
         cmocka_unit_test(test_gpu_state_sample),
         cmocka_unit_test(test_gpu_runs_record_state_and_cache),
+        cmocka_unit_test(test_verdicts_need_enough_repetitions),
+        cmocka_unit_test(test_missed_targets_are_results),
+        cmocka_unit_test(test_accuracy_parity_at_equal_epochs),
+        cmocka_unit_test(test_runs_stay_independent),
+        cmocka_unit_test(test_cut_run_is_summarized),
+        cmocka_unit_test(test_batch_size_parity_trains_equal_epochs),
     };
     return cmocka_run_group_tests(tests, setup, test_teardown_dir);
 }

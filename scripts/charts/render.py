@@ -34,9 +34,11 @@ Two kinds of chart:
       xformat = bytes            # x tick labels with binary prefixes (4KiB, 1MiB, ...)
       labels = yes               # print each bar's value above it (bars only)
 
-  Only rows with status=ok are drawn (when the CSV has a status column). A chart whose
-  rows are all missing (the practice was skipped) is not drawn, and says so; a CSV that is
-  not a results CSV is an error. A description naming a column the CSV lacks draws no
+  Only measured rows are drawn: status ok, or partial (rows a program cut at its deadline
+  kept), where the CSV has a status column. A chart whose rows are all missing (the
+  practice was skipped) is not drawn, and says so; a CSV with no rows at all (0 bytes or a
+  header only: a program cut before its first row) is a warning naming it, never a
+  failure, so a cut run draws what exists; a CSV that is not a results CSV is an error. A description naming a column the CSV lacks draws no
   chart and says so (a results folder older than the description); with --points it is
   an error, so a test of a description catches a typo.
 
@@ -52,7 +54,8 @@ Two kinds of chart:
   scripts/stats.py (STATS_NOISE_CV, 2% by default).
 
 * The headline chart, summary_speedup: every practice's best tuned variant (its largest
-  geometric-mean speedup in summary_by_variant.csv) as a horizontal bar from 1x, sorted,
+  geometric-mean speedup in summary_by_variant.csv; where a published claim names a
+  variant, that one) as a horizontal bar from 1x, sorted,
   with its confidence interval (ci_low/ci_high) where summarize.sh wrote one, and the range
   a published claim gives for that practice (CLAIMS_CSV) drawn beside it. Titled with the
   GPU, driver and date of the run (RESULTS_DIR/context.txt).
@@ -75,6 +78,8 @@ import sys
 import tempfile
 
 TIME_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
+MEASURED = ("ok", "partial")  # partial: kept by a program cut at its deadline
+STATUSES = MEASURED + ("skipped", "error")
 KNOWN_KEYS = {"practice", "x", "y", "series", "filter", "kind", "logx", "logy", "title",
               "xlabel", "ylabel", "file", "yscale", "xformat", "labels"}
 COLORS = ["#4472c4", "#ed7d31", "#70ad47", "#7030a0", "#c00000", "#00a0b0", "#7f6000",
@@ -85,6 +90,10 @@ SVG_TERM = "set terminal svg size {w},{h} dynamic font ',13' linewidth 1.5 noenh
 
 class ChartError(Exception):
     pass
+
+
+class EmptyCsv(ChartError):
+    """A CSV without a row: a warning, not a failure (a cut run is partial, not broken)."""
 
 
 class MissingColumn(ChartError):
@@ -145,7 +154,7 @@ def read_csv(path, need=("practice",)):
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise ChartError(f"{name}: cannot read it as CSV ({e})")
     if not table or not table[0]:
-        raise ChartError(f"{name}: empty file, not a results CSV")
+        raise EmptyCsv(f"{name}: empty file (a program cut before its first row?): nothing to draw from it")
     header = table[0]
     missing = [c for c in need if c not in header]
     if missing:
@@ -159,9 +168,9 @@ def read_csv(path, need=("practice",)):
         rows.append(dict(zip(header, fields)))
     if "status" in header:
         for i, r in enumerate(rows, start=2):
-            if r["status"] not in ("ok", "skipped", "error"):
-                raise ChartError(f"{name}: line {i}: status '{r['status']}' is not ok/skipped/error")
-            if r["status"] == "ok" and "time" in header and (number(r["time"]) is None or float(r["time"]) <= 0):
+            if r["status"] not in STATUSES:
+                raise ChartError(f"{name}: line {i}: status '{r['status']}' is not {'/'.join(STATUSES)}")
+            if r["status"] in MEASURED and "time" in header and (number(r["time"]) is None or float(r["time"]) <= 0):
                 raise ChartError(f"{name}: line {i}: time '{r['time']}' of a measured row is not a positive number")
     return header, rows
 
@@ -248,7 +257,7 @@ def load_reps(path, y):
         return {}
     out = {}
     for r in rows:
-        if r.get("status", "ok") != "ok":
+        if r.get("status", "ok") not in MEASURED:
             continue
         v = y_value(r, y, header)
         if v is not None:
@@ -274,7 +283,7 @@ def chart_points(name, d, header, rows, reps):
         if not sep:
             raise ChartError(f"[{name}] filter '{f}' is not column=value")
         filters.append((col.strip(), val.strip()))
-    chosen = [r for r in rows if r.get("status", "ok") == "ok" and r["practice"] in practices]
+    chosen = [r for r in rows if r.get("status", "ok") in MEASURED and r["practice"] in practices]
     if not chosen:
         return {}  # nothing measured: a skipped run writes no counter columns to check
     for col in [d["x"]] + series_cols + [c for c, _ in filters] + [d["y"]]:
@@ -453,19 +462,39 @@ def load_claims(path):
     return out
 
 
-def best_variants(results):
-    """[(practice, tuned, speedup, ci_low, ci_high, noisy)] from summary_by_variant.csv,
-    the best tuned variant of each practice; None when the file is absent or empty."""
+def claimed_variants(claims):
+    """{practice: the variant its speedup claim names} (claims on one point, accuracy claims
+    and reference figures are not the headline's)."""
+    out = {}
+    for practice, rows in claims.items():
+        for c in rows:
+            if c.get("kind", "claim") in ("", "claim") and c.get("measure", "speedup") in ("", "speedup") \
+                    and not c.get("params") and c["tuned"] not in ("", "*"):
+                out.setdefault(practice, c["tuned"])
+    return out
+
+
+def best_variants(results, claimed=None):
+    """[(practice, tuned, speedup, ci_low, ci_high, noisy)] from summary_by_variant.csv:
+    for a practice with a claim the variant the claim names (its range is drawn beside
+    it), else the best tuned variant; None when the file is absent or empty."""
+    claimed = claimed or {}
     path = os.path.join(results, "summary_by_variant.csv")
     if not os.path.exists(path):
         return None
     header, rows = read_csv(path, need=("practice", "tuned", "geomean_speedup"))
     best = {}
     for i, r in enumerate(rows, start=2):
+        if r["geomean_speedup"] == "":
+            continue  # no speedup: the variant did not reach its target (its verdict says so)
         s = number(r["geomean_speedup"])
         if s is None or s <= 0:
             raise ChartError(f"summary_by_variant.csv: line {i}: speedup '{r['geomean_speedup']}' is not a positive number")
-        if r["practice"] not in best or s > best[r["practice"]][2]:
+        named = claimed.get(r["practice"])
+        if named and r["tuned"] != named and any(r2["tuned"] == named and r2["practice"] == r["practice"]
+                                                 and r2["geomean_speedup"] for r2 in rows):
+            continue
+        if r["practice"] not in best or s > best[r["practice"]][2] or r["tuned"] == named:
             low, high = number(r.get("ci_low")), number(r.get("ci_high"))
             if low is None or high is None or low <= 0 or high <= 0:
                 low = high = None
@@ -475,7 +504,7 @@ def best_variants(results):
 
 
 def headline(results, claims, tmp, out_dir):
-    bars = best_variants(results)
+    bars = best_variants(results, claimed_variants(claims))
     if not bars:
         return False
     ctx = read_context(results)
@@ -497,7 +526,12 @@ def headline(results, claims, tmp, out_dir):
                     f"{lo_err}\t{hi_err}\t{max(1.0, s, high or s)!r}\t{text}\n")
             values += [v for v in (s, low, high) if v is not None]
             for claim in claims.get(practice, []):
+                if claim["tuned"] not in ("", "*", tuned) or claim.get("params") \
+                        or claim.get("kind", "claim") not in ("", "claim"):
+                    continue  # a claim about another variant, one point, or a reference figure
                 cl, ch = number(claim["effect_low"]), number(claim["effect_high"])
+                if cl is None and ch is not None:
+                    cl = min(1.0, ch)  # "up to 3x": from no effect up
                 if cl is None or ch is None or cl <= 0 or ch <= 0:
                     continue
                 if ch / cl < 1.04:  # a point claim ("~7x"): a visible sliver around it
@@ -568,6 +602,11 @@ def main(argv):
         need = ("practice",) if stem.endswith(".curves") or stem.endswith(".reps") else ("practice", "status", "time")
         try:
             tables[stem] = read_csv(path, need)
+            if not tables[stem][1] and not stem.endswith((".curves", ".reps")):
+                print(f"charts: warning: {fname} has a header but no rows (a program cut before its "
+                      "first row?): nothing to draw from it", file=sys.stderr)
+        except EmptyCsv as e:
+            print(f"charts: warning: {e}", file=sys.stderr)
         except ChartError as e:
             fail(str(e))
     descriptions = []
@@ -587,7 +626,7 @@ def main(argv):
                 reps = load_reps(os.path.join(results, source + ".reps.csv"), d["y"])
                 points = chart_points(name, d, header, rows, reps)
                 if not points:
-                    measured = any(r.get("status", "ok") == "ok" and r["practice"] in d["practice"].replace(" ", "").split(",")
+                    measured = any(r.get("status", "ok") in MEASURED and r["practice"] in d["practice"].replace(" ", "").split(",")
                                    for r in rows)
                     why = f"its rows have no {d['y']} value" if measured else f"{source}.csv has no ok rows for it"
                     print(f"charts: {name}: nothing measured ({why}), no chart")
