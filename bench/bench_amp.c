@@ -12,8 +12,9 @@
 // Macro, GPU (wall clock over 10 steps ending in a synchronize, through the practice
 //   driver): amp/* (NCHW) and amp_nhwc/* (channels_last): training steps of each preset,
 //   fp32 (baseline) vs tf32, fp16 + GradScaler, bf16; amp_tf32/*: strict fp32 vs TF32.
-//   Step time, images/s, peak memory; the parameters after 3 steps are checked against
-//   the baseline's (relative L2 <= MACRO_TOLERANCE).
+//   Step time, images/s, peak memory; the update after 3 steps is checked against the
+//   baseline's (relative L2 of its update <= MACRO_TOLERANCE), and an fp16 run must not skip
+//   more steps than GradScaler's start-up explains (the driver's skipped_steps).
 // Parity, CPU and GPU (amp_parity/*): time to the same held-out accuracy for fp32, fp16 +
 //   GradScaler and bf16; steps, and training wall time; the tuned run fails when it
 //   does not reach the target the baseline reached, or its best accuracy differs from
@@ -44,7 +45,14 @@
 #include "kernels/error.h"
 #include "kernels/model.h"
 
-#define MACRO_TOLERANCE 2e-3    // relative L2 of the parameters after 3 steps vs fp32 (see the README)
+// Relative L2 of the update after 3 steps vs fp32's (of fp32's update). fp16 and bf16 round
+// every activation and gradient (2^-11, 2^-8), TF32 every convolution and GEMM input (2^-11);
+// fp32 order alone moves the update by 5e-4 (small, 3 steps: fast CPU vs reference, measured;
+// on the CPU every precision computes in fp32, so the measured fp16/bf16 figure is 0). A
+// frozen update is 1, an update not unscaled 65535, one skipped step of 3 at least ~0.17
+// (warm-up LRs 1:2:3): all far above; a start-up skip is taken out (the driver reruns from
+// the settled scale).
+#define MACRO_TOLERANCE 0.1
 #define PARITY_TARGET 0.90f     // held-out accuracy every precision must reach
 #define PARITY_MAX_STEPS 400    // default step budget (--amp_max_steps)
 #define PARITY_EVAL_EVERY 10

@@ -429,6 +429,18 @@ static void compare_updates(const CheckRun *base, const CheckRun *tuned, CheckRe
                    memcmp(base->after, tuned->after, base->count * sizeof(float)) == 0;
 }
 
+double practice_update_rel_diff(const float *before, const float *base_after, const float *tuned_after,
+                                size_t count)
+{
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < count; i++) {
+        double ub = (double)base_after[i] - before[i], ut = (double)tuned_after[i] - before[i];
+        num += (ut - ub) * (ut - ub);
+        den += ub * ub;
+    }
+    return den > 0 ? sqrt(num / den) : num > 0 ? INFINITY : 0.0;
+}
+
 // Compares the tuned config with the baseline's after k steps from the same seed. An fp16
 // run whose first steps overflowed within what GradScaler's start-up explains is run again
 // from the scale its start-up settled at (a power of 2: the same maths), so that its update

@@ -13,6 +13,7 @@
 #define PRACTICE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "bench/harness.h"
@@ -127,6 +128,12 @@ typedef struct Practice {
 // --practice_selftest=frozen (the tuned variants' update in the check is dropped) or
 // =skip_all (every step of theirs is an overflow) must fail every practice with a check.
 void practice_register(const Practice *p);
+
+// ||(tuned_after - before) - (base_after - before)|| / ||base_after - before||: how far a
+// tuned run's update is from the baseline's, both from `before` (INFINITY when the
+// baseline did not move and the tuned run did; 0 when neither did).
+double practice_update_rel_diff(const float *before, const float *base_after, const float *tuned_after,
+                                size_t count);
 
 // The skipped steps GradScaler's start-up explains in a run of `steps` steps of cfg: 0
 // without fp16; else one per halving from init_scale down to 1 (leaving at least one step
