@@ -12,7 +12,8 @@
 //   expressions in the same order); on CUDA the fused kernels sum in another order, so
 //   they must agree within FUSION_GPU_TOL (update) and FUSION_LOSS_TOL (loss).
 // Counters beside the driver's: activation_mib (the memory plan's arena: activations and
-//   their gradients, kernels/model_plan.h) and check_loss_rel_diff.
+//   their gradients, kernels/model_plan.h), fused_ops (BN+ReLU and add+ReLU pairs the core
+//   runs as one op; the fused row fails at 0) and check_loss_rel_diff.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,16 +68,29 @@ static double loss_tolerance(const CoreConfig *cfg)
     return cfg->backend == CORE_BACKEND_CUDA ? FUSION_LOSS_TOL : 0.0;
 }
 
-// After every run: the plan's activation bytes; for the fused variant also the loss check.
+// After every run: the plan's activation bytes and fused operations; the fused variant fails
+// when it fused nothing (it would time the separate kernels under the fused name), then
+// its loss check.
 static void finish(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
                    const PracticeVariant *v, const PracticeOutcome *o)
 {
     (void)ctx;
     (void)o;
     CoreStats cs;
-    if (core_stats(core, &cs) == 0)
-        harness_counter(st, "activation_mib", cs.activation_bytes / 1048576.0, HARNESS_COUNTER_PLAIN);
+    if (core_stats(core, &cs) != 0) {
+        practice_fail_or_skip(st, "reading the core's counters");
+        return;
+    }
+    harness_counter(st, "activation_mib", cs.activation_bytes / 1048576.0, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "fused_ops", cs.fused_ops, HARNESS_COUNTER_PLAIN);
     if (v->role != HARNESS_TUNED) return;
+    if (cs.fused_ops <= 0) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "the fused variant fused no operation (%s backend, preset %s): it "
+                 "ran the separate kernels", core_backend_name(cs.backend), harness_axis_str(st, "preset"));
+        harness_fail(st, msg);
+        return;
+    }
     CoreConfig base = *cfg;
     use_separate(&base);
     float fused_loss = NAN, separate_loss = NAN;
