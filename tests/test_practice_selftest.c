@@ -26,11 +26,15 @@
 static void fp32(CoreConfig *c) { c->precision = CORE_PRECISION_FP32; }
 static void fp16(CoreConfig *c) { c->precision = CORE_PRECISION_FP16; }
 static void bf16(CoreConfig *c) { c->precision = CORE_PRECISION_BF16; }
+// GradScaler starting at 2^127: the scaled fp32 gradients overflow on the CPU too, until
+// the scale has come down (the start-up the driver's check must take out).
+static void fp16_huge_scale(CoreConfig *c) { fp16(c); c->scaler.init_scale = 0x1p127f; }
 
 static const PracticeVariant precisions[] = {
     {"fp32", HARNESS_BASELINE, fp32, NULL},
     {"fp16", HARNESS_TUNED, fp16, NULL},
     {"bf16", HARNESS_TUNED, bf16, NULL},
+    {"fp16_start_up", HARNESS_TUNED, fp16_huge_scale, NULL},
 };
 
 // A gradient hook that overflows every step: GradScaler skips them all.
@@ -72,7 +76,7 @@ static int run_practice_mode(int argc, char **argv)
     int rc = harness_init(argc, argv);
     if (rc >= 0) return rc;
     static const Practice p = {
-        .name = "t_amp", .variants = precisions, .variant_count = 3, .presets = "tiny", .batches = "0",
+        .name = "t_amp", .variants = precisions, .variant_count = 4, .presets = "tiny", .batches = "0",
         .mode = PRACTICE_THROUGHPUT, .steps = 2, .check = PRACTICE_CHECK_PARAMS, .tolerance = 0.1,
         .check_steps = 3};
     static const PracticeHooks overflowing = {.core_created = overflow_timed_fp16};
@@ -156,7 +160,7 @@ static void expect_passes(const char *program, const char *args, const char *con
 
 static const char *const zero_grad_tuned[] = {"set_to_none"};
 static const char *const fusion_tuned[] = {"fused"};
-static const char *const amp_tuned[] = {"fp16", "bf16"};
+static const char *const amp_tuned[] = {"fp16", "bf16", "fp16_start_up"};
 #define ZERO_GRAD_ARGS "--backend=cpu --preset=tiny --benchmark_filter='^zero_grad/' --benchmark_min_time=0.01"
 #define FUSION_ARGS "--backend=cpu --preset=tiny --benchmark_filter='^fusion/' --benchmark_min_time=0.01"
 #define AMP_ARGS "practice --backend=cpu --benchmark_min_time=0.01 --benchmark_filter='^t_amp/'"
@@ -183,20 +187,25 @@ static void test_fusion_catches_both_self_tests(void **state)
 }
 
 // fp16's skips are the core's GradScaler's (an inf in every step's gradients); bf16 has no
-// scaler, so the driver drops its updates.
+// scaler, so the driver drops its updates. An fp16 run whose first steps overflow (start-up)
+// passes: the check compares its update from the settled scale.
 static void test_precisions_catch_both_self_tests(void **state)
 {
     (void)state;
-    expect_passes(SELF, AMP_ARGS, amp_tuned, 2);
+    expect_passes(SELF, AMP_ARGS, amp_tuned, 3);
     int status = -1;
     char *csv = test_bench_csv_exit(SELF, AMP_ARGS, &status);
     assert_non_null(csv);
     expect_cell(csv, "fp16", "skipped_steps", "0");  // no fp32 gradient overflows at 65536
     expect_cell(csv, "fp16", "check_skipped_steps", "0");
+    // GradScaler's start-up (from 2^127 the CPU's fp32 gradients overflow too): 2 of the
+    // check's 3 steps skipped, then a rerun from the settled scale matches fp32 exactly
+    expect_cell(csv, "fp16_start_up", "check_skipped_steps", "2");
+    expect_cell(csv, "fp16_start_up", "check_rel_diff", "0");
     free(csv);
-    expect_selftest_fails(SELF, AMP_ARGS, "frozen", "fp32", amp_tuned, 2,
+    expect_selftest_fails(SELF, AMP_ARGS, "frozen", "fp32", amp_tuned, 3,
                           "the update differs by 1 of the baseline's update");
-    expect_selftest_fails(SELF, AMP_ARGS, "skip_all", "fp32", amp_tuned, 2, "skipped 3 of 3 steps");
+    expect_selftest_fails(SELF, AMP_ARGS, "skip_all", "fp32", amp_tuned, 3, "skipped 3 of 3 steps");
     // the fp16 row names the rule it broke
     csv = test_bench_csv_exit(SELF, AMP_ARGS " --practice_selftest=skip_all", &status);
     assert_non_null(csv);
