@@ -318,13 +318,19 @@ static int selftest_mode(Selftest *out)
 // a run in which no step updated is never its start-up. After that, each growth (every
 // growth_interval clean steps) may overflow once. Anything beyond is a run that does not
 // train, and does less work than one that does.
+static int startup_halvings(const AmpScalerConfig *sc)
+{
+    int halvings = 0;
+    if (sc->backoff_factor > 0.0f && sc->backoff_factor < 1.0f)
+        for (double s = sc->init_scale; s > 1.0 && halvings < 1000; s *= sc->backoff_factor) halvings++;
+    return halvings;
+}
+
 int practice_skips_explained(const CoreConfig *cfg, int64_t steps)
 {
     if (cfg->precision != CORE_PRECISION_FP16 || steps <= 0) return 0;
     const AmpScalerConfig *sc = &cfg->scaler;
-    int64_t startup = 0;
-    if (sc->backoff_factor > 0.0f && sc->backoff_factor < 1.0f)
-        for (double s = sc->init_scale; s > 1.0 && startup < 1000; s *= sc->backoff_factor) startup++;
+    int64_t startup = startup_halvings(sc);
     if (startup > steps - 1) startup = steps - 1;
     int64_t growths = sc->growth_interval > 0 ? steps / sc->growth_interval : 0;
     return (int)(startup + growths);
@@ -399,12 +405,44 @@ static int check_run(const CoreConfig *cfg, int k, Selftest selftest, CheckRun *
     return rc;
 }
 
+// fp16: the steps GradScaler's start-up skips before its first update, on the check's
+// batches from cfg's init_scale, trying at most `limit` steps; *updated: whether one did.
+static int startup_skips(const CoreConfig *cfg, int limit, Selftest selftest, int *leading, bool *updated)
+{
+    *leading = 0;
+    *updated = false;
+    Core *core = NULL;
+    TRY(core_create(cfg, &core));
+    const CoreModelConfig *m = &cfg->model;
+    SynthTask task = {m->in_channels, m->image_size, m->num_classes, SYNTH_NOISE, cfg->seed};
+    size_t img = (size_t)cfg->batch_size * m->in_channels * m->image_size * m->image_size;
+    float *images = malloc(img * sizeof(float));
+    int32_t *labels = malloc((size_t)cfg->batch_size * sizeof(int32_t));
+    int rc = images && labels ? 0 : error_set(ERROR_OUT_OF_MEMORY, "check: out of memory (host)");
+    int unused = 0;
+    for (int s = 0; s < limit && rc == 0 && !*updated; s++) {
+        synth_batch(&task, (uint64_t)s, cfg->batch_size, images, labels);
+        CoreBatch b = {images, labels, cfg->batch_size, CORE_MEMORY_HOST};
+        CoreStats cs;
+        rc = run_step(core, &b, selftest, true, NULL, &unused);
+        if (rc == 0) rc = core_stats(core, &cs);
+        if (rc == 0 && cs.skipped_steps > *leading) (*leading)++;
+        else if (rc == 0) *updated = true;
+    }
+    free(images);
+    free(labels);
+    core_free(core);
+    return rc;
+}
+
 // The check's figures for one tuned run (practice.h's counters check_*).
 typedef struct CheckResult {
     double rel;            // ||tuned update - baseline update|| / ||baseline update||
     double base_moved;     // ||baseline update|| / ||initial parameters||: how far k steps go
     bool identical;        // the parameters agree bit for bit (start and end)
     int skipped, allowed;  // the tuned run's skipped steps; how many its start-up explains
+    int steps;             // the steps `skipped` is of
+    bool scaled;           // fp16: GradScaler ran (else no skip is explained)
     int skipped_after;     // fp16 after start-up skips: the steps the settled run still skipped
     double settled_scale;  // the loss scale the settled run started at (0: no rerun)
 } CheckResult;
@@ -442,9 +480,10 @@ double practice_update_rel_diff(const float *before, const float *base_after, co
 }
 
 // Compares the tuned config with the baseline's after k steps from the same seed. An fp16
-// run whose first steps overflowed within what GradScaler's start-up explains is run again
-// from the scale its start-up settled at (a power of 2: the same maths), so that its update
-// is compared step for step; that run must skip nothing. 0 or -1.
+// run whose steps overflowed is GradScaler's start-up when it updates within log2(init_scale)
+// steps from the start: it is then run again from the scale its start-up settled at (a power
+// of 2: the same maths), so that its update is compared step for step, and that run must
+// skip nothing. 0 or -1.
 static int check_against_baseline(const CoreConfig *base, const CoreConfig *tuned, int k,
                                   Selftest selftest, CheckResult *r)
 {
@@ -456,11 +495,24 @@ static int check_against_baseline(const CoreConfig *base, const CoreConfig *tune
         rc = error_set(ERROR_BAD_USAGE, "check: the variants have different parameter counts");
     if (rc == 0) {
         r->skipped = t.skipped;
-        r->allowed = practice_skips_explained(tuned, k);
-        if (tuned->precision == CORE_PRECISION_FP16 && t.skipped > 0 && t.skipped <= r->allowed) {
+        r->steps = k;
+        r->allowed = 0;  // without GradScaler no skipped step is explained
+        r->scaled = tuned->precision == CORE_PRECISION_FP16;
+    }
+    if (rc == 0 && tuned->precision == CORE_PRECISION_FP16 && t.skipped > 0) {
+        int halvings = startup_halvings(&tuned->scaler), leading = 0;
+        bool updated = false;
+        rc = startup_skips(tuned, halvings + 1, selftest, &leading, &updated);
+        r->allowed = halvings;
+        if (rc == 0 && !updated) {  // no update within the start-up: every step skipped
+            r->skipped = leading;
+            r->steps = leading;
+        } else if (rc == 0) {
             CoreConfig settled = *tuned;
-            for (int i = 0; i < t.skipped; i++) settled.scaler.init_scale *= settled.scaler.backoff_factor;
+            for (int i = 0; i < leading; i++) settled.scaler.init_scale *= settled.scaler.backoff_factor;
             r->settled_scale = settled.scaler.init_scale;
+            r->skipped = leading;
+            r->steps = leading + 1;
             check_run_free(&t);
             rc = check_run(&settled, k, selftest, &t);
             if (rc == 0) r->skipped_after = t.skipped;
@@ -501,9 +553,14 @@ static int hooks_core_created(const Practice *p, HarnessState *st, Core *core, c
 // The check's verdict as a failure message; false when the tuned run passed.
 static bool check_failed(const Practice *p, const CheckResult *r, int k, char *msg, size_t size)
 {
-    if (r->skipped > r->allowed) {
+    if (r->skipped > r->allowed && r->scaled) {
         snprintf(msg, size, "the check's run skipped %d of %d steps (overflow); GradScaler's start-up "
-                 "explains at most %d", r->skipped, k, r->allowed);
+                 "explains at most %d before an update", r->skipped, r->steps, r->allowed);
+        return true;
+    }
+    if (r->skipped > r->allowed) {
+        snprintf(msg, size, "the check's run skipped %d of %d steps (overflow); without GradScaler "
+                 "none is explained", r->skipped, r->steps);
         return true;
     }
     if (r->skipped_after > 0) {

@@ -51,8 +51,9 @@ typedef enum {
     PRACTICE_CHECK_PARAMS, // the update after check_steps steps from the same start (the
                            // parameters then minus at the start) agrees with the baseline's
                            // within `tolerance`, relative L2 of the baseline's update (0: the
-                           // parameters bit for bit), and the tuned run skips no more steps
-                           // than GradScaler's start-up explains (practice_skips_explained)
+                           // parameters bit for bit), and the tuned run skips no step but
+                           // GradScaler's start-up: fp16 skips before its first update, at most
+                           // log2(init_scale), after which it is compared from the settled scale
 } PracticeCheck;
 
 // A practice's own batches (e.g. the loader with N workers). Called in this order for

@@ -173,7 +173,7 @@ static void test_zero_grad_catches_both_self_tests(void **state)
     expect_selftest_fails("bench_zero_grad", ZERO_GRAD_ARGS, "frozen", "memset", zero_grad_tuned, 1,
                           "the update differs by 1 of the baseline's update");
     expect_selftest_fails("bench_zero_grad", ZERO_GRAD_ARGS, "skip_all", "memset", zero_grad_tuned, 1,
-                          "skipped 3 of 3 steps");
+                          "skipped 3 of 3 steps (overflow); without GradScaler none is explained");
 }
 
 static void test_fusion_catches_both_self_tests(void **state)
@@ -183,7 +183,7 @@ static void test_fusion_catches_both_self_tests(void **state)
     expect_selftest_fails("bench_fusion", FUSION_ARGS, "frozen", "separate", fusion_tuned, 1,
                           "the update differs by 1 of the baseline's update");
     expect_selftest_fails("bench_fusion", FUSION_ARGS, "skip_all", "separate", fusion_tuned, 1,
-                          "skipped 3 of 3 steps");
+                          "skipped 3 of 3 steps (overflow); without GradScaler none is explained");
 }
 
 // fp16's skips are the core's GradScaler's (an inf in every step's gradients); bf16 has no
@@ -198,19 +198,21 @@ static void test_precisions_catch_both_self_tests(void **state)
     assert_non_null(csv);
     expect_cell(csv, "fp16", "skipped_steps", "0");  // no fp32 gradient overflows at 65536
     expect_cell(csv, "fp16", "check_skipped_steps", "0");
-    // GradScaler's start-up (from 2^127 the CPU's fp32 gradients overflow too): 2 of the
-    // check's 3 steps skipped, then a rerun from the settled scale matches fp32 exactly
+    // GradScaler's start-up (from 2^127 the CPU's fp32 gradients overflow too): 2 steps
+    // skipped before the first update, then a rerun from the settled scale matches fp32 exactly
     expect_cell(csv, "fp16_start_up", "check_skipped_steps", "2");
     expect_cell(csv, "fp16_start_up", "check_rel_diff", "0");
     free(csv);
     expect_selftest_fails(SELF, AMP_ARGS, "frozen", "fp32", amp_tuned, 3,
                           "the update differs by 1 of the baseline's update");
-    expect_selftest_fails(SELF, AMP_ARGS, "skip_all", "fp32", amp_tuned, 3, "skipped 3 of 3 steps");
-    // the fp16 row names the rule it broke
+    expect_selftest_fails(SELF, AMP_ARGS, "skip_all", "fp32", amp_tuned, 3, " steps (overflow); ");
+    // each row names the rule it broke: fp16 skipped every step of its start-up (16 halvings
+    // from 65536 to 1, then one more step: 17), bf16 has no GradScaler to explain any
     csv = test_bench_csv_exit(SELF, AMP_ARGS " --practice_selftest=skip_all", &status);
     assert_non_null(csv);
-    expect_cell(csv, "fp16", "reason", "GradScaler's start-up explains at most 2");
-    expect_cell(csv, "bf16", "reason", "GradScaler's start-up explains at most 0");
+    expect_cell(csv, "fp16", "reason", "skipped 17 of 17 steps (overflow); GradScaler's start-up explains "
+                                       "at most 16 before an update");
+    expect_cell(csv, "bf16", "reason", "skipped 3 of 3 steps (overflow); without GradScaler none is explained");
     free(csv);
 }
 
