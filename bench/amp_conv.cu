@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "bench/amp_fill.cuh"
+#include "bench/amp_probe.h"
 #include "kernels/check.h"
 #include "kernels/conv_cudnn.cuh"
 #include "kernels/error.h"
@@ -204,6 +205,55 @@ int amp_conv_check_forward(AmpConv *c, int samples, double *max_err)
         }
         if (err > worst) worst = err;
     }
+    *max_err = worst;
+    return 0;
+}
+
+// ---- the strict-fp32 probe --------------------------------------------------------------------
+
+static __global__ void probe_fill_kernel(float *p, size_t count, uint64_t which)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = amp_probe_value(which, i);
+}
+
+int amp_conv_probe_forward(AmpConv *c, int samples, double *max_err)
+{
+    if (c->dt != DT_F32) return error_set(ERROR_BAD_USAGE, "amp_conv_probe_forward: fp32 storage only");
+    const ConvShape *s = &c->shape;
+    size_t nx = (size_t)s->n * s->c * s->h * s->w, nw = (size_t)s->k * s->c * s->r * s->r;
+    probe_fill_kernel<<<grid_for(nx), CUDA_THREADS, 0, c->stream>>>((float *)c->x, nx, 41);
+    probe_fill_kernel<<<grid_for(nw), CUDA_THREADS, 0, c->stream>>>((float *)c->w, nw, 43);
+    CUDA_TRY(cudaGetLastError());
+    TRY(conv_forward(&c->plan, c->dnn, c->x, c->w, c->y, c->ws, c->ws_size));
+    CUDA_TRY(cudaStreamSynchronize(c->stream));
+    double worst = 0.0;
+    for (int i = 0; i < samples; i++) {
+        int n = i ? (int)((uint64_t)(amp_operand_int(21, (uint64_t)i) + 64) * (uint64_t)(s->n - 1) / 128) : 0;
+        int k = i ? (int)((uint64_t)(amp_operand_int(22, (uint64_t)i) + 64) * (uint64_t)(s->k - 1) / 128) : 0;
+        int p = i ? (int)((uint64_t)(amp_operand_int(23, (uint64_t)i) + 64) * (uint64_t)(s->p - 1) / 128) : 0;
+        int q = i ? (int)((uint64_t)(amp_operand_int(24, (uint64_t)i) + 64) * (uint64_t)(s->q - 1) / 128) : 0;
+        double exact = 0.0, magnitude = 0.0;
+        for (int ch = 0; ch < s->c; ch++)
+            for (int r = 0; r < s->r; r++)
+                for (int t = 0; t < s->r; t++) {
+                    int h = p * s->stride - s->pad + r, w = q * s->stride - s->pad + t;
+                    if (h < 0 || h >= s->h || w < 0 || w >= s->w) continue;  // zero padding
+                    double prod = (double)amp_probe_value(41, at(c->nhwc, n, ch, h, w, s->c, s->h, s->w)) *
+                                  amp_probe_value(43, at(c->nhwc, k, ch, r, t, s->c, s->r, s->r));
+                    exact += prod;
+                    magnitude += fabs(prod);
+                }
+        double got = 0.0;
+        TRY(read_value(c->y, at(c->nhwc, n, k, p, q, s->k, s->p, s->q), c->dt, &got));
+        double err = fabs(got - exact) / (magnitude > 0 ? magnitude : 1.0);
+        if (isnan(err) || err > worst) worst = err;
+    }
+    // the usual operands back, for the timed passes (y is also the backward passes' dy)
+    TRY(amp_fill(c->x, nx, c->dt, 11, c->stream));
+    TRY(amp_fill(c->w, nw, c->dt, 13, c->stream));
+    TRY(amp_fill(c->y, (size_t)s->n * s->k * s->p * s->q, c->dt, 12, c->stream));
+    CUDA_TRY(cudaStreamSynchronize(c->stream));
     *max_err = worst;
     return 0;
 }

@@ -29,6 +29,12 @@ int amp_conv_time(AmpConv *c, ConvPass pass, double *seconds);
 // result: the operands are multiples of 1/64 (bench/amp_fill.cuh), so the host sums each
 // entry in integers, following the layout. *max_err is the largest |y - exact| / sum |x w|.
 int amp_conv_check_forward(AmpConv *c, int samples, double *max_err);
+// The strict-fp32 probe (bench/amp_probe.h) on this convolution (fp32 storage only: strict
+// fp32, PyTorch's fp32 and TF32): the input and filter refilled with probe operands, one
+// forward, `samples` outputs against the exact result in double (*max_err relative to
+// sum |x w|), then the usual operands back. Strict fp32 stays below AMP_PROBE_STRICT_LIMIT;
+// TF32 math lands above it. 0 or -1 with the error set (bad usage for fp16/bf16 storage).
+int amp_conv_probe_forward(AmpConv *c, int samples, double *max_err);
 // Host side of that check (also for tests): the value of input element (n, c, h, w) and
 // filter element (k, c, r, t) as amp_conv fills them in layout nhwc, and the exact forward
 // output (n, k, p, q) and sum |x w| over its terms, both in units of 1/4096.

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "bench/amp_fill.cuh"
+#include "bench/amp_probe.h"
 #include "kernels/check.h"
 #include "kernels/cuda_common.cuh"
 #include "kernels/error.h"
@@ -146,4 +147,62 @@ int amp_gemm_check(AmpGemm *g, int samples, double *max_err)
     }
     *max_err = worst;
     return 0;
+}
+
+// ---- the strict-fp32 probe --------------------------------------------------------------------
+
+enum { PROBE_SIZE = 256 };
+
+static __global__ void probe_fill_kernel(float *p, size_t count, uint64_t which)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = amp_probe_value(which, i);
+}
+
+int amp_gemm_probe(AmpMath math, int samples, double *max_err)
+{
+    if (math != AMP_MATH_FP32 && math != AMP_MATH_TF32)
+        return error_set(ERROR_BAD_USAGE, "amp_gemm_probe: fp32 or tf32 only");
+    const int n = PROBE_SIZE;
+    const size_t count = (size_t)n * n;
+    AmpGemm g = {};
+    g.math = math;
+    g.m = g.n = g.k = n;
+    g.in_type = g.out_type = DT_F32;
+    int rc = setup(&g);  // the same handle set-up as the timed GEMMs
+    if (rc == 0) {
+        probe_fill_kernel<<<grid_for(count), CUDA_THREADS, 0, g.stream>>>((float *)g.a, count, 31);
+        probe_fill_kernel<<<grid_for(count), CUDA_THREADS, 0, g.stream>>>((float *)g.b, count, 32);
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess) rc = check_cuda_failed(e, __FILE__, __LINE__, "probe operands");
+    }
+    double seconds = 0.0, worst = 0.0;
+    if (rc == 0) rc = amp_gemm_time(&g, &seconds);
+    if (rc == 0) {
+        cudaError_t e = cudaStreamSynchronize(g.stream);
+        if (e != cudaSuccess) rc = check_cuda_failed(e, __FILE__, __LINE__, "probe GEMM");
+    }
+    for (int s = 0; s < samples && rc == 0; s++) {
+        int i = (int)((amp_operand_int(33, (uint64_t)s) + 64) * (uint64_t)(n - 1) / 128);
+        int j = (int)((amp_operand_int(34, (uint64_t)s) + 64) * (uint64_t)(n - 1) / 128);
+        double exact = 0.0, magnitude = 0.0, got = 0.0;
+        for (int p = 0; p < n; p++) {  // column-major: A(i, p) at i + p m, B(p, j) at p + j k
+            double prod = (double)amp_probe_value(31, (uint64_t)i + (uint64_t)p * n) *
+                          amp_probe_value(32, (uint64_t)p + (uint64_t)j * n);
+            exact += prod;
+            magnitude += fabs(prod);
+        }
+        rc = read_entry(&g, i, j, &got);
+        double err = fabs(got - exact) / magnitude;
+        if (rc == 0 && (isnan(err) || err > worst)) worst = err;
+    }
+    if (g.start) cudaEventDestroy(g.start);
+    if (g.stop) cudaEventDestroy(g.stop);
+    if (g.blas) cublasDestroy(g.blas);
+    if (g.stream) cudaStreamDestroy(g.stream);
+    cudaFree(g.a);
+    cudaFree(g.b);
+    cudaFree(g.c);
+    if (rc == 0) *max_err = worst;
+    return rc;
 }

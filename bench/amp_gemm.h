@@ -28,6 +28,11 @@ int amp_gemm_check(AmpGemm *g, int samples, double *max_err);
 // fp32 and tf32 1e-4 (fp32 accumulation over up to 16384 terms; the inputs are exact in
 // tf32), fp16 1e-3 (output rounded to fp16: 2^-11), bf16 8e-3 (output rounded to bf16: 2^-8).
 double amp_gemm_tolerance(AmpMath math);
+// The strict-fp32 probe (bench/amp_probe.h) in math type m (AMP_MATH_FP32 or AMP_MATH_TF32):
+// a 256 x 256 x 256 GEMM of probe operands on the current device, `samples` entries of it
+// against the exact product in double; *max_err as amp_gemm_check's. Strict fp32 stays
+// below AMP_PROBE_STRICT_LIMIT, TF32 lands above it. 0 or -1 with the error set.
+int amp_gemm_probe(AmpMath m, int samples, double *max_err);
 // 2 m n k.
 double amp_gemm_flops(const AmpGemm *g);
 void amp_gemm_free(AmpGemm *g);

@@ -7,9 +7,8 @@
 // device memory. Both variants read the loss back every READBACK_INTERVAL steps
 // (deferred), so that the only difference between them is how the step is launched.
 // Macro (cuda_graphs/*): training steps of each preset, eager (baseline) vs graph (tuned),
-//   through the practice driver (same batches, same steps); the parameters after 5 steps
-//   (one eager, one captured, three replayed) must agree with eager's within
-//   CHECK_TOLERANCE; the graph row fails unless exactly one capture happened and every
+//   through the practice driver (same batches, same steps); the update after 5 steps (one
+//   eager, one captured, three replayed) must agree with eager's within CHECK_TOLERANCE; the graph row fails unless exactly one capture happened and every
 //   timed step was a replay. The win is largest where the step is launch-bound (tiny,
 //   mlp, small: many small kernels) and small where the GPU is busy (resnet18).
 // Capture cost (cuda_graphs_capture/*): a fresh core's first step (eager: plans), its
@@ -19,8 +18,8 @@
 // Dynamic shapes (cuda_graphs_dynamic/*): the image size cycles through 3 sizes (the
 //   preset's, 3/4 and 1/2 of it), changing every `every` steps: every new shape is one
 //   eager step and one capture before any replay, so small `every` shows the re-capture
-//   cost (every=1: the graph core never replays). The graph row checks its parameters
-//   against an eager run of the same schedule (deterministic cuDNN, CHECK_TOLERANCE).
+//   cost (every=1: the graph core never replays). The graph row checks its update over the
+//   schedule against an eager run's (deterministic cuDNN, CHECK_TOLERANCE).
 // GPU only: without a usable CUDA device every row skips, naming why.
 #include <math.h>
 #include <stdio.h>
@@ -33,12 +32,14 @@
 #include "kernels/clock.h"
 
 #define READBACK_INTERVAL 10
-// Relative L2 of the parameters, graph vs eager. The kernels are the same ones in the same
-// order, but the benchmarks keep cuDNN's default (non-deterministic) algorithms, whose
-// atomics may round differently run to run; a wrong learning rate, a stale input or a
-// missing zero-grad is orders of magnitude above this. tests/test_core_graph.c checks
-// bit-for-bit equality with deterministic cuDNN.
-#define CHECK_TOLERANCE 1e-5
+// Relative L2 of the update after the check's steps, graph vs eager (of eager's update). The
+// kernels are the same ones in the same order, but the benchmarks keep cuDNN's default
+// (non-deterministic) algorithms, whose atomics sum in another order run to run: fp32 order
+// alone moves the update by 1e-6 (tiny) to 1.9e-3 (small, batch 32) in 5 steps (fast CPU vs
+// reference, measured), 5x below this; a frozen update is 1, a stale input or learning rate
+// a whole step's share (> 0.1). tests/test_core_graph.c checks bit-for-bit equality with
+// deterministic cuDNN.
+#define CHECK_TOLERANCE 1e-2
 #define CHECK_STEPS 5
 #define DYNAMIC_SIZES 3
 
@@ -229,8 +230,8 @@ static int run_schedule(const CoreConfig *cfg, const PracticeBatch *b, int every
     return rc;
 }
 
-// Graph vs eager over the schedule, both with deterministic cuDNN: relative L2 of the
-// parameters. 0 or -1.
+// Graph vs eager over the schedule, both with deterministic cuDNN: relative L2 of the update
+// (the parameters after it minus the seed's initial ones; practice_update_rel_diff). 0 or -1.
 static int check_schedule(CoreConfig cfg, const PracticeBatch *b, int every, int steps, int warmup,
                           double *rel)
 {
@@ -238,26 +239,21 @@ static int check_schedule(CoreConfig cfg, const PracticeBatch *b, int every, int
     Core *probe = NULL;
     TRY(core_create(&cfg, &probe));
     size_t count = core_param_count(probe);
+    float *e = malloc(count * sizeof(float)), *g = malloc(count * sizeof(float)),
+          *init = malloc(count * sizeof(float));
+    int rc = e && g && init ? 0 : error_set(ERROR_OUT_OF_MEMORY, "check: out of memory (host)");
+    if (rc == 0) rc = core_params_get(probe, init, count);  // the same seed: every run's start
     core_free(probe);
-    float *e = malloc(count * sizeof(float)), *g = malloc(count * sizeof(float));
-    int rc = e && g ? 0 : error_set(ERROR_OUT_OF_MEMORY, "check: out of memory (host)");
     double ms = 0.0;
     CoreStats unused;
     cfg.cuda_graph = false;
     if (rc == 0) rc = run_schedule(&cfg, b, every, steps, warmup, &ms, &unused, e, count);
     cfg.cuda_graph = true;
     if (rc == 0) rc = run_schedule(&cfg, b, every, steps, warmup, &ms, &unused, g, count);
-    if (rc == 0) {
-        double num = 0.0, den = 0.0;
-        for (size_t i = 0; i < count; i++) {
-            double d = (double)e[i] - g[i];
-            num += d * d;
-            den += (double)e[i] * e[i];
-        }
-        *rel = den > 0 ? sqrt(num / den) : sqrt(num);
-    }
+    if (rc == 0) *rel = practice_update_rel_diff(init, e, g, count);
     free(e);
     free(g);
+    free(init);
     return rc;
 }
 
@@ -317,8 +313,8 @@ static void bench_dynamic(HarnessState *st, void *user)
     harness_set_label(st, label);
     if (graph && !(rel <= CHECK_TOLERANCE)) {
         char msg[200];
-        snprintf(msg, sizeof msg, "parameters differ from eager's after the schedule (relative L2 "
-                 "%.3g, tolerance %g)", rel, CHECK_TOLERANCE);
+        snprintf(msg, sizeof msg, "the update over the schedule differs from eager's by %.3g of "
+                 "eager's update (relative L2, tolerance %g)", rel, CHECK_TOLERANCE);
         harness_fail(st, msg);
     }
 }

@@ -4,7 +4,7 @@
 // candidates the first time a shape is met, and the winner is cached per shape).
 // Macro, fixed shape (cudnn_benchmark/*): training steps of each preset after the
 //   tuning is done (the practice driver: warm-up, steps ending in core_sync, the
-//   parameters after 3 steps checked against the heuristic run within a stated tolerance).
+//   update after 3 steps checked against the heuristic run's within CHECK_TOLERANCE).
 // Tuning cost (cudnn_benchmark_tuning/*): with an empty algorithm cache, the first step
 //   (planning included) and the steady step after it, per policy; the tuned row also
 //   measures the heuristic policy in the same process and reports the break-even number
@@ -35,7 +35,13 @@
 #include "kernels/model.h"
 
 #define WARMUP_STEPS 3
-#define CHECK_TOLERANCE 1e-3  // relative L2 of the parameters after 3 steps (see README)
+// Relative L2 of the update after 3 steps, autotuned vs heuristic algorithms (of the
+// heuristic run's update). Other algorithms sum in other orders (Winograd and FFT also round
+// their transforms, in TF32 where fp32 allows it): fp32 order alone moves the update by 5e-4
+// (small, 3 steps: fast CPU vs reference, measured), transforms by more; a frozen update is
+// 1, half the learning rate 0.5, the first of 3 steps skipped ~0.5 (measured: tiny 0.49,
+// small 0.51).
+#define CHECK_TOLERANCE 5e-2
 #define MAX_SHAPES 32
 
 // ---- the two policies -----------------------------------------------------------------------

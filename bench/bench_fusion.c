@@ -7,12 +7,13 @@
 //   backend with a GPU and the fast CPU backend without (where the fused loops save the
 //   ReLU's pass over memory). Wall clock over the timed steps, ending in core_sync.
 // Check of the fused variant against the separate one, from the same start on the same
-//   batches: the parameters after 3 steps (the driver's check) and the training-mode loss
-//   of one batch. On the CPU both must be bit-identical (the fused loops compute the same
+//   batches: the update after 3 steps (the driver's check) and the training-mode loss of
+//   one batch. On the CPU both must be bit-identical (the fused loops compute the same
 //   expressions in the same order); on CUDA the fused kernels sum in another order, so
-//   they must agree within FUSION_GPU_TOL (relative).
+//   they must agree within FUSION_GPU_TOL (update) and FUSION_LOSS_TOL (loss).
 // Counters beside the driver's: activation_mib (the memory plan's arena: activations and
-//   their gradients, kernels/model_plan.h) and check_loss_rel_diff.
+//   their gradients, kernels/model_plan.h), fused_ops (BN+ReLU and add+ReLU pairs the core
+//   runs as one op; the fused row fails at 0) and check_loss_rel_diff.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,12 +24,14 @@
 #include "kernels/error.h"
 #include "kernels/synth.h"
 
-// CUDA fused vs separate: relative L2 of the parameters after 3 steps and relative loss
-// difference. In 3 warm-up steps the parameters move by ~1e-3 of themselves (measured on
-// the CPU: tiny 8.8e-4, small 1.2e-3), so a gradient error of e moves them by ~1e-3 e:
-// summation order (e ~1e-6 strict fp32 to ~1e-3 TF32/fp16) stays 100x below this, while a
-// wrong mask or a missing ReLU (e of order 1) lands ~10x above it.
-#define FUSION_GPU_TOL 1e-4
+// CUDA fused vs separate: relative L2 of the update after 3 steps (of the separate run's
+// update). The fused kernels reduce in another order: fp32 order alone moves the update by
+// 2.6e-6 (tiny) to 5e-4 (small) in 3 steps (fast CPU vs reference, measured), 20x below this;
+// a wrong mask or a missing ReLU changes the gradients by O(1), a frozen update is 1.
+#define FUSION_GPU_TOL 1e-2
+// CUDA fused vs separate: relative difference of the loss of one batch at the initial
+// weights (one forward: rounding order only, ~1e-6; a missing ReLU is O(1)).
+#define FUSION_LOSS_TOL 1e-4
 
 static void use_separate(CoreConfig *c) { c->pointwise = CORE_POINTWISE_SEPARATE; }
 static void use_fused(CoreConfig *c) { c->pointwise = CORE_POINTWISE_FUSED; }
@@ -60,21 +63,34 @@ static int loss_of(const CoreConfig *cfg, float *loss)
     return rc;
 }
 
-static double tolerance(const CoreConfig *cfg)
+static double loss_tolerance(const CoreConfig *cfg)
 {
-    return cfg->backend == CORE_BACKEND_CUDA ? FUSION_GPU_TOL : 0.0;
+    return cfg->backend == CORE_BACKEND_CUDA ? FUSION_LOSS_TOL : 0.0;
 }
 
-// After every run: the plan's activation bytes; for the fused variant also the loss check.
+// After every run: the plan's activation bytes and fused operations; the fused variant fails
+// when it fused nothing (it would time the separate kernels under the fused name), then
+// its loss check.
 static void finish(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
                    const PracticeVariant *v, const PracticeOutcome *o)
 {
     (void)ctx;
     (void)o;
     CoreStats cs;
-    if (core_stats(core, &cs) == 0)
-        harness_counter(st, "activation_mib", cs.activation_bytes / 1048576.0, HARNESS_COUNTER_PLAIN);
+    if (core_stats(core, &cs) != 0) {
+        practice_fail_or_skip(st, "reading the core's counters");
+        return;
+    }
+    harness_counter(st, "activation_mib", cs.activation_bytes / 1048576.0, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "fused_ops", cs.fused_ops, HARNESS_COUNTER_PLAIN);
     if (v->role != HARNESS_TUNED) return;
+    if (cs.fused_ops <= 0) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "the fused variant fused no operation (%s backend, preset %s): it "
+                 "ran the separate kernels", core_backend_name(cs.backend), harness_axis_str(st, "preset"));
+        harness_fail(st, msg);
+        return;
+    }
     CoreConfig base = *cfg;
     use_separate(&base);
     float fused_loss = NAN, separate_loss = NAN;
@@ -84,13 +100,12 @@ static void finish(void *ctx, HarnessState *st, Core *core, const CoreConfig *cf
     }
     double rel = fabs((double)fused_loss - separate_loss) / fmax(fabs((double)separate_loss), 1e-30);
     harness_counter(st, "check_loss_rel_diff", rel, HARNESS_COUNTER_PLAIN);
-    double tol = tolerance(cfg);
+    double tol = loss_tolerance(cfg);
     bool wrong = tol > 0 ? !(rel <= tol) : memcmp(&fused_loss, &separate_loss, sizeof(float)) != 0;
     if (wrong) {
         char msg[200];
         snprintf(msg, sizeof msg, "fused loss %.9g differs from the separate one's %.9g (relative "
-                 "%.3g; tolerance %s)", fused_loss, separate_loss, rel,
-                 tol > 0 ? "1e-4 relative" : "bit-identical");
+                 "%.3g; tolerance %g relative, 0: bit-identical)", fused_loss, separate_loss, rel, tol);
         harness_fail(st, msg);
     }
 }

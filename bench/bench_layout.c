@@ -6,13 +6,20 @@
 //   and bf16; wall clock over 10 steps ending in a synchronize, after 3 untimed warm-up
 //   steps; step time, images/s, peak memory, and the cuDNN algorithms of each layout in
 //   the label. The layout changes no maths, only the algorithms cuDNN picks, so the
-//   parameters after 3 steps must agree with NCHW's within LAYOUT_TOLERANCE (relative L2).
+//   update after 3 steps must agree with NCHW's within LAYOUT_TOLERANCE (relative L2 of
+//   NCHW's update).
 // The CPU backends compute in NCHW only (the layout is a GPU setting of the core), so
 // without a GPU every run is skipped with that reason.
 #include "bench/harness.h"
 #include "bench/practice.h"
 
-#define LAYOUT_TOLERANCE 1e-3  // relative L2 of the parameters after 3 steps, NHWC vs NCHW
+// Relative L2 of the update after 3 steps, NHWC vs NCHW (of NCHW's update). The algorithms of
+// the two layouts sum in other orders, and in fp16/bf16 round their outputs at other points:
+// fp32 order alone moves the update by 5e-4 (small, 3 steps: fast CPU vs reference, measured),
+// half-precision roundings (2^-11, 2^-8 per value) by more; a frozen update is 1, half the
+// learning rate 0.5, the first of 3 steps skipped ~0.5 (measured, fp16 on the CPU: tiny
+// 0.49, mlp 0.57, small 0.51).
+#define LAYOUT_TOLERANCE 5e-2
 
 #define LAYOUT_VARIANTS(prec, PREC)                                                                       \
     static void prec##_nchw(CoreConfig *c) { c->precision = PREC; c->layout = CORE_LAYOUT_NCHW; }          \

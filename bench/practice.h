@@ -13,6 +13,7 @@
 #define PRACTICE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "bench/harness.h"
@@ -47,8 +48,12 @@ typedef enum {
 
 typedef enum {
     PRACTICE_CHECK_NONE,   // the variants compute different things
-    PRACTICE_CHECK_PARAMS, // the parameters after check_steps steps from the same start
-                           // agree with the baseline's within `tolerance` (0: bit for bit)
+    PRACTICE_CHECK_PARAMS, // the update after check_steps steps from the same start (the
+                           // parameters then minus at the start) agrees with the baseline's
+                           // within `tolerance`, relative L2 of the baseline's update (0: the
+                           // parameters bit for bit), and the tuned run skips no step but
+                           // GradScaler's start-up: fp16 skips before its first update, at most
+                           // log2(init_scale), after which it is compared from the settled scale
 } PracticeCheck;
 
 // A practice's own batches (e.g. the loader with N workers). Called in this order for
@@ -103,7 +108,7 @@ typedef struct Practice {
     int steps;                        // training steps per timed iteration (0: 10)
     double min_time;                  // default seconds per instance (0: the library's)
     PracticeCheck check;
-    double tolerance;                 // relative L2 of the parameters, or 0 (bit-identical)
+    double tolerance;                 // relative L2 of the update vs the baseline's, or 0 (bit-identical)
     int check_steps;                  // 0: 3
     float target_accuracy;            // time to accuracy: held-out accuracy to reach
     int max_steps;                    // time to accuracy: the step budget
@@ -116,7 +121,25 @@ typedef struct Practice {
 } Practice;
 
 // Registers one benchmark per variant of p (they must outlive harness_run).
+// Counters of every throughput run: images_per_second, step_ms, wrong; with fp16 (or any
+// skipped step) skipped_steps and skipped_steps_explained, over warm-up and timed steps (a
+// run that skips more fails); of a checked tuned run: check_rel_diff (its update against
+// the baseline's, relative L2 of the baseline's update), check_baseline_moved (the
+// baseline's update relative to its parameters) and check_skipped_steps.
+// --practice_selftest=frozen (the tuned variants' update in the check is dropped) or
+// =skip_all (every step of theirs is an overflow) must fail every practice with a check.
 void practice_register(const Practice *p);
+
+// ||(tuned_after - before) - (base_after - before)|| / ||base_after - before||: how far a
+// tuned run's update is from the baseline's, both from `before` (INFINITY when the
+// baseline did not move and the tuned run did; 0 when neither did).
+double practice_update_rel_diff(const float *before, const float *base_after, const float *tuned_after,
+                                size_t count);
+
+// The skipped steps GradScaler's start-up explains in a run of `steps` steps of cfg: 0
+// without fp16; else one per halving from init_scale down to 1 (leaving at least one step
+// that updated), plus one per growth_interval steps (each growth may overflow once).
+int practice_skips_explained(const CoreConfig *cfg, int64_t steps);
 
 // Every program linked with the driver takes two loader options (declared when it starts,
 // as harness options must be before harness_init, so they are in every --help):

@@ -188,6 +188,9 @@ typedef struct CoreStats {
                               // step of each shape, fault injection)
     double capture_ms;        // cuda_graph: host time of the captures (stream capture and
                               // cudaGraphInstantiate), summed
+    int fused_ops;            // pointwise pairs (BN+ReLU, add+ReLU) the current plan runs as
+                              // one op each: 0 unless CORE_POINTWISE_FUSED on a backend that
+                              // fuses (CUDA, fast CPU); 0 before the first plan
 } CoreStats;
 
 // The cuDNN algorithms actually in use for one convolution shape (CUDA backend).

@@ -555,6 +555,7 @@ static int cpu_stats(Core *core, CoreStats *s)
     CpuCore *c = cpu(core);
     s->peak_bytes = c->peak;
     s->activation_bytes = c->plan_n ? c->plan.arena_bytes : 0;
+    s->fused_ops = c->plan_n ? core_plan_fused_ops(&core->graph, &c->plan) : 0;
     s->skipped_steps = c->skipped;
     s->loss_scale = core->cfg.precision == CORE_PRECISION_FP16 ? c->scaler.scale : 1.0f;
     s->growth_tracker = c->scaler.growth_tracker;

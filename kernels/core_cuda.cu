@@ -817,6 +817,7 @@ static int cuda_stats(Core *core, CoreStats *st)
     TRY(sample_device_used(c));
     st->peak_bytes = c->peak;
     st->activation_bytes = c->cur_n ? c->plan.arena_bytes : 0;
+    st->fused_ops = c->cur_n ? core_plan_fused_ops(&core->graph, &c->plan) : 0;
     st->device_used_bytes = c->device_used_peak;
     st->skipped_steps = c->hsc->skipped;
     st->loss_scale = core->cfg.precision == CORE_PRECISION_FP16 ? c->hsc->scale : 1.0f;

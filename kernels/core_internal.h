@@ -5,6 +5,7 @@
 
 #include "kernels/core.h"
 #include "kernels/model.h"
+#include "kernels/model_plan.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -39,6 +40,14 @@ struct Core {
     bool hooks_armed;      // inside a training step's backward (not core_loss_grad)
     bool grads_pending;    // a core_forward_backward succeeded since the last update
 };
+
+// The pointwise pairs a memory plan of graph g runs as one op (CoreStats.fused_ops).
+static inline int core_plan_fused_ops(const ModelGraph *g, const ModelPlan *p)
+{
+    int fused = 0;
+    for (int i = 0; i < g->n_ops; i++) fused += p->ops[i].relu_fused;
+    return fused;
+}
 
 // Sets up a CPU backend (fast or reference, by core->backend) on a Core whose cfg and
 // graph are filled in.

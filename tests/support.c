@@ -321,3 +321,23 @@ void test_run_free(TestRun *r)
     free(r->params);
     *r = (TestRun){0};
 }
+
+char *test_bench_csv_exit(const char *program, const char *args, int *exit_status)
+{
+    char *tmp = test_temp_dir();
+    if (!tmp) return NULL;
+    *exit_status = test_run("'%s/%s' %s --harness_csv='%s/out.csv' >'%s/out.txt' 2>&1", test_build_dir(),
+                            program, args, tmp, tmp);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/out.csv", tmp);
+    char *csv = test_read_file(path, NULL);
+    if (!csv) {
+        snprintf(path, sizeof path, "%s/out.txt", tmp);
+        char *out = test_read_file(path, NULL);
+        printf("%s %s: exit status %d and no CSV, output:\n%s\n", program, args, *exit_status, out ? out : "");
+        free(out);
+    }
+    test_remove_tree(tmp);
+    free(tmp);
+    return csv;
+}

@@ -82,4 +82,8 @@ typedef struct TestRun {
 TestRun test_run_model(const CoreConfig *cfg, int steps);
 void test_run_free(TestRun *r);
 
+// As test_bench_csv, but whatever the exit status (returned in *exit_status): the CSV text
+// (malloc'd), or NULL (with the program's output printed) when it wrote none.
+char *test_bench_csv_exit(const char *program, const char *args, int *exit_status);
+
 #endif

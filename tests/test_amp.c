@@ -13,8 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/amp_probe.h"
 #include "kernels/amp.h"
 #include "kernels/core.h"
+#include "kernels/layers_cpu.h"
+#include "kernels/layers_cpu_fast.h"
 #include "kernels/synth.h"
 
 // Steps 0..11 with growth_interval 4 and inf/nan found at steps 3, 4 and 10, worked by
@@ -200,6 +203,121 @@ static void test_unscale_before_clipping(void **state)
     run_close(&b);
 }
 
+// ---- strict fp32 probe -------------------------------------------------------------------
+
+static double as_is(float v) { return v; }
+
+// The probe GEMM y (N, M) = x (N, K) w^T: returns the largest error of y against the exact
+// product, and in *tf32_err that of the same inputs rounded to TF32 (double accumulation).
+static double probe_gemm_error(const float *x, const float *w, const float *y, int n, int k, int m,
+                               double *tf32_err)
+{
+    double worst = 0.0, worst_tf32 = 0.0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < m; j++) {
+            double exact = 0.0, tf32 = 0.0, mag = 0.0;
+            for (int p = 0; p < k; p++) {
+                exact += as_is(x[(size_t)i * k + p]) * as_is(w[(size_t)j * k + p]);
+                tf32 += amp_tf32_round(x[(size_t)i * k + p]) * amp_tf32_round(w[(size_t)j * k + p]);
+                mag += fabs((double)x[(size_t)i * k + p] * w[(size_t)j * k + p]);
+            }
+            worst = fmax(worst, fabs(y[(size_t)i * m + j] - exact) / mag);
+            worst_tf32 = fmax(worst_tf32, fabs(tf32 - exact) / mag);
+        }
+    *tf32_err = worst_tf32;
+    return worst;
+}
+
+// The probe's values: exact in fp32, never in TF32, and TF32 rounding moves them by 2^-12.
+static void test_probe_values(void **state)
+{
+    (void)state;
+    for (uint64_t i = 0; i < 1000; i++) {
+        float v = amp_probe_value(7, i);
+        assert_true(v > 1.0f && v < 1.25f);
+        assert_true((double)v == 1.0 + ldexp(nearbyint(ldexp(v - 1.0, 12)), -12));  // a multiple of 2^-12
+        assert_float_equal(v - amp_tf32_round(v), ldexp(1.0, -12), 0.0);
+    }
+    assert_true(amp_tf32_round(1.0f + 0x1p-10f) == 1.0 + 0x1p-10);  // on TF32's grid: unchanged
+    assert_true(amp_tf32_round(-1.5f) == -1.5);
+}
+
+// On the CPU every precision computes in fp32: the fast backend's GEMM (OpenBLAS) and
+// convolution, and the plain-C reference, on probe operands, stay below the strict-fp32
+// limit, while the same inputs rounded to TF32 land far above it: the probe tells strict
+// fp32 from TF32, and bench_amp's GPU rows apply it to cuBLAS and cuDNN.
+static void test_strict_fp32_probe_on_the_cpu(void **state)
+{
+    (void)state;
+    cpu_fast_init();
+    enum { N = 16, K = 256, M = 24 };
+    float *x = malloc(sizeof(float) * N * K), *w = malloc(sizeof(float) * M * K), *b = calloc(M, sizeof(float));
+    float *y = malloc(sizeof(float) * N * M);
+    assert_true(x && w && b && y);
+    for (size_t i = 0; i < (size_t)N * K; i++) x[i] = amp_probe_value(1, i);
+    for (size_t i = 0; i < (size_t)M * K; i++) w[i] = amp_probe_value(2, i);
+    CpuWorkspace ws;
+    assert_int_equal(cpu_workspace_init(&ws, NULL, 0, 1), 0);
+    double tf32 = 0.0;
+    linear_fwd_fast(&ws, N, K, M, x, w, b, y);
+    double fast = probe_gemm_error(x, w, y, N, K, M, &tf32);
+    linear_fwd_cpu(N, K, M, x, w, b, y);
+    double ref = probe_gemm_error(x, w, y, N, K, M, &tf32);
+    printf("probe GEMM %dx%dx%d: fast CPU %.3g, reference %.3g, TF32-rounded inputs %.3g (limit %g)\n",
+           N, M, K, fast, ref, tf32, AMP_PROBE_STRICT_LIMIT);
+    assert_true(fast < AMP_PROBE_STRICT_LIMIT && ref < AMP_PROBE_STRICT_LIMIT);
+    assert_true(tf32 > 3.0 * AMP_PROBE_STRICT_LIMIT);
+    cpu_workspace_free(&ws);
+    free(x);
+    free(w);
+    free(b);
+    free(y);
+
+    // a 3x3 convolution, 32 channels: 288 terms per output
+    ConvShape s = {2, 32, 8, 8, 16, 3, 1, 1, 8, 8};
+    size_t nx = (size_t)s.n * s.c * s.h * s.w, nw = (size_t)s.k * s.c * s.r * s.r, ny = (size_t)s.n * s.k * s.p * s.q;
+    float *cx = malloc(nx * sizeof(float)), *cw = malloc(nw * sizeof(float)), *cy = malloc(ny * sizeof(float));
+    float *col = malloc((size_t)s.c * s.r * s.r * s.p * s.q * sizeof(float));
+    assert_true(cx && cw && cy && col);
+    for (size_t i = 0; i < nx; i++) cx[i] = amp_probe_value(11, i);
+    for (size_t i = 0; i < nw; i++) cw[i] = amp_probe_value(13, i);
+    assert_int_equal(cpu_workspace_init(&ws, &s, 1, 1), 0);
+    double errs[2] = {0.0, 0.0}, tf32_conv = 0.0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 0) conv_fwd_fast(&ws, &s, cx, cw, cy);
+        else conv_fwd_cpu(&s, cx, cw, cy, col);
+        for (int n = 0; n < s.n; n++)
+            for (int k = 0; k < s.k; k++)
+                for (int p = 0; p < s.p; p++)
+                    for (int q = 0; q < s.q; q++) {
+                        double exact = 0.0, t32 = 0.0, mag = 0.0;
+                        for (int c = 0; c < s.c; c++)
+                            for (int r = 0; r < s.r; r++)
+                                for (int t = 0; t < s.r; t++) {
+                                    int h = p - s.pad + r, ww = q - s.pad + t;
+                                    if (h < 0 || h >= s.h || ww < 0 || ww >= s.w) continue;
+                                    float xv = cx[(((size_t)n * s.c + c) * s.h + h) * s.w + ww];
+                                    float wv = cw[(((size_t)k * s.c + c) * s.r + r) * s.r + t];
+                                    exact += (double)xv * wv;
+                                    t32 += amp_tf32_round(xv) * amp_tf32_round(wv);
+                                    mag += fabs((double)xv * wv);
+                                }
+                        double got = cy[(((size_t)n * s.k + k) * s.p + p) * s.q + q];
+                        errs[pass] = fmax(errs[pass], fabs(got - exact) / mag);
+                        tf32_conv = fmax(tf32_conv, fabs(t32 - exact) / mag);
+                    }
+    }
+    printf("probe convolution: fast CPU %.3g, reference %.3g, TF32-rounded inputs %.3g (limit %g)\n", errs[0],
+           errs[1], tf32_conv, AMP_PROBE_STRICT_LIMIT);
+    assert_true(errs[0] < AMP_PROBE_STRICT_LIMIT && errs[1] < AMP_PROBE_STRICT_LIMIT);
+    assert_true(tf32_conv > 3.0 * AMP_PROBE_STRICT_LIMIT);
+    cpu_workspace_free(&ws);
+    free(cx);
+    free(cw);
+    free(cy);
+    free(col);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -209,6 +327,8 @@ int main(void)
         cmocka_unit_test(test_unscale_checks_scaled_values_first),
         cmocka_unit_test(test_core_fp16_trajectory_with_injected_faults),
         cmocka_unit_test(test_unscale_before_clipping),
+        cmocka_unit_test(test_probe_values),
+        cmocka_unit_test(test_strict_fp32_probe_on_the_cpu),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -158,10 +158,16 @@ static void test_cpu_parity_and_grad_scaler(void **state)
     free(tmp);
 }
 
-// The GPU families: a visible skip without a GPU; with one, they run and check out.
-static void test_gpu_families_run_or_skip(void **state)
+// The GPU families: every row a visible skip without a GPU (this test then passes, the GPU
+// one is a cmocka skip); with one, they run and check out (and this one is a cmocka skip).
+static void gpu_families(bool want_gpu)
 {
-    (void)state;
+    bool gpu = gpu_device_available(NULL, 0);
+    if (gpu != want_gpu) {
+        printf("skipped: %s\n", gpu ? "a CUDA device is present (its runs are checked by the GPU test)"
+                                     : "no CUDA device (GPU runs of amp_gemm, amp_conv and amp checked only with one)");
+        skip();
+    }
     char *tmp = test_temp_dir();
     assert_non_null(tmp);
     char *csv = run_amp(tmp, "^amp_gemm/.*/size:1024/|^amp_gemm_linear/fp16/preset:tiny/|"
@@ -171,7 +177,6 @@ static void test_gpu_families_run_or_skip(void **state)
     assert_non_null(csv);
     const char *rows[] = {"amp_gemm,fp32_strict,", "amp_gemm,tf32,", "amp_gemm,fp16,", "amp_gemm,bf16,",
                           "amp_gemm_linear,fp16,", "amp_conv,bf16,", "amp,fp16,", "amp_tf32,tf32,", "amp_nhwc,bf16,"};
-    bool gpu = gpu_device_available(NULL, 0);
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         if (!gpu) {
             char reason[512];
@@ -190,13 +195,14 @@ static void test_gpu_families_run_or_skip(void **state)
             double e = num(csv, rows[i], "max_rel_err"), tol = num(csv, rows[i], "tolerance");
             if (!(e <= tol)) fail_msg("%s: error %g > tolerance %g", rows[i], e, tol);
         }
-    } else {
-        printf("skipped: no CUDA device (GPU runs of amp_gemm, amp_conv and amp checked only with one)\n");
     }
     free(csv);
     test_remove_tree(tmp);
     free(tmp);
 }
+
+static void test_gpu_families_skip_without_gpu(void **state) { (void)state; gpu_families(false); }
+static void test_gpu_families_run_on_gpu(void **state) { (void)state; gpu_families(true); }
 
 // The parity, GradScaler and clipping-order runs on the CUDA backend (the gradient hook on
 // device memory, the GradScaler pass timed by CUDA events).
@@ -320,7 +326,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lists_every_variant),
         cmocka_unit_test(test_cpu_parity_and_grad_scaler),
-        cmocka_unit_test(test_gpu_families_run_or_skip),
+        cmocka_unit_test(test_gpu_families_skip_without_gpu),
+        cmocka_unit_test(test_gpu_families_run_on_gpu),
         cmocka_unit_test(test_gpu_parity_and_grad_scaler),
         cmocka_unit_test(test_peak_table),
         cmocka_unit_test(test_clip_helpers_and_scaler_pass),

@@ -49,7 +49,12 @@ static void test_tiny_runs_and_checks(void **state)
         assert_string_equal(status, "ok");
         field(line + 1, csv, "activation_mib", mib, sizeof mib);
         assert_true(atof(mib) > 0.0);
+        char fused_ops[32];
+        field(line + 1, csv, "fused_ops", fused_ops, sizeof fused_ops);
+        printf("%s: fused_ops = %s\n", variant, fused_ops);
+        if (strcmp(variant, "separate") == 0) assert_true(atof(fused_ops) == 0.0);
         if (strcmp(variant, "fused") == 0) {
+            assert_true(atof(fused_ops) > 0.0);
             field(line + 1, csv, "wrong", wrong, sizeof wrong);
             field(line + 1, csv, "check_rel_diff", rel, sizeof rel);
             field(line + 1, csv, "check_loss_rel_diff", loss_rel, sizeof loss_rel);
@@ -65,11 +70,42 @@ static void test_tiny_runs_and_checks(void **state)
     free(csv);
 }
 
+// The fused variant on a backend that never fuses (the plain-C reference) fused nothing:
+// its run fails, so a "fused" row can never time the separate kernels.
+static void test_fused_config_that_fuses_nothing_fails(void **state)
+{
+    (void)state;
+    int status = -1;
+    char *csv = test_bench_csv_exit("bench_fusion", "--backend=cpu-ref --preset=tiny --benchmark_min_time=0.01",
+                                    &status);
+    assert_non_null(csv);
+    assert_int_equal(status, 1);
+    int v = test_csv_column(csv, "variant"), st = test_csv_column(csv, "status"), r = test_csv_column(csv, "reason");
+    bool seen = false;
+    for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        char variant[32], status_text[32], reason[512];
+        assert_true(test_csv_field(line + 1, v, variant, sizeof variant));
+        assert_true(test_csv_field(line + 1, st, status_text, sizeof status_text));
+        if (strcmp(variant, "fused") != 0) {
+            assert_string_equal(status_text, "ok");
+            continue;
+        }
+        assert_true(test_csv_field(line + 1, r, reason, sizeof reason));
+        printf("fused on cpu-ref: %s\n", reason);
+        assert_string_equal(status_text, "error");
+        assert_non_null(strstr(reason, "fused no operation"));
+        seen = true;
+    }
+    assert_true(seen);
+    free(csv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lists_both_variants),
         cmocka_unit_test(test_tiny_runs_and_checks),
+        cmocka_unit_test(test_fused_config_that_fuses_nothing_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -165,6 +165,46 @@ static void test_cpu_tiny_fused_equals_separate(void **state) { (void)state; che
 static void test_cpu_mlp_fused_equals_separate(void **state) { (void)state; check_cpu("mlp", 16); }
 static void test_cpu_small_fused_equals_separate(void **state) { (void)state; check_cpu("small", 3); }
 
+// The number of operations a core fused (CoreStats.fused_ops) on one step of batch 2: every
+// ResNet preset has BN+ReLU and add+ReLU, so the fast CPU backend (and CUDA) fuses some
+// when asked, none when not; the MLP has nothing to fuse; the reference backend never fuses.
+static int fused_ops_of(const char *preset, CoreBackend backend, CorePointwise pointwise)
+{
+    CoreConfig cfg;
+    assert_int_equal(core_config_preset(&cfg, preset), 0);
+    cfg.backend = backend;
+    cfg.pointwise = pointwise;
+    cfg.batch_size = 2;
+    TestRun r = test_run_model(&cfg, 1);
+    int fused = r.stats.fused_ops;
+    test_run_free(&r);
+    return fused;
+}
+
+static void test_fused_ops_counted(void **state)
+{
+    (void)state;
+    const char *resnets[] = {"tiny", "small", "medium", "resnet18"};
+    for (int i = 0; i < 4; i++) {
+        int fused = fused_ops_of(resnets[i], CORE_BACKEND_CPU, CORE_POINTWISE_FUSED);
+        printf("%s: %d operations fused\n", resnets[i], fused);
+        if (fused <= 0) fail_msg("%s: a fused config fused %d operations", resnets[i], fused);
+        assert_int_equal(fused_ops_of(resnets[i], CORE_BACKEND_CPU, CORE_POINTWISE_SEPARATE), 0);
+    }
+    // tiny: stem BN+ReLU, one block's first BN+ReLU and its add+ReLU per stage (2 stages)
+    assert_int_equal(fused_ops_of("tiny", CORE_BACKEND_CPU, CORE_POINTWISE_FUSED), 5);
+    assert_int_equal(fused_ops_of("mlp", CORE_BACKEND_CPU, CORE_POINTWISE_FUSED), 0);
+    assert_int_equal(fused_ops_of("tiny", CORE_BACKEND_CPU_REF, CORE_POINTWISE_FUSED), 0);
+}
+
+static void test_gpu_fused_ops_counted(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    assert_true(fused_ops_of("tiny", CORE_BACKEND_CUDA, CORE_POINTWISE_FUSED) > 0);
+    assert_int_equal(fused_ops_of("tiny", CORE_BACKEND_CUDA, CORE_POINTWISE_SEPARATE), 0);
+}
+
 static void test_pointwise_names(void **state)
 {
     (void)state;
@@ -212,6 +252,8 @@ int main(void)
         cmocka_unit_test(test_cpu_tiny_fused_equals_separate),
         cmocka_unit_test(test_cpu_mlp_fused_equals_separate),
         cmocka_unit_test(test_cpu_small_fused_equals_separate),
+        cmocka_unit_test(test_fused_ops_counted),
+        cmocka_unit_test(test_gpu_fused_ops_counted),
         cmocka_unit_test(test_pointwise_names),
         cmocka_unit_test(test_gpu_fused_equals_separate),
     };

@@ -29,6 +29,8 @@ static void also_same(CoreConfig *c) { c->zero_grad = CORE_ZERO_GRAD_SET_TO_NONE
 static void other_lr(CoreConfig *c) { c->optim.base_lr *= 2.0f; }
 static void huge(CoreConfig *c) { c->batch_size = 1 << 20; c->model.image_size = 224; }
 static void invalid(CoreConfig *c) { c->optim.momentum = -1.0f; }
+static void no_update(CoreConfig *c) { c->optim.base_lr = 0.0f; }
+static void half_lr(CoreConfig *c) { c->optim.base_lr *= 0.5f; }
 
 static const PracticeVariant checked[] = {
     {"baseline", HARNESS_BASELINE, same, NULL},
@@ -36,6 +38,16 @@ static const PracticeVariant checked[] = {
     {"different", HARNESS_TUNED, other_lr, NULL},
     {"bad_config", HARNESS_TUNED, invalid, NULL},
     {"too_big", HARNESS_TUNED, huge, NULL},
+};
+
+// At a tolerance of 1e-3 (what layout and cudnn_benchmark had on the parameters' scale, where
+// 3 steps move them ~9e-4 of themselves): a variant that does not train, or trains at half
+// the learning rate, must fail; the same maths passes.
+static const PracticeVariant loose[] = {
+    {"baseline", HARNESS_BASELINE, same, NULL},
+    {"equivalent", HARNESS_TUNED, also_same, NULL},
+    {"no_update", HARNESS_TUNED, no_update, NULL},
+    {"half_lr", HARNESS_TUNED, half_lr, NULL},
 };
 
 // A source whose first batches are slow (as module loading and planning are): 300 ms
@@ -109,7 +121,12 @@ static int run_practices(void **state)
         .name = "t_tta", .variants = plain, .variant_count = 1, .presets = "tiny", .batches = "0",
         .mode = PRACTICE_TIME_TO_ACCURACY, .target_accuracy = 0.5f, .max_steps = 300,
         .eval_every = 10};
+    static const Practice p_loose = {
+        .name = "t_loose", .variants = loose, .variant_count = 4, .presets = "tiny", .batches = "0",
+        .mode = PRACTICE_THROUGHPUT, .steps = 2, .check = PRACTICE_CHECK_PARAMS, .tolerance = 1e-3,
+        .check_steps = 3};
     practice_register(&p_checked);
+    practice_register(&p_loose);
     practice_register(&p_warmup);
     practice_register(&p_tta);
     char csv[512], csvflag[600];
@@ -175,16 +192,41 @@ static void test_check_passes_identical_maths_and_fails_different(void **state)
     assert_int_equal(run_status, 1);  // a wrong result fails the program too
 }
 
-static void test_out_of_memory_is_a_skip_and_a_bad_config_a_failure(void **state)
+// The check compares the update, not the parameters: 3 steps move tiny's parameters by ~9e-4
+// of themselves, so a variant that never updates was within 1e-3 of the baseline's
+// parameters; its update differs by all of the baseline's.
+static void test_check_catches_a_variant_that_does_not_train(void **state)
+{
+    (void)state;
+    expect("t_loose", "equivalent", "status", "ok");
+    expect("t_loose", "equivalent", "check_rel_diff", "0");
+    char reason[512];
+    expect("t_loose", "no_update", "status", "error");
+    assert_non_null(cell("t_loose", "no_update", "reason", reason, sizeof reason));
+    printf("no_update: %s\n", reason);
+    assert_non_null(strstr(reason, "the update differs by 1 of the baseline's update"));
+    expect("t_loose", "half_lr", "status", "error");
+    assert_non_null(cell("t_loose", "half_lr", "reason", reason, sizeof reason));
+    printf("half_lr: %s\n", reason);
+}
+
+static void test_bad_config_is_a_failure(void **state)
 {
     (void)state;
     char reason[512];
     expect("t_checked", "bad_config", "status", "error");
     assert_non_null(cell("t_checked", "bad_config", "reason", reason, sizeof reason));
     assert_non_null(strstr(reason, "momentum"));
+}
+
+static void test_out_of_memory_is_a_skip(void **state)
+{
+    (void)state;
 #ifdef __SANITIZE_ADDRESS__
     printf("skipped under AddressSanitizer: the terabyte batch (its refusal is an ASan report)\n");
+    skip();
 #else
+    char reason[512];
     expect("t_checked", "too_big", "status", "skipped");
     assert_non_null(cell("t_checked", "too_big", "reason", reason, sizeof reason));
     printf("too big: %s\n", reason);
@@ -316,7 +358,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_check_passes_identical_maths_and_fails_different),
-        cmocka_unit_test(test_out_of_memory_is_a_skip_and_a_bad_config_a_failure),
+        cmocka_unit_test(test_check_catches_a_variant_that_does_not_train),
+        cmocka_unit_test(test_bad_config_is_a_failure),
+        cmocka_unit_test(test_out_of_memory_is_a_skip),
         cmocka_unit_test(test_warmup_is_not_timed),
         cmocka_unit_test(test_time_to_accuracy_reaches_the_target_with_a_curve),
         cmocka_unit_test(test_axis_flag_and_cuda_without_gpu),
