@@ -417,6 +417,95 @@ static void test_train_images_nproc_per_node_matches_one_process(void **state)
     test_run("rm -rf '%s'", cache);
 }
 
+// ---- bench_ddp: figures across variants come from one run -------------------------------------
+
+// Runs build/bench_ddp with env and args; returns its tidy CSV (malloc'd) whatever its exit
+// status (in *rc), or NULL when it wrote none.
+static char *bench_ddp_csv(const char *env, const char *args, int *rc)
+{
+    char *tmp = test_temp_dir();
+    if (!tmp) return NULL;
+    *rc = test_run("%s '%s/bench_ddp' %s --harness_csv='%s/ddp.csv' >'%s/out.txt' 2>&1", env, test_build_dir(), args,
+                   tmp, tmp);
+    char *csv = test_read_in(tmp, "ddp.csv");
+    if (!csv || *rc != 0) {
+        char *out = test_read_in(tmp, "out.txt");
+        printf("bench_ddp %s: exit status %d; output:\n%s\n", args, *rc, out ? out : "");
+        free(out);
+    }
+    test_remove_tree(tmp);
+    free(tmp);
+    return csv;
+}
+
+// Random interleaving runs rows in any order: a DDP row run alone (no DataParallel or
+// one-process row before it) still checks its parameters against DataParallel's and has
+// its scaling efficiency; the overlapped row alone has hidden_ms, from its own run.
+static void test_bench_ddp_cross_variant_figures_need_no_other_row(void **state)
+{
+    (void)state;
+    if (mpirun_missing()) skip();
+    int rc = 0;
+    char *csv = bench_ddp_csv("", "--backend=cpu --benchmark_filter='ddp_scaling/ddp/.*devices:2' --steps=2", &rc);
+    assert_non_null(csv);
+    assert_int_equal(rc, 0);
+    char v[64];
+    const char *params = "preset:tiny;batch:16;devices:2";
+    assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "status", v, sizeof v));
+    assert_string_equal(v, "ok");
+    assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "param_rel_l2_vs_data_parallel", v, sizeof v));
+    assert_true(v[0] != '\0' && atof(v) <= 1e-4);
+    assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "scaling_efficiency", v, sizeof v));
+    assert_true(v[0] != '\0' && atof(v) > 0);
+    free(csv);
+
+    csv = bench_ddp_csv("", "--backend=cpu --benchmark_filter='ddp_overlap/overlapped/.*bucket_mib:25' --preset=tiny "
+                            "--overlap_steps=2", &rc);
+    assert_non_null(csv);
+    assert_int_equal(rc, 0);
+    const char *p2 = "preset:tiny;batch:4;bucket_mib:25";
+    assert_true(test_csv_row_value(csv, "ddp_overlap,overlapped", p2, "hidden_ms", v, sizeof v));
+    assert_true(v[0] != '\0');
+    assert_true(test_csv_row_value(csv, "ddp_overlap,overlapped", p2, "not_overlapped_step_ms", v, sizeof v));
+    assert_true(atof(v) > 0);
+    free(csv);
+}
+
+// Without mpirun the CPU DDP rows fail naming the missing tool (setup installs Open MPI);
+// only the GPU check (SUITE_GPU_CHECK=1, nothing can be installed there) skips them.
+static void test_bench_ddp_missing_mpirun_is_a_failure(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);  // an empty folder as PATH: no mpirun (system() finds /bin/sh by its path)
+    char env[600];
+    snprintf(env, sizeof env, "PATH='%s'", tmp);
+    int rc = 0;
+    const char *args = "--backend=cpu --benchmark_filter='ddp_scaling/ddp/.*devices:1' --steps=1";
+    char *csv = bench_ddp_csv(env, args, &rc);
+    assert_non_null(csv);
+    assert_int_equal(rc, 1);
+    char v[512];
+    const char *params = "preset:tiny;batch:16;devices:1";
+    assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "status", v, sizeof v));
+    assert_string_equal(v, "error");
+    assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "reason", v, sizeof v));
+    assert_non_null(strstr(v, "missing tool: mpirun"));
+    free(csv);
+
+    snprintf(env, sizeof env, "SUITE_GPU_CHECK=1 PATH='%s'", tmp);
+    csv = bench_ddp_csv(env, args, &rc);
+    assert_non_null(csv);
+    assert_int_equal(rc, 0);
+    assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "status", v, sizeof v));
+    assert_string_equal(v, "skipped");
+    assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "reason", v, sizeof v));
+    assert_non_null(strstr(v, "mpirun"));
+    free(csv);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--ddp-worker") == 0) return worker(argc, argv);
@@ -437,6 +526,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_hung_rank_trips_the_watchdog),
         cmocka_unit_test(test_train_nproc_per_node_matches_one_process),
         cmocka_unit_test(test_train_images_nproc_per_node_matches_one_process),
+        cmocka_unit_test(test_bench_ddp_cross_variant_figures_need_no_other_row),
+        cmocka_unit_test(test_bench_ddp_missing_mpirun_is_a_failure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
