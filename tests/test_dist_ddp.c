@@ -367,7 +367,7 @@ static void train_matches_one_process(const char *data_flags)
 {
     char out[2][128];
     char flags[512];
-    snprintf(flags, sizeof flags, "%s --preset mlp --log-every 20 --backend cpu --warmup 0 --lr-decay constant",
+    snprintf(flags, sizeof flags, "%s --preset mlp --log-every 5 --backend cpu --warmup 0 --lr-decay constant",
              data_flags);
     for (int ddp = 0; ddp < 2; ddp++) {
         snprintf(out[ddp], sizeof out[ddp], "/tmp/test_dist_train_%d_%d.out", (int)getpid(), ddp);
@@ -389,6 +389,25 @@ static void train_matches_one_process(const char *data_flags)
     assert_int_equal(sscanf(e2, "eval: loss %f accuracy %f", &l2, &a2), 2);
     assert_true(fabsf(l1 - l2) <= 2e-4f);
     assert_true(fabsf(a1 - a2) <= 1e-4f);
+    // every logged step: DDP logs the global batch's loss (the mean over the ranks), which
+    // is the one process's loss on the same global batch, not rank 0's local loss
+    int compared = 0;
+    for (const char *p = single; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        int step;
+        float loss;
+        if (sscanf(p, "%d %f", &step, &loss) != 2 || strncmp(p, "train", 5) == 0) continue;
+        char want[32];
+        snprintf(want, sizeof want, "\n%8d ", step);
+        const char *q = strstr(dist, want);
+        assert_non_null(q);
+        int step2;
+        float loss2;
+        assert_int_equal(sscanf(q + 1, "%d %f", &step2, &loss2), 2);
+        if (fabsf(loss - loss2) > 2e-4f + 1e-4f * fabsf(loss))
+            fail_msg("step %d: DDP logged loss %.4f, one process %.4f", step, loss2, loss);
+        compared++;
+    }
+    assert_true(compared > 0);
     free(single);
     free(dist);
     unlink(out[0]);
