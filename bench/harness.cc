@@ -7,6 +7,7 @@
 #include "bench/harness.h"
 
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
@@ -1228,7 +1229,7 @@ int harness_run(void)
     int planned = planned_instances() * G.repetitions;
     std::thread watcher;
     harness_pid = getpid();
-    if (pipe(cut_pipe) == 0) {
+    if (pipe2(cut_pipe, O_CLOEXEC) == 0) {  // programs this one runs (ranks, mpirun) get no copy
         watcher = std::thread(watch_for_cut, &tee, planned);
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
