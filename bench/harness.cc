@@ -752,6 +752,56 @@ private:
 
 TidyCsvTee *the_tee; // while harness_run runs
 
+// The --benchmark_out reporter, behind a lock and flushed after every write, so that a cut
+// can close it (Finalize: a JSON file stays valid, with every instance reported so far)
+// while the program's thread is elsewhere. Google Benchmark opens the file and hands this
+// reporter its stream; the format's own reporter writes through it.
+class LockedFileReporter : public benchmark::BenchmarkReporter {
+public:
+    explicit LockedFileReporter(std::unique_ptr<benchmark::BenchmarkReporter> inner) : inner_(std::move(inner)) {}
+
+    bool ReportContext(const Context &ctx) override
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        attach();
+        bool ok = inner_->ReportContext(ctx);
+        GetOutputStream().flush();
+        return ok;
+    }
+
+    void ReportRuns(const std::vector<Run> &runs) override
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (finalized_) return;
+        attach();
+        inner_->ReportRuns(runs);
+        GetOutputStream().flush();
+    }
+
+    void Finalize() override
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (finalized_) return;
+        finalized_ = true;
+        attach();
+        inner_->Finalize();
+        GetOutputStream().flush();
+    }
+
+private:
+    void attach()
+    {
+        inner_->SetOutputStream(&GetOutputStream());
+        inner_->SetErrorStream(&GetErrorStream());
+    }
+
+    std::unique_ptr<benchmark::BenchmarkReporter> inner_;
+    std::mutex mutex_;
+    bool finalized_ = false;
+};
+
+LockedFileReporter *the_file_reporter; // while harness_run runs, with --benchmark_out
+
 void commit_repetition(Instance *in, const benchmark::BenchmarkReporter::Run &run)
 {
     if (the_tee) the_tee->Commit(in, run);
@@ -1086,7 +1136,9 @@ void watch_for_cut(TidyCsvTee *tee, int planned)
 {
     unsigned char sig = 0;
     while (read(cut_pipe[0], &sig, 1) < 0 && errno == EINTR) {}
-    if (sig != 0) tee->Cut(planned, sig);  // 0: the run finished
+    if (sig == 0) return;  // the run finished
+    if (the_file_reporter) the_file_reporter->Finalize();
+    tee->Cut(planned, sig);
 }
 
 } // namespace
@@ -1225,6 +1277,21 @@ int harness_run(void)
 
     TidyCsvTee tee(display.get(), G.csv_path, &ctx);
     the_tee = &tee;
+    std::unique_ptr<LockedFileReporter> file_reporter;
+    if (!gb_flag("benchmark_out", "").empty()) {
+        std::string format = gb_flag("benchmark_out_format", "json");
+        std::unique_ptr<benchmark::BenchmarkReporter> inner;
+        if (format == "console")
+            inner = std::make_unique<benchmark::ConsoleReporter>(benchmark::ConsoleReporter::OO_None);
+        else if (format == "json")
+            inner = std::make_unique<benchmark::JSONReporter>();
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+        if (format == "csv") inner = std::make_unique<benchmark::CSVReporter>();
+#pragma GCC diagnostic pop
+        file_reporter = std::make_unique<LockedFileReporter>(std::move(inner));
+        the_file_reporter = file_reporter.get();
+    }
     if (!G.csv_path.empty()) remove(partial_path(G.csv_path).c_str());  // an earlier run's
     int planned = planned_instances() * G.repetitions;
     std::thread watcher;
@@ -1239,7 +1306,7 @@ int harness_run(void)
         sigaction(SIGINT, &sa, nullptr);
         sigaction(SIGTERM, &sa, nullptr);
     }
-    benchmark::RunSpecifiedBenchmarks(&tee);
+    benchmark::RunSpecifiedBenchmarks(&tee, file_reporter.get());
     if (watcher.joinable()) {
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
@@ -1250,6 +1317,7 @@ int harness_run(void)
     }
     resolve_pending(nullptr, 0);  // never left over after a report; kept for safety
     the_tee = nullptr;
+    the_file_reporter = nullptr;
     benchmark::Shutdown();
     if (!tee.write_ok()) return 1;
     return tee.any_error() ? 1 : 0;

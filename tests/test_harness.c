@@ -469,7 +469,10 @@ static void test_cut_keeps_every_finished_repetition(void **state)
     (void)state;
     char *dir = test_temp_dir();
     assert_non_null(dir);
-    int rc = run_child(dir, "cut", "", "--benchmark_repetitions=4 --benchmark_enable_random_interleaving=true");
+    char args[700];
+    snprintf(args, sizeof args, "--benchmark_repetitions=4 --benchmark_enable_random_interleaving=true "
+             "--benchmark_out='%s/cut.json' --benchmark_out_format=json", dir);
+    int rc = run_child(dir, "cut", "", args);
     char *out = test_read_in(dir, "cut.out");
     if (rc != 130) fprintf(stderr, "exit %d; output:\n%s\n", rc, out ? out : "(none)");
     assert_int_equal(rc, 130);
@@ -497,6 +500,14 @@ static void test_cut_keeps_every_finished_repetition(void **state)
         p = strchr(p, '\n');
         if (p) p++;
     }
+    // the JSON is closed, with the instances Google Benchmark had reported whole
+    char *json = test_read_in(dir, "cut.json");
+    assert_non_null(json);
+    size_t n = strlen(json);
+    while (n > 0 && (json[n - 1] == '\n' || json[n - 1] == ' ')) n--;
+    assert_true(n > 0 && json[n - 1] == '}');
+    assert_non_null(strstr(json, "\"benchmarks\": ["));
+    free(json);
     assert_int_equal(cutter, 2);
     assert_int_equal(reps_rows(reps, "cutter"), 2);
     assert_int_equal(reps_rows(reps, "fixed"), fixed);
