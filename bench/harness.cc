@@ -1272,7 +1272,9 @@ int harness_run(void)
     context_collect(&ctx);
     for (int i = 0; i < ctx.count; i++) benchmark::AddCustomContext(ctx.keys[i], ctx.values[i]);
     for (const auto &kv : G.extra_context) benchmark::AddCustomContext(kv.first, kv.second);
-    if (!ctx.has_gpu) fprintf(stderr, "harness: %s; GPU benchmarks will be skipped\n", ctx.no_gpu_reason);
+    if (!ctx.has_gpu)
+        fprintf(stderr, "harness: %s; GPU benchmarks will %s\n", ctx.no_gpu_reason,
+                error_expect_gpu() ? "fail (SUITE_EXPECT_GPU=1: this machine should have one)" : "be skipped");
     G.gpu_state = ctx.has_gpu;
 
     TidyCsvTee tee(display.get(), G.csv_path, &ctx);
