@@ -5,11 +5,15 @@
 //   batch (weak scaling) for 1 process (role reference), DataParallel over N (baseline)
 //   and DDP over N (tuned), N = 1 .. the devices (GPUs; CPU cores on the CPU backend,
 //   where DataParallel is threads and DDP is MPI ranks); efficiency = images/s(N) /
-//   (N x images/s(1)). Each DDP row's parameters are checked against the DataParallel
-//   row with the same axes (same per-device batches, steps and start).
+//   (N x images/s(1)), images/s(1) measured in the same run (one process, the same steps,
+//   timed apart), never taken from another row: random interleaving runs rows in any
+//   order. Each DDP row's parameters are checked against DataParallel's with the same
+//   axes (same per-device batches, steps and start): a DataParallel row's, or when none
+//   has run yet, a DataParallel training the DDP run does itself, untimed.
 // ddp_overlap/*: DDP over the most devices with the all-reduce overlapped with backward
 //   (tuned) or after it (baseline), per bucket cap (1, 5, 25 MiB, 0 = all in one);
-//   hidden_ms = the non-overlapped step - the overlapped one.
+//   hidden_ms = the non-overlapped step - the overlapped one, both measured by the same
+//   ranks in the overlapped run (not_overlapped_step_ms, right after its timed iterations).
 // allreduce/*: one all-reduce of 8 B .. max bytes over NCCL (GPU) or Open MPI (CPU), in
 //   place and out of place: time, algbw = bytes / time, busbw = algbw x 2(n-1)/n, and a
 //   data check of every element (wrong). With one GPU, NCCL's world is 1 (busbw 0).
@@ -49,6 +53,7 @@ typedef struct WorkerArgs {
     const char *preset;
     int local_batch, steps, iterations, warmup;
     bool overlap;
+    bool also_not_overlapped; // train: then time the same steps with overlap off (hidden_ms)
     double bucket_mib, first_bucket_mib;
     long long min_bytes, max_bytes;
     int timeout_ms;
@@ -78,6 +83,7 @@ static int parse_worker(int argc, char **argv, WorkerArgs *a)
         INT_ARG("--iterations", iterations, 1, MAX_ITERS)
         INT_ARG("--warmup", warmup, 0, 1000)
         INT_ARG("--overlap", overlap, 0, 1)
+        INT_ARG("--also-not-overlapped", also_not_overlapped, 0, 1)
         INT_ARG("--timeout-ms", timeout_ms, 1, INT_MAX)
 #undef INT_ARG
         if (strncmp(s, "--bucket-mib=", 13) == 0) { a->bucket_mib = atof(v); continue; }
@@ -118,6 +124,22 @@ static int write_params(Core *core, const char *path)
     return rc;
 }
 
+// `iterations` timed iterations of `steps` DDP steps, each from a barrier to a synchronize;
+// rank 0 prints "<tag> seconds=S" for each.
+static int timed_ddp_iterations(Ddp *ddp, Core *core, DistComm *comm, const CoreBatch *b, int global_batch,
+                                int steps, int iterations, int rank, const char *tag)
+{
+    int rc = 0;
+    for (int it = 0; it < iterations && rc == 0; it++) {
+        rc = dist_comm_barrier(comm);
+        double t0 = clock_seconds();
+        for (int s = 0; s < steps && rc == 0; s++) rc = ddp_step(ddp, b, global_batch, NULL);
+        if (rc == 0) rc = core_sync(core);
+        if (rc == 0 && rank == 0) printf("%s seconds=%.9f\n", tag, clock_seconds() - t0);
+    }
+    return rc;
+}
+
 static int worker_train(const WorkerArgs *a, const DistEnv *env, DistComm *comm)
 {
     CoreConfig cfg;
@@ -141,13 +163,9 @@ static int worker_train(const WorkerArgs *a, const DistEnv *env, DistComm *comm)
         for (int s = 0; s < a->steps && rc == 0; s++) rc = ddp_step(ddp, &b, cfg.batch_size, NULL);
         DdpStats before;
         ddp_stats(ddp, &before);
-        for (int it = 0; it < a->iterations && rc == 0; it++) {
-            rc = dist_comm_barrier(comm);
-            double t0 = clock_seconds();
-            for (int s = 0; s < a->steps && rc == 0; s++) rc = ddp_step(ddp, &b, cfg.batch_size, NULL);
-            if (rc == 0) rc = core_sync(core);
-            if (rc == 0 && env->rank == 0) printf("ddp_iteration seconds=%.9f\n", clock_seconds() - t0);
-        }
+        if (rc == 0)
+            rc = timed_ddp_iterations(ddp, core, comm, &b, cfg.batch_size, a->steps, a->iterations, env->rank,
+                                      "ddp_iteration");
         DdpStats st;
         ddp_stats(ddp, &st);
         if (rc == 0 && env->rank == 0) {
@@ -157,6 +175,17 @@ static int worker_train(const WorkerArgs *a, const DistEnv *env, DistComm *comm)
                    (st.wait_ms - before.wait_ms) / steps, (st.comm_ms - before.comm_ms) / steps);
         }
         if (rc == 0 && env->rank == 0 && a->params_out) rc = write_params(core, a->params_out);
+        if (rc == 0 && a->also_not_overlapped) {  // the same steps, all-reduce after backward
+            ddp_free(ddp);
+            ddp = NULL;
+            DdpConfig after = dc;
+            after.overlap = false;
+            rc = ddp_create(core, comm, &after, &ddp);
+            for (int s = 0; s < a->steps && rc == 0; s++) rc = ddp_step(ddp, &b, cfg.batch_size, NULL);
+            if (rc == 0)
+                rc = timed_ddp_iterations(ddp, core, comm, &b, cfg.batch_size, a->steps, a->iterations, env->rank,
+                                          "ddp_not_overlapped_iteration");
+        }
     }
     ddp_free(ddp);
     core_free(core);
@@ -196,8 +225,16 @@ static int worker_allreduce(const WorkerArgs *a, const DistEnv *env, DistComm *c
             for (int it = 0; it < a->warmup + a->iterations && rc == 0; it++) {
                 long long wrong = 0;
                 for (size_t i = 0; i < count; i++) host[i] = pattern(i, env->rank);
-                if (cuda) rc = cudaMemcpy(send, host, count * 4, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : error_set(ERROR_LIBRARY, "copy");
-                else memcpy(send, host, count * 4);
+                // on the stream the all-reduce runs on, then waited for: a pageable cudaMemcpy
+                // on the legacy stream is not ordered before work on a non-blocking stream,
+                // and the copy must not fall into the timed all-reduce
+                if (cuda) {
+                    cudaError_t e = cudaMemcpyAsync(send, host, count * 4, cudaMemcpyHostToDevice, (cudaStream_t)stream);
+                    if (e == cudaSuccess) e = cudaStreamSynchronize((cudaStream_t)stream);
+                    if (e != cudaSuccess) rc = error_set(ERROR_LIBRARY, "copy: %s", cudaGetErrorString(e));
+                } else {
+                    memcpy(send, host, count * 4);
+                }
                 if (rc == 0) rc = dist_comm_barrier(comm);
                 double t0 = clock_seconds();
                 if (rc == 0) rc = dist_comm_allreduce(comm, send, dst, count, 1.0f, stream);
@@ -207,7 +244,9 @@ static int worker_allreduce(const WorkerArgs *a, const DistEnv *env, DistComm *c
                 // the data check, every iteration: each element must be the exact sum
                 const float *got = dst;
                 if (cuda) {
-                    if (cudaMemcpy(host, dst, count * 4, cudaMemcpyDeviceToHost) != cudaSuccess) rc = error_set(ERROR_LIBRARY, "copy back");
+                    cudaError_t e = cudaMemcpyAsync(host, dst, count * 4, cudaMemcpyDeviceToHost, (cudaStream_t)stream);
+                    if (e == cudaSuccess) e = cudaStreamSynchronize((cudaStream_t)stream);
+                    if (e != cudaSuccess) rc = error_set(ERROR_LIBRARY, "copy back: %s", cudaGetErrorString(e));
                     got = host;
                 }
                 for (size_t i = 0; rc == 0 && i < count; i++)
@@ -283,6 +322,8 @@ static const char *self_exe(void)
 typedef struct WorkerResult {
     double seconds[MAX_ITERS];
     int iterations;
+    double not_overlapped_seconds[MAX_ITERS]; // --also-not-overlapped=1: the same ranks, overlap off
+    int not_overlapped_iterations;
     int buckets;
     double wait_ms, comm_ms, param_count;
     long long ar_bytes[2 * MAX_SIZES];
@@ -297,8 +338,9 @@ typedef struct WorkerResult {
 static int run_workers(int nproc, CoreBackend backend, const char *args, WorkerResult *r)
 {
     memset(r, 0, sizeof *r);
+    // setup installs Open MPI: without it this is a failure (a skip only under the GPU check)
     if (backend != CORE_BACKEND_CUDA && system("command -v mpirun >/dev/null 2>&1") != 0)
-        return error_set(ERROR_NO_DEVICE, "mpirun not found: CPU ranks need Open MPI (install openmpi-bin)");
+        return error_set(ERROR_MISSING_TOOL, "missing tool: mpirun not found: CPU ranks need Open MPI (install openmpi-bin)");
     char cmd[PATH_MAX + 1024];
     snprintf(cmd, sizeof cmd, "'%s' --ddp-worker=%s --nproc-per-node=%d --backend=%s --timeout-ms=%d", self_exe(),
              args, nproc, core_backend_name(backend), (int)harness_option_int_value("timeout") * 1000);
@@ -311,6 +353,9 @@ static int run_workers(int nproc, CoreBackend backend, const char *args, WorkerR
         int inplace, world;
         if (sscanf(line, "ddp_iteration seconds=%lf", &s) == 1 && r->iterations < MAX_ITERS) {
             r->seconds[r->iterations++] = s;
+        } else if (sscanf(line, "ddp_not_overlapped_iteration seconds=%lf", &s) == 1 &&
+                   r->not_overlapped_iterations < MAX_ITERS) {
+            r->not_overlapped_seconds[r->not_overlapped_iterations++] = s;
         } else if (sscanf(line, "ddp_summary buckets=%d largest_bucket_bytes=%*u param_count=%lf wait_ms_per_step=%lf comm_ms_per_step=%lf",
                           &r->buckets, &r->param_count, &r->wait_ms, &r->comm_ms) == 4) {
         } else if (sscanf(line, "allreduce bytes=%lld inplace=%d seconds=%lf wrong=%lld world=%d", &bytes, &inplace, &s,
@@ -345,9 +390,11 @@ static int device_count(CoreBackend b)
 
 typedef enum { SCALE_SINGLE, SCALE_DATA_PARALLEL, SCALE_DDP } ScaleVariant;
 
-// DataParallel's final parameters per (preset, batch, devices, backend): the DDP run with
-// the same axes trains the same per-device batches for the same steps from the same
-// start, so its parameters must agree (the baseline is registered first, so it runs first).
+// DataParallel's final parameters per (preset, batch, devices, backend, steps, iterations):
+// the DDP run with the same axes trains the same per-device batches for the same steps
+// from the same start, so its parameters must agree. They do not depend on timing, so any
+// DataParallel run's serve; a DDP run that finds none (random interleaving ran it first)
+// trains DataParallel itself, untimed.
 #define DDP_CHECK_TOLERANCE 1e-4  // relative L2 of the difference: only summation orders differ
 enum { MAX_CHECKS = 64 };
 static char dp_params_key[MAX_CHECKS][128];
@@ -355,15 +402,41 @@ static float *dp_params[MAX_CHECKS];
 static size_t dp_params_count[MAX_CHECKS];
 static int dp_params_n;
 
-static void check_key(HarnessState *st, const CoreConfig *cfg, int local_batch, int devices, char *key, size_t size)
+static void check_key(HarnessState *st, const CoreConfig *cfg, int local_batch, int devices, int steps,
+                      int iterations, char *key, size_t size)
 {
-    snprintf(key, size, "%s/%d/%d/%s", harness_axis_str(st, "preset"), local_batch, devices, core_backend_name(cfg->backend));
+    snprintf(key, size, "%s/%d/%d/%s/%d/%d", harness_axis_str(st, "preset"), local_batch, devices,
+             core_backend_name(cfg->backend), steps, iterations);
+}
+
+// Keeps a DataParallel run's final parameters for the DDP runs' check (takes params).
+static void keep_dp_params(const char *key, float *params, size_t count)
+{
+    for (int k = 0; k < dp_params_n; k++)
+        if (strcmp(dp_params_key[k], key) == 0) {
+            free(dp_params[k]);
+            dp_params[k] = params;
+            dp_params_count[k] = count;
+            return;
+        }
+    int k = dp_params_n < MAX_CHECKS ? dp_params_n++ : MAX_CHECKS - 1;  // full: the last slot turns over
+    if (k == MAX_CHECKS - 1) free(dp_params[k]);
+    snprintf(dp_params_key[k], sizeof dp_params_key[k], "%s", key);
+    dp_params[k] = params;
+    dp_params_count[k] = count;
+}
+
+static int dp_params_index(const char *key)
+{
+    for (int k = 0; k < dp_params_n; k++)
+        if (strcmp(dp_params_key[k], key) == 0) return k;
+    return -1;
 }
 
 // One process, DataParallel over N: `steps` steps per timed iteration, in this process.
 static int run_in_process(CoreConfig cfg, int devices, int local_batch, int steps, int iterations,
                           bool data_parallel, WorkerResult *r, size_t *peak0, size_t *peak_other,
-                          float **params)
+                          float **params, size_t *params_count)
 {
     memset(r, 0, sizeof *r);
     int n = local_batch * devices;
@@ -394,6 +467,7 @@ static int run_in_process(CoreConfig cfg, int devices, int local_batch, int step
         Core *trained = data_parallel ? dp_core(dp) : core;
         size_t np = core_param_count(trained);
         *params = malloc(np * sizeof **params);
+        *params_count = np;
         if (!*params) rc = error_set(ERROR_OUT_OF_MEMORY, "params: out of memory");
         else if (core_params_get(trained, *params, np) != 0) { free(*params); *params = NULL; rc = -1; }
     }
@@ -405,28 +479,17 @@ static int run_in_process(CoreConfig cfg, int devices, int local_batch, int step
     return rc;
 }
 
-// images/s of one process at the per-device batch, per (preset, batch, backend): the
-// one_process row's own measurement when it ran, else measured here once.
-static char single_key[128];
-static double single_images_per_s;
-
-static void single_key_of(HarnessState *st, const CoreConfig *cfg, int local_batch, char *key, size_t size)
+// images/s of one process at the per-device batch, measured now (the same steps and
+// iterations, timed apart from the row's own): the yardstick of this run's efficiency.
+// 0 with the error set when it fails.
+static double single_throughput(CoreConfig cfg, int local_batch, int steps, int iterations)
 {
-    snprintf(key, size, "%s/%d/%s", harness_axis_str(st, "preset"), local_batch, core_backend_name(cfg->backend));
-}
-
-static double single_throughput(HarnessState *st, CoreConfig cfg, int local_batch, int steps, int iterations)
-{
-    char now[128];
-    single_key_of(st, &cfg, local_batch, now, sizeof now);
-    if (single_images_per_s > 0 && strcmp(single_key, now) == 0) return single_images_per_s;
     WorkerResult r;
-    if (run_in_process(cfg, 1, local_batch, steps, iterations, false, &r, NULL, NULL, NULL) != 0) return 0;
+    if (run_in_process(cfg, 1, local_batch, steps, iterations, false, &r, NULL, NULL, NULL, NULL) != 0) return 0;
     double total = 0;
     for (int i = 0; i < r.iterations; i++) total += r.seconds[i];
-    single_images_per_s = (double)local_batch * steps * r.iterations / total;
-    snprintf(single_key, sizeof single_key, "%s", now);
-    return single_images_per_s;
+    if (!(total > 0)) return error_set(ERROR_LIBRARY, "one process: no time measured"), 0;
+    return (double)local_batch * steps * r.iterations / total;
 }
 
 // Reports fixed-iteration times measured elsewhere (a worker run) through the harness.
@@ -455,10 +518,10 @@ static void bench_scaling(HarnessState *st, void *user)
     if (v == SCALE_SINGLE && devices != 1) { harness_skip(st, "one process is the devices=1 row"); return; }
     int steps = (int)harness_option_int_value("steps"), iterations = (int)harness_max_iterations(st);
     WorkerResult r;
-    size_t peak0 = 0, peak_other = 0, np = 0;
+    size_t peak0 = 0, peak_other = 0, np = 0, dp_np = 0;
     float *params = NULL;
-    char key[128], params_path[128];
-    check_key(st, &cfg, local_batch, devices, key, sizeof key);
+    char key[160], params_path[128];
+    check_key(st, &cfg, local_batch, devices, steps, iterations, key, sizeof key);
     snprintf(params_path, sizeof params_path, "/tmp/bench_ddp_params_%d.bin", (int)getpid());
     int rc;
     if (v == SCALE_DDP) {
@@ -476,25 +539,36 @@ static void bench_scaling(HarnessState *st, void *user)
         unlink(params_path);
     } else {
         rc = run_in_process(cfg, devices, local_batch, steps, iterations, v == SCALE_DATA_PARALLEL, &r, &peak0,
-                            &peak_other, v == SCALE_DATA_PARALLEL ? &params : NULL);
-        if (rc == 0 && params && dp_params_n < MAX_CHECKS) {
-            Core *probe = NULL;  // the parameter count of this config
-            CoreConfig c1 = cfg;
-            c1.batch_size = local_batch;
-            if (core_create(&c1, &probe) == 0) {
-                int k = dp_params_n++;
-                snprintf(dp_params_key[k], sizeof dp_params_key[k], "%s", key);
-                dp_params[k] = params;
-                dp_params_count[k] = core_param_count(probe);
-                params = NULL;
-            }
-            core_free(probe);
+                            &peak_other, v == SCALE_DATA_PARALLEL ? &params : NULL, &dp_np);
+        if (rc == 0 && params) {
+            keep_dp_params(key, params, dp_np);
+            params = NULL;
         }
     }
     if (rc != 0) { free(params); practice_fail_or_skip(st, v == SCALE_DDP ? "DDP ranks" : "training"); return; }
-    if (v == SCALE_DDP) {  // the check against DataParallel
-        for (int k = 0; k < dp_params_n; k++) {
-            if (strcmp(dp_params_key[k], key) != 0 || dp_params_count[k] != np) continue;
+    if (v == SCALE_DDP) {  // the check against DataParallel: never silently left out
+        int k = dp_params_index(key);
+        if (k < 0) {  // no DataParallel run with these axes yet: train one now, untimed
+            WorkerResult untimed;
+            size_t p0, p1;
+            float *dp = NULL;
+            if (run_in_process(cfg, devices, local_batch, steps, iterations, true, &untimed, &p0, &p1, &dp, &dp_np) != 0) {
+                free(params);
+                practice_fail_or_skip(st, "the check against DataParallel could not run: DataParallel's training");
+                return;
+            }
+            keep_dp_params(key, dp, dp_np);
+            k = dp_params_index(key);
+        }
+        if (k < 0 || dp_params_count[k] != np) {
+            char why[200];
+            snprintf(why, sizeof why, "the check against DataParallel could not run: %zu DDP parameters, %zu of DataParallel's",
+                     np, k < 0 ? (size_t)0 : dp_params_count[k]);
+            free(params);
+            harness_fail(st, why);
+            return;
+        }
+        {
             double diff = 0, norm = 0;
             for (size_t i = 0; i < np; i++) {
                 double d = (double)params[i] - dp_params[k][i];
@@ -518,16 +592,14 @@ static void bench_scaling(HarnessState *st, void *user)
     double total = 0;
     for (int i = 0; i < r.iterations; i++) total += r.seconds[i];
     double images_per_s = (double)local_batch * devices * steps * r.iterations / total;
-    if (v == SCALE_SINGLE) {  // the yardstick of every efficiency with these axes
-        single_key_of(st, &cfg, local_batch, single_key, sizeof single_key);
-        single_images_per_s = images_per_s;
-    }
-    double one = single_throughput(st, cfg, local_batch, steps, iterations);
+    double one = v == SCALE_SINGLE ? images_per_s : single_throughput(cfg, local_batch, steps, iterations);
+    if (!(one > 0)) { practice_fail_or_skip(st, "one process (the yardstick of scaling_efficiency)"); return; }
     report_iterations(st, &r);
     harness_counter(st, "step_ms", 1e3 * total / (r.iterations * steps), HARNESS_COUNTER_PLAIN);
     harness_counter(st, "images_per_second", images_per_s, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "global_batch", local_batch * devices, HARNESS_COUNTER_PLAIN);
-    if (one > 0) harness_counter(st, "scaling_efficiency", images_per_s / (devices * one), HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "scaling_efficiency", images_per_s / (devices * one), HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "one_process_images_per_second", one, HARNESS_COUNTER_PLAIN);
     if (v == SCALE_DATA_PARALLEL) {
         harness_counter(st, "device0_mib", peak0 / 1048576.0, HARNESS_COUNTER_PLAIN);
         if (devices > 1) harness_counter(st, "device1_mib", peak_other / 1048576.0, HARNESS_COUNTER_PLAIN);
@@ -542,13 +614,6 @@ static void bench_scaling(HarnessState *st, void *user)
              local_batch, devices, steps, v == SCALE_DDP ? ", rank 0 from a barrier" : "");
     harness_set_label(st, label);
 }
-
-// The non-overlapped step time per (preset, batch, devices, bucket cap), for the overlapped
-// run with the same axes: hidden_ms (both variants are registered, so both run, baseline first).
-enum { MAX_KEYS = 64 };
-static double not_overlapped_ms[MAX_KEYS];
-static char not_overlapped_key[MAX_KEYS][128];
-static int not_overlapped_count;
 
 static void bench_overlap(HarnessState *st, void *user)
 {
@@ -565,12 +630,17 @@ static void bench_overlap(HarnessState *st, void *user)
     int64_t bucket_mib = harness_axis_int(st, "bucket_mib");
     int steps = (int)harness_option_int_value("overlap_steps"), iterations = (int)harness_max_iterations(st);
     char args[256];
-    snprintf(args, sizeof args, "train --preset=%s --local-batch=%d --steps=%d --iterations=%d --overlap=%d --bucket-mib=%lld --first-bucket-mib=%s",
+    // the overlapped run also times the same steps with overlap off, on the same ranks:
+    // hidden_ms compares two measurements of one run, never another row's
+    snprintf(args, sizeof args, "train --preset=%s --local-batch=%d --steps=%d --iterations=%d --overlap=%d --bucket-mib=%lld --first-bucket-mib=%s --also-not-overlapped=%d",
              harness_axis_str(st, "preset"), local_batch, steps, iterations, overlap ? 1 : 0, (long long)bucket_mib,
-             bucket_mib == 0 ? "0" : "1");
+             bucket_mib == 0 ? "0" : "1", overlap ? 1 : 0);
     WorkerResult r;
-    if (run_workers(devices, backend, args, &r) != 0 || r.iterations != iterations) {
-        if (error_kind() == ERROR_NONE) error_set(ERROR_LIBRARY, "the ranks reported %d of %d iterations", r.iterations, iterations);
+    if (run_workers(devices, backend, args, &r) != 0 || r.iterations != iterations ||
+        (overlap && r.not_overlapped_iterations != iterations)) {
+        if (error_kind() == ERROR_NONE)
+            error_set(ERROR_LIBRARY, "the ranks reported %d of %d iterations (%d not overlapped)", r.iterations, iterations,
+                      r.not_overlapped_iterations);
         practice_fail_or_skip(st, "DDP ranks");
         return;
     }
@@ -578,21 +648,17 @@ static void bench_overlap(HarnessState *st, void *user)
     double total = 0;
     for (int i = 0; i < r.iterations; i++) total += r.seconds[i];
     double step_ms = 1e3 * total / (r.iterations * steps);
-    char key[128];
-    snprintf(key, sizeof key, "%s/%d/%d/%lld", harness_axis_str(st, "preset"), local_batch, devices, (long long)bucket_mib);
-    int found = -1;
-    for (int i = 0; i < not_overlapped_count; i++) if (strcmp(not_overlapped_key[i], key) == 0) found = i;
-    if (!overlap && found < 0 && not_overlapped_count < MAX_KEYS) found = not_overlapped_count++;
-    if (!overlap && found >= 0) {
-        not_overlapped_ms[found] = step_ms;
-        snprintf(not_overlapped_key[found], sizeof not_overlapped_key[found], "%s", key);
-    }
     harness_counter(st, "step_ms", step_ms, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "buckets", r.buckets, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "exposed_comm_ms", r.wait_ms, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "devices", devices, HARNESS_COUNTER_PLAIN);
-    if (overlap && found >= 0)
-        harness_counter(st, "hidden_ms", not_overlapped_ms[found] - step_ms, HARNESS_COUNTER_PLAIN);
+    if (overlap) {
+        double after_total = 0;
+        for (int i = 0; i < r.not_overlapped_iterations; i++) after_total += r.not_overlapped_seconds[i];
+        double after_ms = 1e3 * after_total / (r.not_overlapped_iterations * steps);
+        harness_counter(st, "not_overlapped_step_ms", after_ms, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "hidden_ms", after_ms - step_ms, HARNESS_COUNTER_PLAIN);
+    }
     char label[256];
     snprintf(label, sizeof label, "%s: DDP over %s, %d ranks, %d per rank, all-reduce %s backward, %d bucket%s; wall clock, rank 0 from a barrier",
              core_backend_name(backend), backend == CORE_BACKEND_CUDA ? "NCCL" : "Open MPI", devices, local_batch,

@@ -5,8 +5,10 @@
 //   `loss.item()` in the loop does (baseline), against deferred reads every 10 or 100 steps
 //   and one read per run of SYNC_RUN_STEPS steps (the core sums the losses on the device);
 //   from launch-bound (tiny, batch 8) to compute-bound (resnet18, batch 256). The losses
-//   each tuned variant reads must equal the means of the baseline's over the same steps;
-//   each tuned row carries its speedup over the baseline's step time (speedup, baseline_step_ms).
+//   each tuned variant reads must equal the means of the baseline's over the same steps.
+//   Speedups over the baseline are the summary's (scripts/stats.py, from the repetitions of
+//   both rows): a figure taken from "the baseline that ran last" in this process would be
+//   another repetition's, or none, under random interleaving.
 // Micro (sync_micro/*): steps of L small kernels on one stream with nothing at the end of
 //   each step, a stream synchronize, a scalar copied back (.item()), a count read back to
 //   size the next launch (nonzero), or 1000 values copied back and formatted (print).
@@ -55,51 +57,17 @@ static const PracticeVariant macro_variants[] = {
     {"at_end", HARNESS_TUNED, read_at_end, NULL},
 };
 
-// The every-step baseline's step time of each (preset, batch) measured so far in this
-// process, so that every tuned row carries its own speedup (the chart of speedup against
-// the baseline's step time); absent when the baseline did not run first.
-enum { SYNC_MAX_INSTANCES = 64 };
-
-typedef struct BaselineTimes {
-    struct {
-        char preset[32];
-        int64_t batch;
-        double step_ms;
-    } entry[SYNC_MAX_INSTANCES];
-    int count;
-} BaselineTimes;
-
-static double *baseline_slot(BaselineTimes *t, const char *preset, int64_t batch, bool create)
-{
-    for (int i = 0; i < t->count; i++)
-        if (t->entry[i].batch == batch && strcmp(t->entry[i].preset, preset) == 0) return &t->entry[i].step_ms;
-    if (!create || t->count == SYNC_MAX_INSTANCES) return NULL;
-    snprintf(t->entry[t->count].preset, sizeof t->entry[t->count].preset, "%s", preset);
-    t->entry[t->count].batch = batch;
-    return &t->entry[t->count++].step_ms;
-}
-
-// After a run: the read cadence; the baseline's step time, or a tuned run's speedup over
-// it and the check of the losses it reads against the every-step baseline's.
+// After a run: the read cadence, its step time and, for a tuned run, the check of the
+// losses it reads against the every-step baseline's (both recomputed here, untimed).
 static void finish_run(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
                        const PracticeVariant *v, const PracticeOutcome *o)
 {
     (void)core;
-    BaselineTimes *times = ctx;
+    (void)ctx;
     int interval = cfg->readback == CORE_READBACK_DEFERRED ? cfg->readback_interval : 1;
     harness_counter(st, "reads_per_step", 1.0 / interval, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "loss_reads", (double)(o->steps / interval), HARNESS_COUNTER_PLAIN);
-    double step_ms = o->steps > 0 ? 1e3 * o->seconds / (double)o->steps : 0.0;
-    double *base_ms = baseline_slot(times, harness_axis_str(st, "preset"), harness_axis_int(st, "batch"),
-                                    v->role == HARNESS_BASELINE);
-    if (v->role == HARNESS_BASELINE) {
-        if (base_ms) *base_ms = step_ms;
-        return;
-    }
-    if (base_ms && *base_ms > 0 && step_ms > 0) {
-        harness_counter(st, "baseline_step_ms", *base_ms, HARNESS_COUNTER_PLAIN);
-        harness_counter(st, "speedup", *base_ms / step_ms, HARNESS_COUNTER_PLAIN);
-    }
+    if (v->role == HARNESS_BASELINE) return;
     CoreConfig baseline = *cfg;
     read_every_step(&baseline);
     LossComparison cmp;
@@ -119,8 +87,7 @@ static void finish_run(void *ctx, HarnessState *st, Core *core, const CoreConfig
     }
 }
 
-static BaselineTimes baseline_times;
-static const PracticeHooks macro_hooks = {.finish = finish_run, .ctx = &baseline_times};
+static const PracticeHooks macro_hooks = {.finish = finish_run, .ctx = NULL};
 
 // ---- micro: what a sync costs a stream of small kernels ---------------------------------------------
 

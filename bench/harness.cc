@@ -7,6 +7,9 @@
 #include "bench/harness.h"
 
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,12 +21,17 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <regex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/context.h"
 #include "kernels/core.h"
+#include "kernels/error.h"
+#include "kernels/gpu_device.h"
 
 namespace {
 
@@ -56,7 +64,9 @@ struct Instance {
     HarnessBench *bench;
     std::vector<std::pair<std::string, std::string>> params; // axis name -> value, in order
     std::string name;                                        // practice/variant/axis:value...
-    int calls = 0;                                           // runs so far (curve rows)
+    std::string gb_name;      // the name Google Benchmark filters on (name + its suffixes)
+    int calls = 0;            // runs so far (curve rows)
+    int repetitions_done = 0; // finished repetitions written so far
 };
 
 struct CurvePoint {
@@ -69,11 +79,19 @@ struct CurvePoint {
 
 } // namespace
 
+// One run of an instance. Besides Google Benchmark's state it keeps its own view of the
+// time measured (the same timer pauses and manual times), because Google Benchmark 1.7.1
+// hands a run to the reporters only after the instance's last repetition: the harness
+// writes each repetition as it finishes from this view (see commit_repetition).
 struct HarnessState {
     benchmark::State *gb;
     Instance *instance;
     std::string label;
-    bool loop_done;
+    bool loop_done = false;
+    bool started = false, timing = false;
+    double real_from = 0, cpu_from = 0;         // when the timer last started
+    double real_used = 0, cpu_used = 0, manual_used = 0;
+    std::string error;                          // the message given to SkipWithError
 };
 
 namespace {
@@ -101,6 +119,14 @@ struct Globals {
     std::string backend, data, data_dir;
     bool initialised = false, help = false, user_min_time = false;
     bool gpu_state = false; // sample NVML's view of the GPU around every run
+    int repetitions = 1;    // --benchmark_repetitions
+    // The last run of an instance in its first repetition: Google Benchmark may still
+    // run it again with more iterations (a trial), so it is written only once the next
+    // run shows it was the repetition (see resolve_pending).
+    bool has_pending = false;
+    Instance *pending_instance = nullptr;
+    int64_t pending_iterations = 0;
+    benchmark::BenchmarkReporter::Run pending_run;
 };
 
 Globals &g()
@@ -233,10 +259,94 @@ void gpu_state_counters(benchmark::State &gb, const GpuState &s, const char *whe
     if (s.has_throttle) gb.counters["gpu_throttle_" + w] = (double)s.throttle_reasons;
 }
 
+double seconds_now(clockid_t clock)
+{
+    struct timespec t;
+    clock_gettime(clock, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+void timer_start(HarnessState *st)
+{
+    st->timing = true;
+    st->real_from = seconds_now(CLOCK_MONOTONIC);
+    st->cpu_from = seconds_now(CLOCK_THREAD_CPUTIME_ID); // Google Benchmark's CPU time
+}
+
+void timer_stop(HarnessState *st, double real_now, double cpu_now)
+{
+    if (!st->timing) return;
+    st->timing = false;
+    st->real_used += real_now - st->real_from;
+    st->cpu_used += cpu_now - st->cpu_from;
+}
+
+void skip_with_error(HarnessState *st, const std::string &message)
+{
+    if (st->error.empty()) st->error = message;
+    st->gb->SkipWithError(message.c_str());
+}
+
+void commit_repetition(Instance *in, const benchmark::BenchmarkReporter::Run &run);
+
+// The finished run as Google Benchmark will report it (its time, iterations and counters
+// finished as its runner does), from the harness's own view of the timer.
+benchmark::BenchmarkReporter::Run run_of(const HarnessState &st, benchmark::State &gb, const Instance *in)
+{
+    benchmark::BenchmarkReporter::Run r;
+    r.run_name.function_name = in->name;
+    r.run_type = benchmark::BenchmarkReporter::Run::RT_Iteration;
+    r.error_occurred = gb.error_occurred();
+    r.error_message = st.error;
+    r.iterations = gb.iterations();
+    r.time_unit = gb_unit(in->bench->unit);
+    bool manual = in->bench->timing != HARNESS_TIMING_WALL;
+    double seconds = manual ? st.manual_used : st.real_used;
+    r.real_accumulated_time = seconds;
+    r.cpu_accumulated_time = st.cpu_used;
+    r.repetition_index = in->repetitions_done;
+    r.repetitions = g().repetitions;
+    r.threads = 1;
+    for (const auto &kv : gb.counters) {
+        benchmark::Counter c = kv.second;
+        double v = c.value;
+        if ((c.flags & benchmark::Counter::kIsRate) && seconds > 0) v /= seconds;
+        if (c.flags & benchmark::Counter::kIsIterationInvariant) v *= (double)r.iterations;
+        if ((c.flags & benchmark::Counter::kAvgIterations) && r.iterations > 0) v /= (double)r.iterations;
+        if (c.flags & benchmark::Counter::kInvert) v = 1.0 / v;
+        c.value = v;
+        r.counters[kv.first] = c;
+    }
+    return r;
+}
+
+// Google Benchmark runs the first repetition of an instance with growing iteration counts
+// until it lasts long enough (each trial strictly longer), and every later repetition
+// once, with the count the first one settled on. So the last run of an instance was a
+// finished repetition when any other instance runs next, or when the same one runs again
+// with no more iterations; a longer run of the same instance means it was a trial.
+void resolve_pending(const Instance *next, int64_t next_iterations)
+{
+    Globals &G = g();
+    if (!G.has_pending) return;
+    if (next && next == G.pending_instance && next_iterations > G.pending_iterations) {
+        G.has_pending = false;  // a trial: the repetition is the longer run now starting
+        return;
+    }
+    G.has_pending = false;
+    commit_repetition(G.pending_instance, G.pending_run);
+}
+
 void run_one(benchmark::State &gb, Instance *in)
 {
-    HarnessState st{&gb, in, std::string(), false};
+    resolve_pending(in, (int64_t)gb.max_iterations);
+    HarnessState st;
+    st.gb = &gb;
+    st.instance = in;
     in->calls++;
+    // Every run starts with no error: a kind left by an earlier run (out of memory, no
+    // device) must not turn this run's failure into a skip.
+    error_clear();
     GpuState before{}, after{};
     bool sampled = g().gpu_state && context_gpu_state(&before);
     in->bench->fn(&st, in->bench->user);
@@ -245,13 +355,26 @@ void run_one(benchmark::State &gb, Instance *in)
         gpu_state_counters(gb, after, "after");
     }
     if (!st.loop_done && !gb.error_occurred())
-        gb.SkipWithError("error: benchmark returned before finishing its loop");
+        skip_with_error(&st, "error: benchmark returned before finishing its loop");
     std::string label = std::string("role=") + role_name(in->bench->role) +
                         " timing=" + timing_name(in->bench->timing);
     if (in->bench->cache != HARNESS_CACHE_UNSTATED)
         label += std::string(" cache=") + cache_name(in->bench->cache);
     if (!st.label.empty()) label += " " + st.label;
     gb.SetLabel(label);
+    benchmark::BenchmarkReporter::Run run = run_of(st, gb, in);
+    run.report_label = label;
+    // A run is a whole repetition when its count was fixed, when it failed or skipped (no
+    // retry follows), or after the first repetition; else it may have been a trial.
+    if (in->repetitions_done > 0 || in->bench->iterations > 0 || gb.error_occurred()) {
+        commit_repetition(in, run);
+    } else {
+        Globals &G = g();
+        G.has_pending = true;
+        G.pending_instance = in;
+        G.pending_iterations = (int64_t)gb.iterations();
+        G.pending_run = run;
+    }
 }
 
 // ---- tidy CSV ------------------------------------------------------------------
@@ -288,6 +411,9 @@ struct Results {
     std::string function_name;
     std::vector<benchmark::BenchmarkReporter::Run> runs;
     std::map<std::string, benchmark::BenchmarkReporter::Run> aggregates;
+    // Google Benchmark has reported the instance (its last repetition is done): the runs
+    // are its own. Before that they are the harness's, written as each repetition ends.
+    bool reported = false;
 };
 
 double mean_of(const std::vector<double> &v)
@@ -327,6 +453,15 @@ std::string reps_path(const std::string &csv)
     return stem + ".reps.csv";
 }
 
+// FILE.csv -> FILE.partial: written only when a signal cut the run, one line
+// "rows_done rows_planned" (repetitions finished, instances x repetitions planned).
+std::string partial_path(const std::string &csv)
+{
+    std::string stem = csv;
+    if (stem.size() > 4 && stem.compare(stem.size() - 4, 4, ".csv") == 0) stem.resize(stem.size() - 4);
+    return stem + ".partial";
+}
+
 class TidyCsvTee : public benchmark::BenchmarkReporter {
 public:
     TidyCsvTee(benchmark::BenchmarkReporter *display, std::string path, const SuiteContext *ctx)
@@ -337,36 +472,86 @@ public:
     void ReportRuns(const std::vector<Run> &runs) override
     {
         display_->ReportRuns(runs);
+        std::lock_guard<std::mutex> lock(mutex_);
         for (const Run &r : runs) {
-            std::string key = r.run_name.str();
-            if (!index_.count(key)) {
-                index_[key] = results_.size();
-                Results res;
-                res.function_name = r.run_name.function_name;
-                for (const auto &in : g().instances)
-                    if (in->name == res.function_name) res.instance = in.get();
-                results_.push_back(res);
+            Results &res = results_for(r.run_name.function_name);
+            if (!res.reported) {  // Google Benchmark's runs replace the harness's own
+                res.reported = true;
+                res.runs.clear();
+                res.aggregates.clear();
             }
-            Results &res = results_[index_[key]];
             if (r.run_type == Run::RT_Aggregate) res.aggregates[r.aggregate_name] = r;
             else res.runs.push_back(r);
             if (r.error_occurred && r.error_message.rfind(kSkipPrefix, 0) != 0) any_error_ = true;
         }
-        // Rewritten after every instance, so a run stopped by a timeout or Ctrl-C keeps
-        // the rows it measured.
-        if (!path_.empty()) write_ok_ = write_csv() && write_reps() && write_curves();
+        write_all();
     }
 
     void Finalize() override
     {
         display_->Finalize();
-        if (!path_.empty()) write_ok_ = write_csv() && write_reps() && write_curves();
+        std::lock_guard<std::mutex> lock(mutex_);
+        write_all();
+    }
+
+    // A repetition that has just finished, before Google Benchmark reports its instance:
+    // into the CSVs at once, so that a cut keeps it.
+    void Commit(Instance *in, const Run &run)
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        Results &res = results_for(in->name);
+        in->repetitions_done++;
+        repetitions_done_++;
+        if (res.reported) return;
+        res.runs.push_back(run);
+        if (run.error_occurred && run.error_message.rfind(kSkipPrefix, 0) != 0) any_error_ = true;
+        write_all();
+    }
+
+    // The run was cut by a signal: waits for a write in progress, writes what is done
+    // (rows of unfinished instances marked partial) and FILE.partial, and exits.
+    // Exits with 128 + sig holding the lock, so that no later write starts.
+    [[noreturn]] void Cut(int planned, int sig)
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        cut_ = true;
+        write_all();
+        if (!path_.empty()) {
+            char line[64];
+            snprintf(line, sizeof line, "%d %d\n", repetitions_done_, planned);
+            write_atomically(partial_path(path_), line);
+        }
+        fflush(stdout);
+        fprintf(stderr, "\nharness: cut by signal %d: %d of %d repetitions done and kept%s%s\n", sig,
+                repetitions_done_, planned, path_.empty() ? "" : " in ", path_.c_str());
+        fflush(stderr);
+        _exit(128 + sig);
     }
 
     bool any_error() const { return any_error_; }
     bool write_ok() const { return write_ok_; }
 
 private:
+    Results &results_for(const std::string &function_name)
+    {
+        auto it = index_.find(function_name);
+        if (it != index_.end()) return results_[it->second];
+        index_[function_name] = results_.size();
+        Results res;
+        res.function_name = function_name;
+        for (const auto &in : g().instances)
+            if (in->name == function_name) res.instance = in.get();
+        results_.push_back(res);
+        return results_.back();
+    }
+
+    // Rewrites every file from what is known: each through FILE.tmp and a rename, so a
+    // reader (or a kill) never sees half a file.
+    void write_all()
+    {
+        if (!path_.empty()) write_ok_ = write_csv() && write_reps() && write_curves() && write_ok_;
+    }
+
     std::set<std::string> param_names() const
     {
         std::set<std::string> names;
@@ -468,15 +653,26 @@ private:
         const HarnessBench *b = in ? in->bench : nullptr;
         const Run *first = !res.runs.empty() ? &res.runs[0]
                            : !res.aggregates.empty() ? &res.aggregates.begin()->second : nullptr;
+        // An error in any repetition makes the row an error (its first error is the
+        // reason), whatever the other repetitions did; else a skip makes it skipped.
         std::string status = "ok", reason;
-        for (const Run &r : res.runs)
-            if (r.error_occurred) {
-                bool skip = r.error_message.rfind(kSkipPrefix, 0) == 0;
-                status = skip ? "skipped" : "error";
-                reason = r.error_message.substr(skip ? strlen(kSkipPrefix)
-                                                : r.error_message.rfind(kErrorPrefix, 0) == 0
-                                                    ? strlen(kErrorPrefix) : 0);
-            }
+        for (const Run &r : res.runs) {
+            if (!r.error_occurred || status == "error") continue;
+            bool skip = r.error_message.rfind(kSkipPrefix, 0) == 0;
+            if (skip && status == "skipped") continue;
+            status = skip ? "skipped" : "error";
+            reason = r.error_message.substr(skip ? strlen(kSkipPrefix)
+                                            : r.error_message.rfind(kErrorPrefix, 0) == 0
+                                                ? strlen(kErrorPrefix) : 0);
+        }
+        // Repetitions still to come (an interleaved run in progress, or one cut by a
+        // signal or a kill): the row holds the ones done so far.
+        if (status == "ok" && !res.reported && (int)res.runs.size() < g().repetitions) {
+            status = "partial";
+            reason = std::to_string(res.runs.size()) + " of " + std::to_string(g().repetitions) +
+                     " repetitions" + (cut_ ? " (the run was cut)" : " (the run has not finished)");
+        }
+        bool has_times = status == "ok" || status == "partial";
         std::vector<double> times, cpu, iters;
         for (const Run &r : res.runs)
             if (!r.error_occurred) {
@@ -506,16 +702,16 @@ private:
         }
         size_t reps = res.runs.size();
         if (res.aggregates.count("mean")) reps = (size_t)res.aggregates.at("mean").repetitions;
-        if (status != "ok") time = cpu_time = median = stddev = NAN;
+        if (!has_times) time = cpu_time = median = stddev = NAN;
         std::string out = field(b ? b->practice : res.function_name) + "," + field(b ? b->variant : "") +
                           "," + (b ? role_name(b->role) : "") + "," + (b ? timing_name(b->timing) : "") +
                           "," + field(in ? params_field(*in) : "") + "," + status + "," + field(reason) +
                           "," + std::to_string(reps) + "," + num(mean_of(iters)) + "," + num(time) + "," +
                           num(cpu_time) + "," + (first ? unit_name(first->time_unit) : "") + "," +
                           num(median) + "," + num(stddev) + "," +
-                          (status == "ok" && !sorted.empty() ? num(sorted.front()) : "") + "," +
-                          (status == "ok" && !sorted.empty() ? num(sorted.back()) : "") + "," +
-                          (status == "ok" && sorted.size() > 1 && time > 0 ? num(stddev / time) : "") +
+                          (has_times && !sorted.empty() ? num(sorted.front()) : "") + "," +
+                          (has_times && !sorted.empty() ? num(sorted.back()) : "") + "," +
+                          (has_times && sorted.size() > 1 && time > 0 ? num(stddev / time) : "") +
                           "," + (b ? cache_name(b->cache) : "");
         for (const auto &p : params) {
             std::string v;
@@ -535,7 +731,7 @@ private:
                     if (!r.error_occurred && r.counters.count(c)) vals.push_back(r.counters.at(c).value);
                 v = mean_of(vals);
             }
-            out += "," + (status == "ok" ? num(v) : std::string());
+            out += "," + (has_times ? num(v) : std::string());
         }
         for (int i = 0; i < ctx.count; i++) out += "," + field(ctx.values[i]);
         for (const auto &kv : g().extra_context) out += "," + field(kv.second);
@@ -547,9 +743,69 @@ private:
     const SuiteContext *ctx_;
     std::vector<Results> results_;
     std::map<std::string, size_t> index_;
+    std::mutex mutex_;  // one writer at a time: the runs, the reporter and a cut
+    int repetitions_done_ = 0;
+    bool cut_ = false;
     bool any_error_ = false;
     bool write_ok_ = true;
 };
+
+TidyCsvTee *the_tee; // while harness_run runs
+
+// The --benchmark_out reporter, behind a lock and flushed after every write, so that a cut
+// can close it (Finalize: a JSON file stays valid, with every instance reported so far)
+// while the program's thread is elsewhere. Google Benchmark opens the file and hands this
+// reporter its stream; the format's own reporter writes through it.
+class LockedFileReporter : public benchmark::BenchmarkReporter {
+public:
+    explicit LockedFileReporter(std::unique_ptr<benchmark::BenchmarkReporter> inner) : inner_(std::move(inner)) {}
+
+    bool ReportContext(const Context &ctx) override
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        attach();
+        bool ok = inner_->ReportContext(ctx);
+        GetOutputStream().flush();
+        return ok;
+    }
+
+    void ReportRuns(const std::vector<Run> &runs) override
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (finalized_) return;
+        attach();
+        inner_->ReportRuns(runs);
+        GetOutputStream().flush();
+    }
+
+    void Finalize() override
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (finalized_) return;
+        finalized_ = true;
+        attach();
+        inner_->Finalize();
+        GetOutputStream().flush();
+    }
+
+private:
+    void attach()
+    {
+        inner_->SetOutputStream(&GetOutputStream());
+        inner_->SetErrorStream(&GetErrorStream());
+    }
+
+    std::unique_ptr<benchmark::BenchmarkReporter> inner_;
+    std::mutex mutex_;
+    bool finalized_ = false;
+};
+
+LockedFileReporter *the_file_reporter; // while harness_run runs, with --benchmark_out
+
+void commit_repetition(Instance *in, const benchmark::BenchmarkReporter::Run &run)
+{
+    if (the_tee) the_tee->Commit(in, run);
+}
 
 // ---- flags -------------------------------------------------------------------------
 
@@ -777,6 +1033,7 @@ std::string register_instances()
     const double kLibraryMinTime = 0.5;        // Google Benchmark 1.7.1's default
     const double kMinTimePerRepetition = 0.05;
     double repetitions = (double)std::max(1L, strtol(gb_flag("benchmark_repetitions", "1").c_str(), nullptr, 10));
+    G.repetitions = (int)repetitions;
     std::set<std::string> known;
     for (auto &b : G.benches)
         for (Axis &a : b->axes) {
@@ -813,10 +1070,19 @@ std::string register_instances()
             // a fixed count always; a program's own minimum time only when the user gave none,
             // shared out over the repetitions so that N repetitions measure about as long
             // as one did (each at least kMinTimePerRepetition)
-            if (b->iterations > 0) gb->Iterations(b->iterations);
-            else if (!G.user_min_time && (b->min_time > 0 || repetitions > 1))
-                gb->MinTime(std::max((b->min_time > 0 ? b->min_time : kLibraryMinTime) / repetitions,
-                                     repetitions > 1 ? kMinTimePerRepetition : 0.0));
+            raw->gb_name = raw->name;
+            if (b->iterations > 0) {
+                gb->Iterations(b->iterations);
+            } else if (!G.user_min_time && (b->min_time > 0 || repetitions > 1)) {
+                double min_time = std::max((b->min_time > 0 ? b->min_time : kLibraryMinTime) / repetitions,
+                                           repetitions > 1 ? kMinTimePerRepetition : 0.0);
+                gb->MinTime(min_time);
+                char suffix[64];
+                snprintf(suffix, sizeof suffix, "/min_time:%0.3f", min_time);
+                raw->gb_name += suffix;
+            }
+            if (b->iterations > 0) raw->gb_name += "/iterations:" + std::to_string((long long)b->iterations);
+            raw->gb_name += b->timing == HARNESS_TIMING_WALL ? "/real_time" : "/manual_time";
             size_t i = 0;  // next point of the product, the last axis fastest
             for (i = b->axes.size(); i > 0; i--) {
                 if (++at[i - 1] < values[i - 1].size()) break;
@@ -826,6 +1092,53 @@ std::string register_instances()
         }
     }
     return "";
+}
+
+// Instances that --benchmark_filter selects, as Google Benchmark matches them (an
+// extended regular expression searched in the full name; a leading '-' negates).
+int planned_instances()
+{
+    std::string spec = gb_flag("benchmark_filter", "");
+    if (spec.empty() || spec == "all") spec = ".";
+    bool negate = spec[0] == '-';
+    if (negate) spec = spec.substr(1);
+    int n = 0;
+    try {
+        std::regex re(spec, std::regex::extended);
+        for (const auto &in : g().instances)
+            if (std::regex_search(in->gb_name, re) != negate) n++;
+    } catch (const std::regex_error &) {
+        n = (int)g().instances.size();
+    }
+    return n;
+}
+
+// SIGINT/SIGTERM (timeout --signal=INT at a deadline, Ctrl-C): the handler only writes
+// the signal's number into a pipe; a watcher thread waits for it, finishes the write in
+// progress, writes what is done and exits with 128 + the signal. A forked child that has
+// not exec'd (a loader worker) keeps the default action: the pipe is its parent's.
+int cut_pipe[2] = {-1, -1};
+pid_t harness_pid;
+
+void on_cut_signal(int sig)
+{
+    if (getpid() != harness_pid) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return;
+    }
+    unsigned char b = (unsigned char)sig;
+    ssize_t ignored = write(cut_pipe[1], &b, 1);
+    (void)ignored;
+}
+
+void watch_for_cut(TidyCsvTee *tee, int planned)
+{
+    unsigned char sig = 0;
+    while (read(cut_pipe[0], &sig, 1) < 0 && errno == EINTR) {}
+    if (sig == 0) return;  // the run finished
+    if (the_file_reporter) the_file_reporter->Finalize();
+    tee->Cut(planned, sig);
 }
 
 } // namespace
@@ -959,11 +1272,54 @@ int harness_run(void)
     context_collect(&ctx);
     for (int i = 0; i < ctx.count; i++) benchmark::AddCustomContext(ctx.keys[i], ctx.values[i]);
     for (const auto &kv : G.extra_context) benchmark::AddCustomContext(kv.first, kv.second);
-    if (!ctx.has_gpu) fprintf(stderr, "harness: %s; GPU benchmarks will be skipped\n", ctx.no_gpu_reason);
+    if (!ctx.has_gpu)
+        fprintf(stderr, "harness: %s; GPU benchmarks will %s\n", ctx.no_gpu_reason,
+                error_expect_gpu() ? "fail (SUITE_EXPECT_GPU=1: this machine should have one)" : "be skipped");
     G.gpu_state = ctx.has_gpu;
 
     TidyCsvTee tee(display.get(), G.csv_path, &ctx);
-    benchmark::RunSpecifiedBenchmarks(&tee);
+    the_tee = &tee;
+    std::unique_ptr<LockedFileReporter> file_reporter;
+    if (!gb_flag("benchmark_out", "").empty()) {
+        std::string format = gb_flag("benchmark_out_format", "json");
+        std::unique_ptr<benchmark::BenchmarkReporter> inner;
+        if (format == "console")
+            inner = std::make_unique<benchmark::ConsoleReporter>(benchmark::ConsoleReporter::OO_None);
+        else if (format == "json")
+            inner = std::make_unique<benchmark::JSONReporter>();
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+        if (format == "csv") inner = std::make_unique<benchmark::CSVReporter>();
+#pragma GCC diagnostic pop
+        file_reporter = std::make_unique<LockedFileReporter>(std::move(inner));
+        the_file_reporter = file_reporter.get();
+    }
+    if (!G.csv_path.empty()) remove(partial_path(G.csv_path).c_str());  // an earlier run's
+    int planned = planned_instances() * G.repetitions;
+    std::thread watcher;
+    harness_pid = getpid();
+    if (pipe2(cut_pipe, O_CLOEXEC) == 0) {  // programs this one runs (ranks, mpirun) get no copy
+        watcher = std::thread(watch_for_cut, &tee, planned);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_cut_signal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESTART;
+        sigaction(SIGINT, &sa, nullptr);
+        sigaction(SIGTERM, &sa, nullptr);
+    }
+    benchmark::RunSpecifiedBenchmarks(&tee, file_reporter.get());
+    if (watcher.joinable()) {
+        signal(SIGINT, SIG_DFL);
+        signal(SIGTERM, SIG_DFL);
+        unsigned char done = 0;
+        ssize_t ignored = write(cut_pipe[1], &done, 1);
+        (void)ignored;
+        watcher.join();
+    }
+    resolve_pending(nullptr, 0);  // never left over after a report; kept for safety
+    the_tee = nullptr;
+    the_file_reporter = nullptr;
     benchmark::Shutdown();
     if (!tee.write_ok()) return 1;
     return tee.any_error() ? 1 : 0;
@@ -977,8 +1333,16 @@ int harness_main(int argc, char **argv)
 
 bool harness_keep_running(HarnessState *st)
 {
+    double real_now = seconds_now(CLOCK_MONOTONIC), cpu_now = seconds_now(CLOCK_THREAD_CPUTIME_ID);
     bool more = st->gb->KeepRunning();
-    if (!more) st->loop_done = true;
+    if (!st->started) {  // Google Benchmark's timer starts with the first call
+        st->started = true;
+        if (more) timer_start(st);
+    }
+    if (!more) {
+        timer_stop(st, real_now, cpu_now);
+        st->loop_done = true;
+    }
     return more;
 }
 
@@ -989,8 +1353,8 @@ static const std::string *axis_value(HarnessState *st, const char *name, bool wa
         if (in->params[i].first == name && in->bench->axes[i].is_string == want_string)
             return &in->params[i].second;
     if (!st->gb->error_occurred())
-        st->gb->SkipWithError((std::string(kErrorPrefix) + "no " + (want_string ? "string" : "integer") +
-                               " axis '" + name + "' in this benchmark").c_str());
+        skip_with_error(st, std::string(kErrorPrefix) + "no " + (want_string ? "string" : "integer") +
+                                " axis '" + name + "' in this benchmark");
     return nullptr;
 }
 
@@ -1007,7 +1371,11 @@ const char *harness_axis_str(HarnessState *st, const char *name)
     return v ? v->c_str() : "";
 }
 
-void harness_set_iteration_time(HarnessState *st, double seconds) { st->gb->SetIterationTime(seconds); }
+void harness_set_iteration_time(HarnessState *st, double seconds)
+{
+    st->manual_used += seconds;
+    st->gb->SetIterationTime(seconds);
+}
 
 void harness_counter(HarnessState *st, const char *name, double value, HarnessCounterKind kind)
 {
@@ -1025,17 +1393,33 @@ void harness_set_label(HarnessState *st, const char *label) { st->label = label 
 
 void harness_skip(HarnessState *st, const char *reason)
 {
-    st->gb->SkipWithError((std::string(kSkipPrefix) + (reason ? reason : "")).c_str());
+    // A machine that should have a GPU (SUITE_EXPECT_GPU=1, the GPU check) and has none
+    // fails every run that would skip, so that it cannot pass with no GPU coverage.
+    char why[256];
+    if (error_expect_gpu() && !gpu_device_available(why, sizeof why)) {
+        skip_with_error(st, std::string(kErrorPrefix) + "SUITE_EXPECT_GPU=1 but " + why + " (the run would have skipped: " +
+                                (reason ? reason : "") + ")");
+        return;
+    }
+    skip_with_error(st, std::string(kSkipPrefix) + (reason ? reason : ""));
 }
 
 void harness_fail(HarnessState *st, const char *message)
 {
-    st->gb->SkipWithError((std::string(kErrorPrefix) + (message ? message : "")).c_str());
+    skip_with_error(st, std::string(kErrorPrefix) + (message ? message : ""));
 }
 
-void harness_pause_timing(HarnessState *st) { st->gb->PauseTiming(); }
+void harness_pause_timing(HarnessState *st)
+{
+    timer_stop(st, seconds_now(CLOCK_MONOTONIC), seconds_now(CLOCK_THREAD_CPUTIME_ID));
+    st->gb->PauseTiming();
+}
 
-void harness_resume_timing(HarnessState *st) { st->gb->ResumeTiming(); }
+void harness_resume_timing(HarnessState *st)
+{
+    st->gb->ResumeTiming();
+    timer_start(st);
+}
 
 int64_t harness_max_iterations(const HarnessState *st) { return (int64_t)st->gb->max_iterations; }
 

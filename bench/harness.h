@@ -112,6 +112,15 @@ const HarnessCommon *harness_common(void);
 HarnessBench *harness_register(const HarnessSpec *spec);
 // Runs every registered benchmark (after harness_init); prints --help when asked.
 // Returns the process exit code (1 when a run failed, never for skips).
+// Nothing measured is lost: every repetition is written to the tidy CSV and FILE.reps.csv
+// as it finishes (Google Benchmark itself reports an instance only after its last one);
+// until then its row has status `partial` ("k of N repetitions"). SIGINT or SIGTERM (a
+// deadline's `timeout --signal=INT`) finishes the write in progress, closes the
+// --benchmark_out file, writes FILE.partial ("rows_done rows_planned": repetitions done,
+// instances x repetitions planned) beside the CSV and exits with 128 + the signal.
+// Every run starts with an empty error store (kernels/error.h); an error in any
+// repetition makes the row an error. Under SUITE_EXPECT_GPU=1 on a machine without a
+// usable GPU, harness_skip fails the run instead.
 int harness_run(void);
 // harness_init + harness_run, for programs that declare no options.
 int harness_main(int argc, char **argv);
@@ -141,6 +150,7 @@ void harness_set_items_processed(HarnessState *st, int64_t items);
 // Free text appended to the run's label (after role and timing).
 void harness_set_label(HarnessState *st, const char *label);
 // Skips this run with a reason ("no CUDA device"); call before the loop and return.
+// With SUITE_EXPECT_GPU=1 and no usable GPU this fails the run (naming both).
 void harness_skip(HarnessState *st, const char *reason);
 // Marks this run failed (wrong data, library error); call and return.
 void harness_fail(HarnessState *st, const char *message);

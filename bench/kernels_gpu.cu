@@ -60,7 +60,9 @@ static int upload(KbGpu *k, const float *h, void **out)
     size_t count = k->kc->count;
     CUDA_TRY(cudaMalloc(out, count * dtype_size(k->dt)));
     if (!h) return 0;
-    CUDA_TRY(cudaMemcpy(k->f32, h, count * sizeof(float), cudaMemcpyHostToDevice));
+    // on k->s, the stream the conversion reads it on: a pageable cudaMemcpy may return
+    // before its DMA lands, and a non-blocking stream is not ordered after it
+    CUDA_TRY(cudaMemcpyAsync(k->f32, h, count * sizeof(float), cudaMemcpyHostToDevice, k->s));
     TRY(cuda_convert_input(k->f32, *out, k->dt, k->g, k->s));
     CUDA_TRY(cudaStreamSynchronize(k->s));
     return 0;
@@ -70,8 +72,10 @@ static int upload_channel(KbGpu *k, const float *h, float **out)
 {
     size_t bytes = (size_t)k->kc->c * sizeof(float);
     CUDA_TRY(cudaMalloc((void **)out, bytes));
-    if (h) CUDA_TRY(cudaMemcpy(*out, h, bytes, cudaMemcpyHostToDevice));
-    else CUDA_TRY(cudaMemset(*out, 0, bytes));
+    // on k->s and waited for: the kernels that read it run on that non-blocking stream
+    if (h) CUDA_TRY(cudaMemcpyAsync(*out, h, bytes, cudaMemcpyHostToDevice, k->s));
+    else CUDA_TRY(cudaMemsetAsync(*out, 0, bytes, k->s));
+    CUDA_TRY(cudaStreamSynchronize(k->s));
     return 0;
 }
 
@@ -180,8 +184,10 @@ static int setup(KbGpu *k, int storage, bool nhwc)
     // y: the ReLU's / forward's output for the backward kernels, else an output
     TRY(upload(k, kern == KB_RELU_BWD || kern == KB_BN_RELU_BWD ? kc->y : NULL, &k->y));
     if (kc->dy) TRY(upload(k, kc->dx_init, &k->dx));
-    if (kern == KB_CAST)  // the source stays in the staging buffer
-        CUDA_TRY(cudaMemcpy(k->f32, kc->x, kc->count * sizeof(float), cudaMemcpyHostToDevice));
+    if (kern == KB_CAST) {  // the source stays in the staging buffer (read on k->s)
+        CUDA_TRY(cudaMemcpyAsync(k->f32, kc->x, kc->count * sizeof(float), cudaMemcpyHostToDevice, k->s));
+        CUDA_TRY(cudaStreamSynchronize(k->s));
+    }
     if (bn) {
         TRY(upload_channel(k, kc->gamma, &k->gamma));
         TRY(upload_channel(k, kc->beta, &k->beta));
@@ -249,7 +255,8 @@ int kb_gpu_outputs(KbGpu *k, float *out[KB_MAX_OUT])
     case KB_COPY_GRAD_ACCUM: return download(k, k->dx, out[0]);
     case KB_CAST:  // the download went through the staging buffer: put the source back
         TRY(download(k, k->y, out[0]));
-        CUDA_TRY(cudaMemcpy(k->f32, kc->x, kc->count * sizeof(float), cudaMemcpyHostToDevice));
+        CUDA_TRY(cudaMemcpyAsync(k->f32, kc->x, kc->count * sizeof(float), cudaMemcpyHostToDevice, k->s));
+        CUDA_TRY(cudaStreamSynchronize(k->s));
         return 0;
     default: return download(k, k->y, out[0]);
     }

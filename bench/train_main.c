@@ -158,7 +158,11 @@ static void usage(FILE *f)
         "                         --data images: each rank's loader (its own --num-workers)\n"
         "                         reads its DistributedSampler shard of every epoch (the\n"
         "                         one-process order, padded to a multiple of the world);\n"
-        "                         --data tensor: rank r takes slice r of each global batch\n"
+        "                         --data tensor: rank r takes slice r of each global batch.\n"
+        "                         The loss and accuracy logged every --log-every steps are\n"
+        "                         the global batch's: the mean over the ranks (one\n"
+        "                         all-reduce of 3 scalars per logged step), not rank 0's\n"
+        "                         local loss\n"
         "  --nproc-per-node N     start N local ranks of this command with --ddp (mpirun on\n"
         "                         the CPU backend; forked ranks + TCP rendezvous on GPUs)\n"
         "  --help                 this text\n", LOADER_PROGRAM_TIMEOUT_S);
@@ -583,9 +587,16 @@ int main(int argc, char **argv)
             double t = clock_seconds();
             core_stats(core, &st);
             char loss[32] = "-", acc[32] = "-";
-            if (r.loss_ready) {
-                snprintf(loss, sizeof loss, "%.4f", r.loss);
-                snprintf(acc, sizeof acc, "%.3f", r.accuracy);
+            // --ddp: the global batch's loss and accuracy (the mean over the ranks, whose
+            // batches are equal), not rank 0's local ones; every rank takes part
+            float shown[3] = {r.loss_ready ? r.loss : 0.0f, r.loss_ready ? r.accuracy : 0.0f, r.loss_ready ? 1.0f : 0.0f};
+            if (ddp && dist_train_global_mean(ddp, shown, 3) != 0) {
+                fprintf(stderr, "train: step %d: the global loss: %s\n", s + 1, error_message());
+                goto out;
+            }
+            if (shown[2] > 0.999f) {  // every rank had its loss read
+                snprintf(loss, sizeof loss, "%.4f", shown[0]);
+                snprintf(acc, sizeof acc, "%.3f", shown[1]);
             }
             printf("%8d %10s %9s %10.5f %12g %12.1f\n", s + 1, loss, acc, r.lr, st.loss_scale,
                    since_log / (t - t_log));

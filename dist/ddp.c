@@ -283,9 +283,12 @@ int ddp_create(Core *core, DistComm *comm, const DdpConfig *cfg, Ddp **out)
         if (cudaStreamCreateWithFlags(&d->comm_stream, cudaStreamNonBlocking) == cudaSuccess &&
             cudaEventCreateWithFlags(&d->comm_done, cudaEventDisableTiming) == cudaSuccess &&
             cudaMalloc((void **)&dev, np * sizeof *dev) == cudaSuccess &&
-            cudaMemcpy(dev, host, np * sizeof *dev, cudaMemcpyHostToDevice) == cudaSuccess &&
+            // on the stream the broadcast runs on: a pageable cudaMemcpy may return before
+            // its DMA lands, and the non-blocking comm stream is not ordered after it
+            cudaMemcpyAsync(dev, host, np * sizeof *dev, cudaMemcpyHostToDevice, d->comm_stream) == cudaSuccess &&
             dist_comm_broadcast(comm, dev, np, d->comm_stream) == 0 && dist_comm_wait(comm, d->comm_stream) == 0 &&
-            cudaMemcpy(host, dev, np * sizeof *dev, cudaMemcpyDeviceToHost) == cudaSuccess)
+            cudaMemcpyAsync(host, dev, np * sizeof *dev, cudaMemcpyDeviceToHost, d->comm_stream) == cudaSuccess &&
+            cudaStreamSynchronize(d->comm_stream) == cudaSuccess)
             rc = 0;
         else if (error_kind() == ERROR_NONE)
             error_set(ERROR_LIBRARY, "rank %d: DDP: CUDA setup or parameter broadcast failed", rank);

@@ -5,11 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_runtime_api.h>
+
 #include "dist/comm.h"
 #include "dist/ddp.h"
 #include "dist/env.h"
 #include "dist/sampler.h"
 #include "dist/spawn.h"
+#include "kernels/check.h"
 #include "kernels/error.h"
 
 struct DistTrain {
@@ -18,7 +21,12 @@ struct DistTrain {
     Ddp *ddp;
     int global_batch, local_batch;
     size_t image_floats;
+    bool cuda;
+    float *scalars_dev;     // NCCL: the device buffer of dist_train_global_mean
+    cudaStream_t scalars_stream;
 };
+
+enum { MEAN_MAX = 8 };
 
 int dist_train_launch(int nproc, bool cpu, int argc, char **argv, int *exit_code)
 {
@@ -48,6 +56,7 @@ int dist_train_create(Core *core, const CoreConfig *cfg, int global_batch, DistT
     if (!t) return error_set(ERROR_OUT_OF_MEMORY, "calloc(DistTrain): out of memory");
     CoreStats st;
     bool cuda = core_stats(core, &st) == 0 && st.backend == CORE_BACKEND_CUDA;
+    t->cuda = cuda;
     t->global_batch = global_batch;
     t->image_floats = (size_t)cfg->model.in_channels * cfg->model.image_size * cfg->model.image_size;
     DdpConfig dc = ddp_config_default();
@@ -90,9 +99,30 @@ int dist_train_step(DistTrain *t, const CoreBatch *local, CoreStepResult *result
     return -1;
 }
 
+int dist_train_global_mean(DistTrain *t, float *values, int n)
+{
+    if (n < 1 || n > MEAN_MAX) return error_set(ERROR_BAD_USAGE, "global mean of %d values (1..%d)", n, MEAN_MAX);
+    float scale = 1.0f / (float)t->env.world;
+    if (!t->cuda) return dist_comm_allreduce(t->comm, values, values, (size_t)n, scale, NULL);
+    if (!t->scalars_dev) {
+        CUDA_TRY(cudaStreamCreateWithFlags(&t->scalars_stream, cudaStreamNonBlocking));
+        CUDA_TRY(cudaMalloc((void **)&t->scalars_dev, MEAN_MAX * sizeof(float)));
+    }
+    size_t bytes = (size_t)n * sizeof(float);
+    // copies on the all-reduce's own stream: ordered with it, unlike a pageable cudaMemcpy
+    CUDA_TRY(cudaMemcpyAsync(t->scalars_dev, values, bytes, cudaMemcpyHostToDevice, t->scalars_stream));
+    TRY(dist_comm_allreduce(t->comm, t->scalars_dev, t->scalars_dev, (size_t)n, scale, t->scalars_stream));
+    TRY(dist_comm_wait(t->comm, t->scalars_stream));
+    CUDA_TRY(cudaMemcpyAsync(values, t->scalars_dev, bytes, cudaMemcpyDeviceToHost, t->scalars_stream));
+    CUDA_TRY(cudaStreamSynchronize(t->scalars_stream));
+    return 0;
+}
+
 void dist_train_free(DistTrain *t)
 {
     if (!t) return;
+    if (t->scalars_dev) cudaFree(t->scalars_dev);
+    if (t->scalars_stream) cudaStreamDestroy(t->scalars_stream);
     ddp_free(t->ddp);
     dist_comm_free(t->comm);
     free(t);

@@ -30,6 +30,11 @@ int dist_train_world(const DistTrain *t);
 int dist_train_local_batch(const DistTrain *t, const CoreBatch *global, CoreBatch *local);
 // One DDP step on this rank's batch; the LR is the global batch's.
 int dist_train_step(DistTrain *t, const CoreBatch *local, CoreStepResult *result);
+// Replaces values[0..n) (n <= 8) by their mean over the ranks: one all-reduce of n
+// scalars (every rank must call it at the same point). For the global batch's loss and
+// accuracy: the ranks' batches are of equal size, so the mean of their means is the
+// global batch's.
+int dist_train_global_mean(DistTrain *t, float *values, int n);
 // Leaves the world; NULL is fine.
 void dist_train_free(DistTrain *t);
 

@@ -6,8 +6,9 @@ ErrorKind check_cuda_kind(cudaError_t e)
     switch (e) {
     case cudaErrorMemoryAllocation: return ERROR_OUT_OF_MEMORY;
     case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver:
-    case cudaErrorInvalidDevice: return ERROR_NO_DEVICE;
+    case cudaErrorInsufficientDriver: return ERROR_NO_DEVICE;
+    // cudaErrorInvalidDevice (an ordinal past the devices there are) is almost always a
+    // device-index bug, not a fact about the machine: a library error, so a failure.
     default: return ERROR_LIBRARY;
     }
 }

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 enum { ERROR_TEXT = 2048 };
@@ -59,9 +60,20 @@ const char *error_kind_name(ErrorKind k)
     case ERROR_BAD_DATA: return "bad data";
     case ERROR_LIBRARY: return "library";
     case ERROR_BAD_USAGE: return "bad usage";
+    case ERROR_MISSING_TOOL: return "missing tool";
     }
     return "?";
 }
+
+static bool env_is_one(const char *name)
+{
+    const char *v = getenv(name);
+    return v && strcmp(v, "1") == 0;
+}
+
+bool error_expect_gpu(void) { return env_is_one("SUITE_EXPECT_GPU"); }
+
+bool error_in_gpu_check(void) { return env_is_one("SUITE_GPU_CHECK"); }
 
 void error_clear(void)
 {

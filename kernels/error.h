@@ -20,6 +20,8 @@ typedef enum {
     ERROR_BAD_DATA,      // input that is not what it claims (a corrupt JPEG, a bad CSV)
     ERROR_LIBRARY,       // a CUDA, cuDNN, cuBLAS, NCCL or system call failed otherwise
     ERROR_BAD_USAGE,     // a bad argument, flag, environment value or configuration
+    ERROR_MISSING_TOOL,  // a program the run needs is not installed (mpirun): setup installs
+                         // it, so a failure; a skip naming it only under SUITE_GPU_CHECK=1
 } ErrorKind;
 
 // Records "file:line: message" with its kind as this thread's error; returns -1.
@@ -36,8 +38,15 @@ const char *error_message(void);
 ErrorKind error_kind(void);
 // True for the kinds that are facts about the machine: out of memory, no device.
 bool error_is_machine_limit(void);
-// "out of memory", "no device", "I/O", "bad data", "library", "bad usage" ("" for none).
+// "out of memory", "no device", "I/O", "bad data", "library", "bad usage", "missing tool"
+// ("" for none).
 const char *error_kind_name(ErrorKind kind);
+// SUITE_EXPECT_GPU=1 (set by the GPU check): this machine must have a usable CUDA device,
+// so "no CUDA device" fails every test and benchmark instead of skipping them.
+bool error_expect_gpu(void);
+// SUITE_GPU_CHECK=1 (set by the GPU check, which runs where nothing can be installed): a
+// missing tool (ERROR_MISSING_TOOL) is a visible skip naming it instead of a failure.
+bool error_in_gpu_check(void);
 // Forgets this thread's error.
 void error_clear(void);
 

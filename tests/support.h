@@ -9,7 +9,8 @@
 
 #include "kernels/core.h"
 
-// True (after printing "skipped: <reason>") when no CUDA device can be used.
+// True (after printing "skipped: <reason>") when no CUDA device can be used; with
+// SUITE_EXPECT_GPU=1 a missing device fails the running test instead.
 bool test_gpu_missing(void);
 // Inside a cmocka test: skips it, visibly, when there is no GPU.
 #define REQUIRE_GPU() do { if (test_gpu_missing()) skip(); } while (0)

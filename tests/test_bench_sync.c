@@ -162,6 +162,25 @@ static void test_gpu_every_micro_variant_does_the_work(void **state)
     sync_micro_free(&m);
 }
 
+// GPU: no row carries a speedup over "the baseline that ran last" in the process (under
+// random interleaving another repetition's): speedups are the summary's, from the
+// repetitions of both rows. The baseline runs first here (registration order), as the old
+// code needed: a speedup counter would show up.
+static void test_gpu_no_speedup_from_another_run(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    char *csv = test_bench_csv("bench_sync", "--benchmark_min_time=0.01 --benchmark_repetitions=2 "
+                               "--benchmark_filter='^sync/(every_step|every_10)/preset:tiny/batch:8/'");
+    assert_non_null(csv);
+    assert_int_equal(test_csv_column(csv, "speedup"), -1);
+    assert_int_equal(test_csv_column(csv, "baseline_step_ms"), -1);
+    char v[64];
+    assert_true(test_csv_row_value(csv, "sync,every_10", "preset:tiny;batch:8", "status", v, sizeof v));
+    assert_string_equal(v, "ok");
+    free(csv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -171,6 +190,7 @@ int main(void)
         cmocka_unit_test(test_cpu_deferred_reads_equal_baseline_means),
         cmocka_unit_test(test_gpu_deferred_reads_equal_baseline_means),
         cmocka_unit_test(test_gpu_every_micro_variant_does_the_work),
+        cmocka_unit_test(test_gpu_no_speedup_from_another_run),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,6 +38,7 @@
 #include "dist/env.h"
 #include "dist/sampler.h"
 #include "kernels/core.h"
+#include "kernels/gpu_device.h"
 #include "kernels/error.h"
 #include "kernels/synth.h"
 #include "tests/support.h"
@@ -367,7 +368,7 @@ static void train_matches_one_process(const char *data_flags)
 {
     char out[2][128];
     char flags[512];
-    snprintf(flags, sizeof flags, "%s --preset mlp --log-every 20 --backend cpu --warmup 0 --lr-decay constant",
+    snprintf(flags, sizeof flags, "%s --preset mlp --log-every 5 --backend cpu --warmup 0 --lr-decay constant",
              data_flags);
     for (int ddp = 0; ddp < 2; ddp++) {
         snprintf(out[ddp], sizeof out[ddp], "/tmp/test_dist_train_%d_%d.out", (int)getpid(), ddp);
@@ -389,6 +390,25 @@ static void train_matches_one_process(const char *data_flags)
     assert_int_equal(sscanf(e2, "eval: loss %f accuracy %f", &l2, &a2), 2);
     assert_true(fabsf(l1 - l2) <= 2e-4f);
     assert_true(fabsf(a1 - a2) <= 1e-4f);
+    // every logged step: DDP logs the global batch's loss (the mean over the ranks), which
+    // is the one process's loss on the same global batch, not rank 0's local loss
+    int compared = 0;
+    for (const char *p = single; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        int step;
+        float loss;
+        if (sscanf(p, "%d %f", &step, &loss) != 2 || strncmp(p, "train", 5) == 0) continue;
+        char want[32];
+        snprintf(want, sizeof want, "\n%8d ", step);
+        const char *q = strstr(dist, want);
+        assert_non_null(q);
+        int step2;
+        float loss2;
+        assert_int_equal(sscanf(q + 1, "%d %f", &step2, &loss2), 2);
+        if (fabsf(loss - loss2) > 2e-4f + 1e-4f * fabsf(loss))
+            fail_msg("step %d: DDP logged loss %.4f, one process %.4f", step, loss2, loss);
+        compared++;
+    }
+    assert_true(compared > 0);
     free(single);
     free(dist);
     unlink(out[0]);
@@ -417,6 +437,126 @@ static void test_train_images_nproc_per_node_matches_one_process(void **state)
     test_run("rm -rf '%s'", cache);
 }
 
+// ---- bench_ddp: figures across variants come from one run -------------------------------------
+
+// Runs build/bench_ddp with env and args; returns its tidy CSV (malloc'd) whatever its exit
+// status (in *rc), or NULL when it wrote none.
+static char *bench_ddp_csv(const char *env, const char *args, int *rc)
+{
+    char *tmp = test_temp_dir();
+    if (!tmp) return NULL;
+    *rc = test_run("%s '%s/bench_ddp' %s --harness_csv='%s/ddp.csv' >'%s/out.txt' 2>&1", env, test_build_dir(), args,
+                   tmp, tmp);
+    char *csv = test_read_in(tmp, "ddp.csv");
+    if (!csv || *rc != 0) {
+        char *out = test_read_in(tmp, "out.txt");
+        printf("bench_ddp %s: exit status %d; output:\n%s\n", args, *rc, out ? out : "");
+        free(out);
+    }
+    test_remove_tree(tmp);
+    free(tmp);
+    return csv;
+}
+
+// Random interleaving runs rows in any order: a DDP row run alone (no DataParallel or
+// one-process row before it) still checks its parameters against DataParallel's and has
+// its scaling efficiency; the overlapped row alone has hidden_ms, from its own run.
+static void test_bench_ddp_cross_variant_figures_need_no_other_row(void **state)
+{
+    (void)state;
+    if (mpirun_missing()) skip();
+    int rc = 0;
+    char *csv = bench_ddp_csv("", "--backend=cpu --benchmark_filter='ddp_scaling/ddp/.*devices:2' --steps=2", &rc);
+    assert_non_null(csv);
+    assert_int_equal(rc, 0);
+    char v[64];
+    const char *params = "preset:tiny;batch:16;devices:2";
+    assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "status", v, sizeof v));
+    assert_string_equal(v, "ok");
+    assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "param_rel_l2_vs_data_parallel", v, sizeof v));
+    assert_true(v[0] != '\0' && atof(v) <= 1e-4);
+    assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "scaling_efficiency", v, sizeof v));
+    assert_true(v[0] != '\0' && atof(v) > 0);
+    free(csv);
+
+    csv = bench_ddp_csv("", "--backend=cpu --benchmark_filter='ddp_overlap/overlapped/.*bucket_mib:25' --preset=tiny "
+                            "--overlap_steps=2", &rc);
+    assert_non_null(csv);
+    assert_int_equal(rc, 0);
+    const char *p2 = "preset:tiny;batch:4;bucket_mib:25";
+    assert_true(test_csv_row_value(csv, "ddp_overlap,overlapped", p2, "hidden_ms", v, sizeof v));
+    assert_true(v[0] != '\0');
+    assert_true(test_csv_row_value(csv, "ddp_overlap,overlapped", p2, "not_overlapped_step_ms", v, sizeof v));
+    assert_true(atof(v) > 0);
+    free(csv);
+}
+
+// Without mpirun the CPU DDP rows fail naming the missing tool (setup installs Open MPI);
+// only the GPU check (SUITE_GPU_CHECK=1, nothing can be installed there) skips them.
+static void test_bench_ddp_missing_mpirun_is_a_failure(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);  // an empty folder as PATH: no mpirun (system() finds /bin/sh by its path)
+    char env[600];
+    snprintf(env, sizeof env, "PATH='%s'", tmp);
+    int rc = 0;
+    const char *args = "--backend=cpu --benchmark_filter='ddp_scaling/ddp/.*devices:1' --steps=1";
+    char *csv = bench_ddp_csv(env, args, &rc);
+    assert_non_null(csv);
+    assert_int_equal(rc, 1);
+    char v[512];
+    const char *params = "preset:tiny;batch:16;devices:1";
+    assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "status", v, sizeof v));
+    assert_string_equal(v, "error");
+    assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "reason", v, sizeof v));
+    assert_non_null(strstr(v, "missing tool: mpirun"));
+    free(csv);
+
+    snprintf(env, sizeof env, "SUITE_GPU_CHECK=1 PATH='%s'", tmp);
+    csv = bench_ddp_csv(env, args, &rc);
+    assert_non_null(csv);
+    assert_int_equal(rc, 0);
+    assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "status", v, sizeof v));
+    assert_string_equal(v, "skipped");
+    assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "reason", v, sizeof v));
+    assert_non_null(strstr(v, "mpirun"));
+    free(csv);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+// Every all-reduce row is checked element by element (wrong = 0) in place and out of
+// place: over Open MPI here, over NCCL with a GPU, where the input is copied on the
+// all-reduce's own non-blocking stream (a pageable cudaMemcpy on the legacy stream could
+// land after the all-reduce read it: a stale tail, wrong > 0).
+static void test_bench_ddp_allreduce_rows_are_right(void **state)
+{
+    (void)state;
+    if (!gpu_device_available(NULL, 0) && mpirun_missing()) skip();
+    int rc = 0;
+    char *csv = bench_ddp_csv("", "--benchmark_filter=allreduce --allreduce_max_bytes=4194304 --allreduce_iterations=2",
+                              &rc);
+    assert_non_null(csv);
+    assert_int_equal(rc, 0);
+    char v[64];
+    int rows = 0;
+    for (long long bytes = 8; bytes <= 4194304; bytes *= 2) {
+        char params[64];
+        snprintf(params, sizeof params, "bytes:%lld", bytes);
+        for (int inplace = 0; inplace < 2; inplace++) {
+            const char *pv = inplace ? "allreduce,in_place" : "allreduce,out_of_place";
+            assert_true(test_csv_row_value(csv, pv, params, "status", v, sizeof v));
+            if (strcmp(v, "ok") != 0) fail_msg("%s %s: status %s", pv, params, v);
+            assert_true(test_csv_row_value(csv, pv, params, "wrong", v, sizeof v));
+            assert_string_equal(v, "0");
+            rows++;
+        }
+    }
+    assert_int_equal(rows, 2 * 20);
+    free(csv);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--ddp-worker") == 0) return worker(argc, argv);
@@ -437,6 +577,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_hung_rank_trips_the_watchdog),
         cmocka_unit_test(test_train_nproc_per_node_matches_one_process),
         cmocka_unit_test(test_train_images_nproc_per_node_matches_one_process),
+        cmocka_unit_test(test_bench_ddp_cross_variant_figures_need_no_other_row),
+        cmocka_unit_test(test_bench_ddp_missing_mpirun_is_a_failure),
+        cmocka_unit_test(test_bench_ddp_allreduce_rows_are_right),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels/check.h"
 #include "kernels/core.h"
@@ -136,9 +137,55 @@ static void test_modules_report_their_kinds(void **state)
     free(dir);
 }
 
-int main(void)
+// cudaErrorInvalidDevice is a device-index bug, not a fact about the machine: a failure.
+// A missing program (mpirun) has its own kind, neither a machine limit nor a skip.
+static void test_invalid_device_fails_and_missing_tool_has_its_kind(void **state)
 {
+    (void)state;
+    assert_int_equal(check_cuda_kind(cudaErrorInvalidDevice), ERROR_LIBRARY);
+    error_set(ERROR_MISSING_TOOL, "mpirun not found");
+    assert_int_equal(error_kind(), ERROR_MISSING_TOOL);
+    assert_false(error_is_machine_limit());
+    assert_string_equal(error_kind_name(ERROR_MISSING_TOOL), "missing tool");
+    error_clear();
+    setenv("SUITE_GPU_CHECK", "1", 1);
+    setenv("SUITE_EXPECT_GPU", "1", 1);
+    assert_true(error_in_gpu_check());
+    assert_true(error_expect_gpu());
+    setenv("SUITE_GPU_CHECK", "0", 1);
+    unsetenv("SUITE_EXPECT_GPU");
+    assert_false(error_in_gpu_check());
+    assert_false(error_expect_gpu());
+    unsetenv("SUITE_GPU_CHECK");
+}
+
+static void requires_gpu(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+}
+
+// The tests' GPU skip (REQUIRE_GPU) fails under SUITE_EXPECT_GPU=1 on a machine without a
+// usable GPU, and skips (exit 0) without it.
+static void test_expect_gpu_fails_the_gpu_skip(void **state)
+{
+    (void)state;
+    int plain = test_run("/proc/%d/exe --child-require-gpu >/dev/null 2>&1", (int)getpid());
+    int expected = test_run("SUITE_EXPECT_GPU=1 /proc/%d/exe --child-require-gpu >/dev/null 2>&1", (int)getpid());
+    assert_int_equal(plain, 0);
+    if (gpu_device_available(NULL, 0)) assert_int_equal(expected, 0);
+    else assert_int_not_equal(expected, 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--child-require-gpu") == 0) {
+        const struct CMUnitTest child[] = {cmocka_unit_test(requires_gpu)};
+        return cmocka_run_group_tests(child, NULL, NULL);
+    }
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_invalid_device_fails_and_missing_tool_has_its_kind),
+        cmocka_unit_test(test_expect_gpu_fails_the_gpu_skip),
         cmocka_unit_test(test_set_wrap_restore_clear),
         cmocka_unit_test(test_each_thread_has_its_own),
         cmocka_unit_test(test_library_statuses_map_to_kinds),

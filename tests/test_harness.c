@@ -3,12 +3,14 @@
 // default), the skip and failure paths, the reference role, roles and timing in the
 // label, curve points, the tidy CSV's columns, rows and context, and the JSON context.
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <cuda_runtime_api.h>
@@ -17,6 +19,7 @@
 
 #include "bench/context.h"
 #include "bench/harness.h"
+#include "kernels/error.h"
 #include "kernels/gpu_device.h"
 #include "tests/support.h"
 
@@ -320,8 +323,291 @@ static void test_context_library_versions_match_headers(void **state)
         assert_true((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || strchr("._-", *p));
 }
 
-int main(void)
+
+// ---- child programs: this test run again as a benchmark program (--child=MODE) --------------
+
+// Appends "<variant> <iterations>" to $TEST_HARNESS_LOG: what each finished run did.
+static void log_run(const char *variant, int64_t iterations)
 {
+    FILE *f = fopen(getenv("TEST_HARNESS_LOG"), "a");
+    if (!f) return;
+    fprintf(f, "%s %lld\n", variant, (long long)iterations);
+    fclose(f);
+}
+
+static void bench_sleeper(HarnessState *st, void *user)
+{
+    const char *variant = user;
+    while (harness_keep_running(st)) usleep(2000);
+    log_run(variant, harness_max_iterations(st));
+}
+
+// Its third run signals its own process and then works on, as a program cut at a deadline
+// by `timeout --signal=INT`: the harness must keep every repetition finished before.
+static void bench_cut_me(HarnessState *st, void *user)
+{
+    (void)user;
+    static int calls;
+    if (++calls == 3) {
+        kill(getpid(), SIGINT);
+        sleep(20);  // never reached its end: the harness exits
+    }
+    while (harness_keep_running(st)) usleep(1000);
+    log_run("cutter", harness_max_iterations(st));
+}
+
+// Fails its first repetition and skips its second: the row is an error.
+static void bench_fail_then_skip(HarnessState *st, void *user)
+{
+    (void)user;
+    static int calls;
+    if (++calls == 1) harness_fail(st, "first repetition failed");
+    else harness_skip(st, "second repetition skipped");
+}
+
+// Finishes its run but leaves an out-of-memory error in the store, as a library call that
+// failed and was recovered from would.
+static void bench_leaves_error(HarnessState *st, void *user)
+{
+    (void)user;
+    error_set(ERROR_OUT_OF_MEMORY, "left over from an earlier run");
+    while (harness_keep_running(st)) {}
+}
+
+// Must start with an empty error store.
+static void bench_inherits(HarnessState *st, void *user)
+{
+    (void)user;
+    if (error_kind() != ERROR_NONE) {
+        char msg[2200];
+        snprintf(msg, sizeof msg, "the run started with an earlier run's error: %s", error_message());
+        harness_fail(st, msg);
+        return;
+    }
+    while (harness_keep_running(st)) {}
+}
+
+static int child_main(const char *mode, int argc, char **argv)
+{
+    if (strcmp(mode, "cut") == 0) {
+        harness_register(&(HarnessSpec){.practice = "cut", .variant = "auto", .role = HARNESS_BASELINE,
+                                         .timing = HARNESS_TIMING_WALL, .fn = bench_sleeper, .user = "auto",
+                                         .min_time = 0.2});
+        harness_register(&(HarnessSpec){.practice = "cut", .variant = "fixed", .role = HARNESS_TUNED,
+                                         .timing = HARNESS_TIMING_MANUAL, .fn = bench_sleeper, .user = "fixed",
+                                         .iterations = 2});
+        harness_register(&(HarnessSpec){.practice = "cut", .variant = "cutter", .role = HARNESS_TUNED,
+                                         .timing = HARNESS_TIMING_WALL, .fn = bench_cut_me, .iterations = 1});
+    } else if (strcmp(mode, "errors") == 0) {
+        harness_register(&(HarnessSpec){.practice = "errors", .variant = "fail_then_skip", .role = HARNESS_TUNED,
+                                         .timing = HARNESS_TIMING_WALL, .fn = bench_fail_then_skip, .iterations = 1});
+        harness_register(&(HarnessSpec){.practice = "errors", .variant = "leaves_error", .role = HARNESS_BASELINE,
+                                         .timing = HARNESS_TIMING_WALL, .fn = bench_leaves_error, .iterations = 1});
+        harness_register(&(HarnessSpec){.practice = "errors", .variant = "inherits", .role = HARNESS_TUNED,
+                                         .timing = HARNESS_TIMING_WALL, .fn = bench_inherits, .iterations = 1});
+        harness_register(&(HarnessSpec){.practice = "errors", .variant = "gpu_only", .role = HARNESS_TUNED,
+                                         .timing = HARNESS_TIMING_WALL, .fn = bench_skipper, .iterations = 1});
+    } else {
+        fprintf(stderr, "test_harness: unknown --child=%s\n", mode);
+        return 2;
+    }
+    return harness_main(argc, argv);
+}
+
+// Runs this test as child MODE with args; its CSV is tmp/MODE.csv. Returns the exit status.
+static int run_child(const char *dir, const char *mode, const char *env, const char *args)
+{
+    return test_run("cd '%s' && %s TEST_HARNESS_LOG='%s/%s.log' /proc/%d/exe --child=%s --harness_csv='%s/%s.csv' %s "
+                    ">'%s/%s.out' 2>&1",
+                    dir, env, dir, mode, (int)getpid(), mode, dir, mode, args, dir, mode);
+}
+
+// Column `name` of the tidy row of variant in csv (a whole file), or "" when absent.
+static void row_value(const char *csv, const char *variant, const char *name, char *out, size_t size)
+{
+    out[0] = '\0';
+    int vcol = test_csv_column(csv, "variant"), col = test_csv_column(csv, name);
+    const char *p = strchr(csv, '\n');
+    char line[8192], v[128];
+    while (p && *++p) {
+        const char *end = strchr(p, '\n');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n >= sizeof line) n = sizeof line - 1;
+        memcpy(line, p, n);
+        line[n] = '\0';
+        if (test_csv_field(line, vcol, v, sizeof v) && strcmp(v, variant) == 0) {
+            test_csv_field(line, col, out, size);
+            return;
+        }
+        p = end;
+    }
+}
+
+// Rows of variant in a reps CSV.
+static int reps_rows(const char *reps, const char *variant)
+{
+    int vcol = test_csv_column(reps, "variant"), n = 0;
+    const char *p = strchr(reps, '\n');
+    char line[8192], v[128];
+    while (p && *++p) {
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len >= sizeof line) len = sizeof line - 1;
+        memcpy(line, p, len);
+        line[len] = '\0';
+        if (test_csv_field(line, vcol, v, sizeof v) && strcmp(v, variant) == 0) n++;
+        p = end;
+    }
+    return n;
+}
+
+// A program cut by SIGINT in the middle of its randomly interleaved repetitions keeps every
+// repetition it finished (Google Benchmark 1.7.1 reports an instance only after its last
+// one), marks the unfinished rows partial, writes FILE.partial and exits with 128 + 2.
+static void test_cut_keeps_every_finished_repetition(void **state)
+{
+    (void)state;
+    char *dir = test_temp_dir();
+    assert_non_null(dir);
+    char args[700];
+    snprintf(args, sizeof args, "--benchmark_repetitions=4 --benchmark_enable_random_interleaving=true "
+             "--benchmark_out='%s/cut.json' --benchmark_out_format=json", dir);
+    int rc = run_child(dir, "cut", "", args);
+    char *out = test_read_in(dir, "cut.out");
+    if (rc != 130) fprintf(stderr, "exit %d; output:\n%s\n", rc, out ? out : "(none)");
+    assert_int_equal(rc, 130);
+    char *csv = test_read_in(dir, "cut.csv"), *reps = test_read_in(dir, "cut.reps.csv");
+    char *partial = test_read_in(dir, "cut.partial"), *log = test_read_in(dir, "cut.log");
+    assert_non_null(csv);
+    assert_non_null(reps);
+    assert_non_null(partial);
+    assert_non_null(log);
+    // What finished, from the runs' own log: every run of the fixed-count instances is a
+    // repetition; of the auto-count one, the runs with its settled (last) count.
+    int fixed = 0, cutter = 0, auto_final = 0;
+    long long auto_last = -1;
+    for (const char *p = log; p && *p;) {
+        char v[32];
+        long long it;
+        if (sscanf(p, "%31s %lld", v, &it) == 2) {
+            if (strcmp(v, "fixed") == 0) fixed++;
+            if (strcmp(v, "cutter") == 0) cutter++;
+            if (strcmp(v, "auto") == 0) {
+                auto_final = it == auto_last ? auto_final + 1 : 1;
+                auto_last = it;
+            }
+        }
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    // the JSON is closed, with the instances Google Benchmark had reported whole
+    char *json = test_read_in(dir, "cut.json");
+    assert_non_null(json);
+    size_t n = strlen(json);
+    while (n > 0 && (json[n - 1] == '\n' || json[n - 1] == ' ')) n--;
+    assert_true(n > 0 && json[n - 1] == '}');
+    assert_non_null(strstr(json, "\"benchmarks\": ["));
+    free(json);
+    assert_int_equal(cutter, 2);
+    assert_int_equal(reps_rows(reps, "cutter"), 2);
+    assert_int_equal(reps_rows(reps, "fixed"), fixed);
+    assert_int_equal(reps_rows(reps, "auto"), auto_final);
+    int done = -1, planned = -1;
+    assert_int_equal(sscanf(partial, "%d %d", &done, &planned), 2);
+    assert_int_equal(planned, 3 * 4);
+    assert_int_equal(done, 2 + fixed + auto_final);
+    char status[32], reps_col[32], time_col[64];
+    row_value(csv, "cutter", "status", status, sizeof status);
+    assert_string_equal(status, "partial");
+    row_value(csv, "cutter", "repetitions", reps_col, sizeof reps_col);
+    assert_string_equal(reps_col, "2");
+    row_value(csv, "cutter", "time", time_col, sizeof time_col);
+    assert_true(atof(time_col) > 0);
+    for (const char *v = "fixed"; v; v = strcmp(v, "fixed") == 0 ? "auto" : NULL) {
+        row_value(csv, v, "status", status, sizeof status);
+        row_value(csv, v, "repetitions", reps_col, sizeof reps_col);
+        // none done (the shuffle put them all after the cut): no row; all 4 done and
+        // reported by Google Benchmark: ok; fewer: partial
+        if (reps_rows(reps, v) == 0) {
+            assert_string_equal(status, "");
+        } else if (strcmp(status, "ok") != 0) {
+            assert_string_equal(status, "partial");
+            assert_true(atoi(reps_col) < 4);
+        }
+    }
+    free(out); free(csv); free(reps); free(partial); free(log);
+    test_remove_tree(dir);
+    free(dir);
+}
+
+// A finished run leaves no FILE.partial and no partial rows.
+static void test_finished_run_is_not_partial(void **state)
+{
+    (void)state;
+    char *dir = test_temp_dir();
+    assert_non_null(dir);
+    int rc = run_child(dir, "cut", "", "--benchmark_repetitions=2 --benchmark_filter='cut/(auto|fixed)'");
+    assert_int_equal(rc, 0);
+    char *csv = test_read_in(dir, "cut.csv"), *partial = test_read_in(dir, "cut.partial");
+    assert_non_null(csv);
+    assert_null(partial);
+    assert_null(strstr(csv, ",partial,"));
+    char status[32];
+    row_value(csv, "auto", "status", status, sizeof status);
+    assert_string_equal(status, "ok");
+    free(csv);
+    test_remove_tree(dir);
+    free(dir);
+}
+
+// An error in any repetition makes the row an error (a later skip does not hide it); the
+// error store is empty at the start of every run; SUITE_EXPECT_GPU=1 turns a skip on a
+// machine without a GPU into a failure.
+static void test_errors_are_errors(void **state)
+{
+    (void)state;
+    char *dir = test_temp_dir();
+    assert_non_null(dir);
+    int rc = run_child(dir, "errors", "", "--benchmark_repetitions=2");
+    assert_int_equal(rc, 1);
+    char *csv = test_read_in(dir, "errors.csv");
+    assert_non_null(csv);
+    char status[32], reason[256];
+    row_value(csv, "fail_then_skip", "status", status, sizeof status);
+    row_value(csv, "fail_then_skip", "reason", reason, sizeof reason);
+    assert_string_equal(status, "error");
+    assert_string_equal(reason, "first repetition failed");
+    row_value(csv, "inherits", "status", status, sizeof status);
+    assert_string_equal(status, "ok");
+    row_value(csv, "gpu_only", "status", status, sizeof status);
+    assert_string_equal(status, "skipped");
+    free(csv);
+
+    rc = run_child(dir, "errors", "SUITE_EXPECT_GPU=1", "--benchmark_filter=gpu_only");
+    csv = test_read_in(dir, "errors.csv");
+    assert_non_null(csv);
+    row_value(csv, "gpu_only", "status", status, sizeof status);
+    row_value(csv, "gpu_only", "reason", reason, sizeof reason);
+    if (gpu_device_available(NULL, 0)) {
+        assert_string_equal(status, "skipped");  // a GPU is here: the skip is the benchmark's own
+        assert_int_equal(rc, 0);
+    } else {
+        assert_string_equal(status, "error");
+        assert_non_null(strstr(reason, "SUITE_EXPECT_GPU=1"));
+        assert_int_equal(rc, 1);
+    }
+    free(csv);
+    test_remove_tree(dir);
+    free(dir);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strncmp(argv[1], "--child=", 8) == 0) {
+        const char *mode = argv[1] + 8;
+        argv[1] = argv[0];  // the child's own arguments follow
+        return child_main(mode, argc - 1, argv + 1);
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_spec_is_refused),
         cmocka_unit_test(test_exit_status_reports_the_broken_benchmark),
@@ -332,6 +618,9 @@ int main(void)
         cmocka_unit_test(test_bad_flags_are_refused),
         cmocka_unit_test(test_json_keeps_google_benchmark_format_and_context),
         cmocka_unit_test(test_context_library_versions_match_headers),
+        cmocka_unit_test(test_cut_keeps_every_finished_repetition),
+        cmocka_unit_test(test_finished_run_is_not_partial),
+        cmocka_unit_test(test_errors_are_errors),
     };
     return cmocka_run_group_tests(tests, run_harness, cleanup);
 }

@@ -365,10 +365,22 @@ static void test_class_count_follows_dataset(void **state)
     free(dir);
 }
 
+// --help says what the loss logged under --ddp is: the global batch's (the mean over the
+// ranks, one all-reduce per logged step), not rank 0's local loss (tests/test_dist_ddp.c
+// checks the logged values against one process).
+static void test_help_says_ddp_logs_the_global_loss(void **state)
+{
+    (void)state;
+    const char *says[] = {"logged every --log-every steps are", "the global batch's: the mean over the ranks",
+                          "not rank 0's"};
+    assert_help_mentions(says, sizeof says / sizeof says[0]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_help_lists_every_practice),
+        cmocka_unit_test(test_help_says_ddp_logs_the_global_loss),
         cmocka_unit_test(test_bad_value_is_refused),
         cmocka_unit_test(test_bad_number_is_refused),
         cmocka_unit_test(test_too_large_is_a_clear_error),
