@@ -1,8 +1,8 @@
 // bench_amp.c: mixed precision (torch.autocast + GradScaler), bf16 and TF32.
 // Micro, GPU (CUDA events around each call alone, warm caches: the same operands every
 // iteration):
-//   amp_gemm/*: one cuBLAS GEMM, square n = m = k from 1024 to 16384, strict fp32 (the
-//     baseline: PyTorch's default for matmuls) vs TF32, fp16 and bf16 (fp32 accumulate);
+//   amp_gemm/*: one cuBLAS GEMM, square n = m = k in 1024..16384 (with 10240, the size of
+//     the TF32 claim), strict fp32 (the baseline: PyTorch's default for matmuls) vs TF32, fp16 and bf16 (fp32 accumulate);
 //     TFLOP/s and the fraction of the GPU's dense peak for that type (bench/amp_peak.c);
 //     sampled entries checked against the exact product (amp_gemm.h states tolerances);
 //     fp32_strict and tf32 also run the strict-fp32 probe (bench/amp_probe.h: operands TF32
@@ -15,7 +15,8 @@
 //     strict-fp32 probe too (probe_err; a strict row at or above the limit fails).
 // Macro, GPU (wall clock over 10 steps ending in a synchronize, through the practice
 //   driver): amp/* (NCHW) and amp_nhwc/* (channels_last): training steps of each preset,
-//   fp32 (baseline) vs tf32, fp16 + GradScaler, bf16; amp_tf32/*: strict fp32 vs TF32.
+//   fp32 (baseline) vs tf32, fp16 + GradScaler, bf16; amp_tf32/*: strict fp32 vs TF32;
+//   amp_strict/*: strict fp32 vs fp16 and bf16 (the mixed-precision guides' baseline).
 //   Step time, images/s, peak memory; the update after 3 steps is checked against the
 //   baseline's (relative L2 of its update <= MACRO_TOLERANCE), and an fp16 run must not skip
 //   more steps than GradScaler's start-up explains (the driver's skipped_steps).
@@ -95,6 +96,13 @@ static const PracticeVariant macro_nhwc[] = {
 static const PracticeVariant macro_tf32[] = {
     {"fp32_strict", HARNESS_BASELINE, fp32_strict, NULL},
     {"tf32", HARNESS_TUNED, tf32, NULL},
+};
+// fp16/bf16 against strict fp32: the mixed-precision guides' baseline (their Volta GPUs
+// have no TF32, so their fp32 is strict), beside `amp`'s PyTorch-default fp32.
+static const PracticeVariant macro_strict[] = {
+    {"fp32_strict", HARNESS_BASELINE, fp32_strict, NULL},
+    {"fp16", HARNESS_TUNED, fp16, NULL},
+    {"bf16", HARNESS_TUNED, bf16, NULL},
 };
 static const PracticeVariant parity_variants[] = {
     {"fp32", HARNESS_BASELINE, fp32, NULL},
@@ -653,7 +661,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 4; i++) {
         HarnessRole role = i == 0 ? HARNESS_BASELINE : HARNESS_TUNED;
         register_micro("amp_gemm", math_variant[i], role, bench_gemm_square, &gemm_maths[i],
-                       (HarnessAxis){"size", "1024:16384:*2", false}, (HarnessAxis){0}, (HarnessAxis){0},
+                       (HarnessAxis){"size", "1024,2048,4096,8192,10240,16384", false}, (HarnessAxis){0}, (HarnessAxis){0},
                        (HarnessAxis){0});
         register_micro("amp_gemm_linear", math_variant[i], role, bench_gemm_linear, &gemm_maths[i],
                        (HarnessAxis){"preset", all_presets, true}, (HarnessAxis){"batch", "0", false},
@@ -681,6 +689,8 @@ int main(int argc, char **argv)
          .label = "NHWC (channels_last); fp32 = PyTorch's default (TF32 convolutions, strict fp32 GEMMs)"},
         {.name = "amp_tf32", .variants = macro_tf32, .variant_count = 2,
          .label = "NCHW; strict fp32 everywhere vs TF32 in convolutions and GEMMs"},
+        {.name = "amp_strict", .variants = macro_strict, .variant_count = 3,
+         .label = "NCHW; strict fp32 everywhere vs fp16/bf16 autocast"},
     };
     static const PracticeHooks macro_hooks = {NULL, NULL, macro_finish, NULL};
     for (size_t i = 0; i < sizeof macro / sizeof macro[0]; i++) {

@@ -97,7 +97,8 @@ static void test_lists_every_variant(void **state)
         "amp_conv/fp32/shape:c3h224k64r7s4/pass:fwd/layout:nchw/", "amp_conv/fp16/shape:c512h7k512r3s1/pass:bwd_filter/layout:nhwc/",
         "amp_conv/bf16/shape:c64h56k128r1s2/pass:bwd_data/", "amp_conv_tf32/fp32_strict/", "amp_conv_tf32/tf32/",
         "amp/fp32/preset:tiny/", "amp/tf32/", "amp/fp16/preset:resnet18/", "amp/bf16/", "amp_nhwc/fp16/",
-        "amp_tf32/fp32_strict/", "amp_tf32/tf32/", "amp_parity/fp32/preset:tiny/", "amp_parity/fp16/",
+        "amp_tf32/fp32_strict/", "amp_tf32/tf32/", "amp_strict/fp32_strict/", "amp_strict/fp16/preset:tiny/",
+        "amp_strict/bf16/", "amp_gemm/tf32/size:10240/", "amp_parity/fp32/preset:tiny/", "amp_parity/fp16/",
         "amp_parity/bf16/", "amp_scaler/unscale_then_clip/", "amp_scaler/clip_scaled_grads/",
         "amp_scaler_cost/fp16/preset:small/"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
