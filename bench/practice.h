@@ -158,7 +158,9 @@ bool practice_backend(HarnessState *st, bool gpu_only, CoreBackend *out);
 // with a usable GPU. For defaults that differ between a GPU and a CPU (which presets fit).
 bool practice_on_gpu(void);
 // Ends a run on this thread's error: a skip for out of memory or no device, else a
-// failure; `what` says what was being done.
+// failure (a missing tool such as mpirun skips only under SUITE_GPU_CHECK=1, where nothing
+// can be installed; SUITE_EXPECT_GPU=1 makes no device a failure); `what` says what was
+// being done.
 void practice_fail_or_skip(HarnessState *st, const char *what);
 // True (after skipping the run with the reason) when no CUDA device can be used.
 bool practice_skip_without_gpu(HarnessState *st);

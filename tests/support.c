@@ -28,6 +28,14 @@ bool test_gpu_missing(void)
     return true;
 }
 
+bool test_gpu_present(void)
+{
+    char why[256];
+    if (gpu_device_available(why, sizeof why)) return true;
+    if (error_expect_gpu()) fail_msg("SUITE_EXPECT_GPU=1 but %s", why);
+    return false;
+}
+
 const char *test_suite_root(void)
 {
     const char *r = getenv("SUITE_ROOT");

@@ -14,6 +14,9 @@
 bool test_gpu_missing(void);
 // Inside a cmocka test: skips it, visibly, when there is no GPU.
 #define REQUIRE_GPU() do { if (test_gpu_missing()) skip(); } while (0)
+// Whether a CUDA device can be used, for tests whose expectations differ with and without
+// one (GPU rows run or skip); with SUITE_EXPECT_GPU=1 a missing device fails the test.
+bool test_gpu_present(void);
 
 // The repository root: $SUITE_ROOT, or "." when unset.
 const char *test_suite_root(void);

@@ -163,7 +163,7 @@ static void test_cpu_parity_and_grad_scaler(void **state)
 // one is a cmocka skip); with one, they run and check out (and this one is a cmocka skip).
 static void gpu_families(bool want_gpu)
 {
-    bool gpu = gpu_device_available(NULL, 0);
+    bool gpu = test_gpu_present();
     if (gpu != want_gpu) {
         printf("skipped: %s\n", gpu ? "a CUDA device is present (its runs are checked by the GPU test)"
                                      : "no CUDA device (GPU runs of amp_gemm, amp_conv and amp checked only with one)");

@@ -51,7 +51,7 @@ static void test_rows_run_or_skip(void **state)
     char *csv = test_bench_csv(PROGRAM, "--preset=tiny --capture_steps=3 --dynamic_steps=8 "
                                         "--harness_axis=every=2 --benchmark_min_time=0.01");
     assert_non_null(csv);
-    bool gpu = gpu_device_available(NULL, 0);
+    bool gpu = test_gpu_present();
     char why[512];
     int rows = test_rows_ok_or_skipped(csv, gpu, why, sizeof why);
     if (rows < 0) fail_msg("%s", why);

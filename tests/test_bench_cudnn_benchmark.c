@@ -119,7 +119,7 @@ static void test_runs_cpu_part_and_skips_or_runs_cudnn_parts(void **state)
         {"cudnn_benchmark_regret,fastest", "preset:tiny;batch:0;pass:fwd;conv:0"},
         {"cudnn_benchmark_regret,engine_search", "preset:tiny;batch:0;pass:fwd;conv:0"},
     };
-    bool gpu = gpu_device_available(NULL, 0);
+    bool gpu = test_gpu_present();
     for (size_t i = 0; i < sizeof gpu_rows / sizeof gpu_rows[0]; i++) {
         if (!test_csv_row_value(csv, gpu_rows[i][0], gpu_rows[i][1], "status", v, sizeof v))
             fail_msg("no row %s %s", gpu_rows[i][0], gpu_rows[i][1]);

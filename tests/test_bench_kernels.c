@@ -69,7 +69,7 @@ static void test_rows_validate_or_skip(void **state)
     char *csv = test_bench_csv("bench_kernels", "--benchmark_filter='shape:n32c16h8w8/|shape:n32c128h1w1/' "
                                "--benchmark_min_time=0.005 --threads=1");
     assert_non_null(csv);
-    bool gpu = gpu_device_available(NULL, 0);
+    bool gpu = test_gpu_present();
     char why[512];
     int rows = test_rows_ok_or_skipped(csv, gpu, why, sizeof why);
     if (rows < 0) {

@@ -45,7 +45,7 @@ static void test_runs_or_skips_with_reason(void **state)
     int status = test_csv_column(csv, "status"), reason = test_csv_column(csv, "reason"),
         wrong = test_csv_column(csv, "wrong"), variant = test_csv_column(csv, "variant");
     assert_true(status >= 0 && reason >= 0 && variant >= 0);
-    bool gpu = gpu_device_available(NULL, 0);
+    bool gpu = test_gpu_present();
     char why[512];
     int rows = test_rows_ok_or_skipped(csv, gpu, why, sizeof why);
     if (rows < 0) fail_msg("%s", why);

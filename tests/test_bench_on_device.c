@@ -42,7 +42,7 @@ static void test_lists_every_variant(void **state)
 static void test_runs_or_skips_with_reason(void **state)
 {
     (void)state;
-    bool gpu = gpu_device_available(NULL, 0);
+    bool gpu = test_gpu_present();
     char *csv = test_bench_csv("bench_on_device",
                                "--benchmark_min_time=0.01 --benchmark_filter='^(on_device/device_built/preset:tiny|"
                                "on_device/host_built/preset:tiny|on_device_randn/device/bytes:4096|"

@@ -45,7 +45,7 @@ static void test_runs_or_skips_with_reason(void **state)
     char status[32], reason[256], wrong[32];
     assert_true(test_csv_field(row + 1, test_csv_column(csv, "status"), status, sizeof status));
     assert_true(test_csv_field(row + 1, test_csv_column(csv, "reason"), reason, sizeof reason));
-    if (gpu_device_available(NULL, 0)) {
+    if (test_gpu_present()) {
         assert_string_equal(status, "ok");
         assert_true(test_csv_field(row + 1, test_csv_column(csv, "wrong_bytes"), wrong, sizeof wrong));
         assert_string_equal(wrong, "0");

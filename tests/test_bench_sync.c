@@ -46,7 +46,7 @@ static void test_lists_every_variant(void **state)
 static void test_runs_or_skips_with_reason(void **state)
 {
     (void)state;
-    bool gpu = gpu_device_available(NULL, 0);
+    bool gpu = test_gpu_present();
     char *csv = test_bench_csv("bench_sync", "--benchmark_min_time=0.01 "
                                "--benchmark_filter='^(sync/every_10/preset:tiny/batch:8|sync_micro/nonzero/kernels:4|"
                                "sync_hidden_alloc/malloc_free/kernels:4)/'");

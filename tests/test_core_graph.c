@@ -82,7 +82,7 @@ static void test_cuda_graph_auto_backend(void **state)
     cfg.cuda_graph = true;
     cfg.batch_size = 4;
     Core *core = NULL;
-    if (gpu_device_available(NULL, 0)) {
+    if (test_gpu_present()) {
         assert_int_equal(core_create(&cfg, &core), 0);
         CoreStats st;
         assert_int_equal(core_stats(core, &st), 0);
