@@ -210,7 +210,9 @@ static void bench_gpu(HarnessState *st, void *user)
     if (rc == 0) rc = kb_gpu_create(kc, storage, nhwc, f->impl, &g);
     if (rc == 0) rc = kb_gpu_run(g, &seconds);  // untimed: the run validated
     if (rc == 0) rc = kb_gpu_outputs(g, got);
-    if (rc != 0) {
+    if (rc != 0 && f->impl == KB_IMPL_CUDNN && kb_gpu_cudnn_refusal()) {
+        harness_skip(st, kb_gpu_cudnn_refusal());
+    } else if (rc != 0) {
         practice_fail_or_skip(st, f->impl == KB_IMPL_CUDNN ? "cuDNN's batch norm" : "the kernel");
     } else if (validate(st, kc, got, storage, &err)) {
         while (rc == 0 && harness_keep_running(st)) {

@@ -35,6 +35,28 @@ struct KbGpu {
     char note[160];
 };
 
+// Why cuDNN refused the last bf16 batch norm of this thread ("" when it did not): set by
+// kb_gpu_create and kb_gpu_run, read through kb_gpu_cudnn_refusal.
+static __thread char cudnn_refusal[256];
+
+// cuDNN's legacy batch norm may reject bf16 (NCHW especially; PyTorch then runs its own
+// kernel): a fact about the library, which the row reports as a skip naming cuDNN's status.
+// Only the NOT_SUPPORTED and BAD_PARAM families (cuDNN 9: 3xxx and 2xxx) on bf16 count;
+// anything else, or any status on fp32/fp16, stays a failure.
+static int cudnn_check_bf16(const KbGpu *k, cudnnStatus_t s, const char *file, int line, const char *call)
+{
+    if (s == CUDNN_STATUS_SUCCESS) return 0;
+    int family = (int)s / 1000;
+    if (k->dt == DT_BF16 && (family == 2 || family == 3))
+        snprintf(cudnn_refusal, sizeof cudnn_refusal, "cuDNN %d refuses bf16 batch norm (%s: %s, status %d)",
+                 (int)cudnnGetVersion(), call, cudnnGetErrorString(s), (int)s);
+    return check_cudnn_failed(s, file, line, call);
+}
+#define CUDNN_BF16_TRY(k, call) do { cudnnStatus_t s_ = (call); \
+    if (s_ != CUDNN_STATUS_SUCCESS) return cudnn_check_bf16((k), s_, __FILE__, __LINE__, #call); } while (0)
+
+const char *kb_gpu_cudnn_refusal(void) { return cudnn_refusal[0] ? cudnn_refusal : NULL; }
+
 static DType storage_dtype(int storage) { return storage == 1 ? DT_F16 : storage == 2 ? DT_BF16 : DT_F32; }
 
 void kb_gpu_free(KbGpu *k)
@@ -88,12 +110,12 @@ static int cudnn_setup(KbGpu *k)
     CUDNN_TRY(cudnnSetStream(k->dnn, k->s));
     CUDNN_TRY(cudnnCreateTensorDescriptor(&k->xdesc));
     CUDNN_TRY(cudnnCreateTensorDescriptor(&k->pdesc));
-    CUDNN_TRY(cudnnSetTensor4dDescriptor(k->xdesc, k->g.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-                                         dtype_cudnn(k->dt), k->g.n, k->g.c, k->g.hw, 1));
+    CUDNN_BF16_TRY(k, cudnnSetTensor4dDescriptor(k->xdesc, k->g.nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+                                                 dtype_cudnn(k->dt), k->g.n, k->g.c, k->g.hw, 1));
     // PyTorch: SPATIAL_PERSISTENT for channels_last training, SPATIAL otherwise
     k->mode = k->g.nhwc && kern != KB_BN_FWD_INFER ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT
                                                    : CUDNN_BATCHNORM_SPATIAL;
-    CUDNN_TRY(cudnnDeriveBNTensorDescriptor(k->pdesc, k->xdesc, k->mode));
+    CUDNN_BF16_TRY(k, cudnnDeriveBNTensorDescriptor(k->pdesc, k->xdesc, k->mode));
     return 0;
 }
 
@@ -123,10 +145,10 @@ static int launch_cudnn(KbGpu *k)
     cudnnStatus_t st = cudnn_call(k);
     if (st == CUDNN_STATUS_NOT_SUPPORTED && k->mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT) {
         k->mode = CUDNN_BATCHNORM_SPATIAL;  // what PyTorch would fall back to as well
-        CUDNN_TRY(cudnnDeriveBNTensorDescriptor(k->pdesc, k->xdesc, k->mode));
+        CUDNN_BF16_TRY(k, cudnnDeriveBNTensorDescriptor(k->pdesc, k->xdesc, k->mode));
         st = cudnn_call(k);
     }
-    CUDNN_TRY(st);
+    CUDNN_BF16_TRY(k, st);
     snprintf(k->note, sizeof k->note, "cuDNN %d legacy batch norm, %s", (int)cudnnGetVersion(),
              k->mode == CUDNN_BATCHNORM_SPATIAL_PERSISTENT ? "CUDNN_BATCHNORM_SPATIAL_PERSISTENT"
                                                            : "CUDNN_BATCHNORM_SPATIAL");
@@ -208,6 +230,7 @@ static int setup(KbGpu *k, int storage, bool nhwc)
 int kb_gpu_create(const KbCase *kc, int storage, bool nhwc, KbImpl impl, KbGpu **out)
 {
     *out = NULL;
+    cudnn_refusal[0] = '\0';
     KbGpu *k = (KbGpu *)calloc(1, sizeof *k);
     if (!k) return error_set(ERROR_OUT_OF_MEMORY, "bench_kernels: host");
     k->kc = kc;
@@ -222,6 +245,7 @@ int kb_gpu_create(const KbCase *kc, int storage, bool nhwc, KbImpl impl, KbGpu *
 
 int kb_gpu_run(KbGpu *k, double *seconds)
 {
+    cudnn_refusal[0] = '\0';
     TRY(gpu_timer_start_cold(&k->timer, &k->flush, k->s));
     TRY(launch(k));
     return gpu_timer_stop(&k->timer, k->s, seconds);

@@ -31,6 +31,9 @@ int kb_gpu_run(KbGpu *g, double *seconds);
 // For copy_grad_accum the output is valid after the first run only (dx keeps accumulating).
 int kb_gpu_outputs(KbGpu *g, float *out[KB_MAX_OUT]);
 void kb_gpu_free(KbGpu *g);
+// After kb_gpu_create or kb_gpu_run failed: why cuDNN refused a bf16 batch norm (its status
+// named), when that was the failure; else NULL. The row then skips (a fact about cuDNN).
+const char *kb_gpu_cudnn_refusal(void);
 // What the implementation ran, for the label (cuDNN's batch-norm mode; "ours").
 const char *kb_gpu_note(const KbGpu *g);
 // The device's peak DRAM bandwidth in bytes/s from its attributes (memory clock x bus width
