@@ -4,7 +4,7 @@
 Builds the network of kernels/model.c for a preset (stem conv + BN + ReLU, basic blocks
 with 1x1 projection shortcuts, global average pooling, linear; or the MLP) and loads the
 core's initial parameters and batch from the folder written by `steptime --dump DIR`
-(layout: the header of bench/steptime_main.c). Two commands:
+(layout: the header of bench/tools/steptime_main.c). Two commands:
 
   check DIR...   replays what the core did, in PyTorch on the CPU, and compares (exit 1 on
                  any disagreement, naming the quantity and the worst tensor):
@@ -321,7 +321,7 @@ def worst(named, mine, core):
 
 
 def steptime_parser():
-    """steptime's flags (bench/steptime_main.c usage), parsed here independently of it."""
+    """steptime's flags (bench/tools/steptime_main.c usage), parsed here independently of it."""
     ap = argparse.ArgumentParser(prog="steptime", add_help=False, allow_abbrev=False)
     for flag in ("--preset", "--backend", "--precision", "--layout", "--zero-grad", "--conv-algo",
                  "--readback", "--dump", "--input", "--inject-inf"):

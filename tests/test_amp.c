@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/amp_probe.h"
+#include "bench/amp/amp_probe.h"
 #include "kernels/amp.h"
 #include "kernels/core.h"
 #include "kernels/layers_cpu.h"

@@ -21,9 +21,9 @@
 
 #include <cmocka.h>
 
-#include "bench/amp_conv.h"
-#include "bench/amp_peak.h"
-#include "bench/amp_scaler.h"
+#include "bench/amp/amp_conv.h"
+#include "bench/amp/amp_peak.h"
+#include "bench/amp/amp_scaler.h"
 #include "kernels/gpu_device.h"
 #include "kernels/layers_cpu.h"
 #include "tests/support.h"

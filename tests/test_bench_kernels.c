@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "bench/kernels_case.h"
+#include "bench/core_kernels/kernels_case.h"
 #include "kernels/gpu_device.h"
 #include "tests/support.h"
 

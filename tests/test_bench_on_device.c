@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "bench/fill_check.h"
-#include "bench/on_device.h"
+#include "bench/on_device/fill_check.h"
+#include "bench/on_device/on_device.h"
 #include "kernels/error.h"
 #include "kernels/gpu_device.h"
 #include "tests/support.h"

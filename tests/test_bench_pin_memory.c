@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "bench/transfer.h"
+#include "bench/driver/transfer.h"
 #include "kernels/check.h"
 #include "kernels/gpu_device.h"
 #include "tests/support.h"

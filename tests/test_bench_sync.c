@@ -1,6 +1,6 @@
 // test_bench_sync.c: the sync practice. Always (CPU): the program lists every variant and,
 // without a GPU, skips each kind of run with "no CUDA device" and exits 0; the loss check
-// (bench/sync_losses.h) accepts equal windows and catches a wrong, missing or NaN read,
+// (bench/sync/sync_losses.h) accepts equal windows and catches a wrong, missing or NaN read,
 // and run on the CPU backend's deferred read-back it finds every read equal to the
 // baseline's means, and refuses a baseline that does not read every step. With a GPU:
 // every micro variant does the same work (the count kernel's result), prints when it
@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "bench/sync_losses.h"
-#include "bench/sync_micro.h"
+#include "bench/sync/sync_losses.h"
+#include "bench/sync/sync_micro.h"
 #include "kernels/core.h"
 #include "kernels/error.h"
 #include "kernels/gpu_device.h"

@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "bench/harness.h"
+#include "bench/driver/harness.h"
 #include "kernels/check.h"
 #include "kernels/core.h"
 #include "kernels/cpu_pool.h"

@@ -17,8 +17,8 @@
 #include <cudnn.h>
 #include <nccl.h>
 
-#include "bench/context.h"
-#include "bench/harness.h"
+#include "bench/driver/context.h"
+#include "bench/driver/harness.h"
 #include "kernels/error.h"
 #include "kernels/gpu_device.h"
 #include "tests/support.h"

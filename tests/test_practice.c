@@ -1,4 +1,4 @@
-// test_practice.c: the practice driver (bench/practice.h) on the CPU backend, through one
+// test_practice.c: the practice driver (bench/driver/practice.h) on the CPU backend, through one
 // harness run of practices made for the test: a variant that computes what the baseline
 // does passes the check (wrong = 0); one that trains differently is a failed run with
 // wrong = 1; a batch far beyond the machine's memory is "skipped: out of memory"; a bad
@@ -16,8 +16,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/harness.h"
-#include "bench/practice.h"
+#include "bench/driver/harness.h"
+#include "bench/driver/practice.h"
 #include "kernels/synth.h"
 #include "tests/support.h"
 

@@ -17,8 +17,8 @@
 #include <cmocka.h>
 #include <math.h>
 
-#include "bench/harness.h"
-#include "bench/practice.h"
+#include "bench/driver/harness.h"
+#include "bench/driver/practice.h"
 #include "tests/support.h"
 
 // ---- the practices of this program's `practice` mode -------------------------------------------

@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "bench/harness.h"
+#include "bench/driver/harness.h"
 #include "tests/support.h"
 
 // The claims table and the charts are Python (standard library): where python3 is missing

@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "bench/context.h"
+#include "bench/driver/context.h"
 #include "tests/support.h"
 
 static int setup(void **state)

@@ -1,0 +1,188 @@
+// practice.h: the practice driver, what every training-core practice needs in one place
+// (as nccl-tests' common.cu): GPU gating; errors to skips (out of memory, no device: facts
+// about the machine) or failures (everything else); the core created from a preset plus
+// the variant's change; batches (synthetic and device-resident, or JPEGs through the
+// loader with each variant's workers and pinning, reporting the wait for each batch and
+// the cores used); untimed warm-up; timed steps ending in core_sync; the standard
+// counters; the check of every tuned variant against its baseline; and a
+// time-to-accuracy mode. A practice is then a table of variants.
+//
+// Every benchmark of a practice sweeps the axes `preset` (a core preset) and `batch`
+// (0: the preset's own batch size), which --preset and --harness_axis change.
+#ifndef PRACTICE_H
+#define PRACTICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bench/driver/harness.h"
+#include "kernels/core.h"
+#include "loaders/loader.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// A variant's change to the preset's config (it may read cfg->batch_size, ...).
+typedef void (*PracticeChange)(CoreConfig *cfg);
+
+typedef struct PracticeVariant {
+    const char *name;       // e.g. "set_to_none"
+    HarnessRole role;       // one baseline per practice; the check compares with it
+    PracticeChange change;  // NULL: the preset as it is
+    const void *source_arg; // passed to the practice's source; with images, a PracticeLoader
+} PracticeVariant;
+
+// How a variant's images are loaded (its source_arg when the batches are JPEGs through
+// the loader; NULL: 2 workers, no pinning).
+typedef struct PracticeLoader {
+    int num_workers;
+    LoaderPinMode pin;
+} PracticeLoader;
+
+typedef enum {
+    PRACTICE_THROUGHPUT,       // timed iterations of `steps` training steps (or a source's epoch)
+    PRACTICE_TIME_TO_ACCURACY, // one run: train until the held-out target or the step budget
+} PracticeMode;
+
+typedef enum {
+    PRACTICE_CHECK_NONE,   // the variants compute different things
+    PRACTICE_CHECK_PARAMS, // the update after check_steps steps from the same start (the
+                           // parameters then minus at the start) agrees with the baseline's
+                           // within `tolerance`, relative L2 of the baseline's update (0: the
+                           // parameters bit for bit), and the tuned run skips no step but
+                           // GradScaler's start-up: fp16 skips before its first update, at most
+                           // log2(init_scale), after which it is compared from the settled scale
+} PracticeCheck;
+
+// A practice's own batches (e.g. the loader with N workers). Called in this order for
+// every run: open, next (warm-up), start, next..., report, close.
+typedef struct PracticeSource {
+    // Sets up a run of cfg for the variant's source_arg before the core exists (the loader
+    // forks its workers here); it may change cfg (the class count of a dataset). 0 or -1
+    // with the error set.
+    int (*open)(void *ctx, CoreConfig *cfg, const void *arg);
+    // The next batch: 1; 0 at the end of an epoch (a timed iteration ends there); -1.
+    int (*next)(void *ctx, CoreBatch *batch);
+    // The timed part begins (after the warm-up).
+    void (*start)(void *ctx);
+    // Adds the source's counters (e.g. the wait per step) over the timed part.
+    void (*report)(void *ctx, HarnessState *st, double seconds, int64_t steps);
+    void (*close)(void *ctx);
+    void *ctx;
+} PracticeSource;
+
+// What a run did, for PracticeHooks.finish.
+typedef struct PracticeOutcome {
+    int64_t steps;          // steps timed (throughput) or taken (time to accuracy)
+    double seconds;         // their time (time to accuracy: training steps only)
+    bool reached, diverged; // time to accuracy only
+    double final_accuracy, best_accuracy; // time to accuracy only: held-out
+} PracticeOutcome;
+
+// A practice's own per-run code around the core (all optional; ctx is passed back).
+typedef struct PracticeHooks {
+    // After the core of a run is created (not the check's cores), e.g. to install
+    // gradient hooks. 0 or -1 with the error set (the run fails or skips).
+    int (*core_created)(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg);
+    // Time to accuracy: after every step, outside the timed part (e.g. a curve point);
+    // `images` and `seconds` are the totals so far. 0 or -1 with the error set.
+    int (*after_step)(void *ctx, HarnessState *st, Core *core, int step, int64_t images,
+                      double seconds, const CoreStepResult *r);
+    // After the driver's counters of a successful run: may add counters, or fail the run.
+    void (*finish)(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
+                   const PracticeVariant *v, const PracticeOutcome *o);
+    void *ctx;
+} PracticeHooks;
+
+typedef struct Practice {
+    const char *name;                 // e.g. "zero_grad"
+    const PracticeVariant *variants;
+    int variant_count;
+    const char *presets;              // default preset axis, e.g. "tiny,mlp,small"
+    const char *batches;              // default batch axis, e.g. "0" or "2:512:*2"
+    PracticeMode mode;
+    bool gpu_only;                    // meaningless on a CPU: skipped without a GPU
+    int warmup_steps;                 // untimed steps before the clock (0: 3)
+    int steps;                        // training steps per timed iteration (0: 10)
+    double min_time;                  // default seconds per instance (0: the library's)
+    PracticeCheck check;
+    double tolerance;                 // relative L2 of the update vs the baseline's, or 0 (bit-identical)
+    int check_steps;                  // 0: 3
+    float target_accuracy;            // time to accuracy: held-out accuracy to reach
+    int max_steps;                    // time to accuracy: the step budget
+    int eval_every;                   // time to accuracy: steps between evaluations
+    bool images;                      // always JPEGs through the loader (else only with --data=images)
+    const char *dataset_preset;       // images: generated preset (NULL: by the image size)
+    const PracticeSource *source;     // a practice's own batches (NULL: synthetic or images)
+    const char *label;                // extra label text
+    const PracticeHooks *hooks;       // NULL: none
+} Practice;
+
+// Registers one benchmark per variant of p (they must outlive harness_run).
+// Counters of every throughput run: images_per_second, step_ms, wrong; with fp16 (or any
+// skipped step) skipped_steps and skipped_steps_explained, over warm-up and timed steps (a
+// run that skips more fails); of a checked tuned run: check_rel_diff (its update against
+// the baseline's, relative L2 of the baseline's update), check_baseline_moved (the
+// baseline's update relative to its parameters) and check_skipped_steps.
+// --practice_selftest=frozen (the tuned variants' update in the check is dropped) or
+// =skip_all (every step of theirs is an overflow) must fail every practice with a check.
+void practice_register(const Practice *p);
+
+// ||(tuned_after - before) - (base_after - before)|| / ||base_after - before||: how far a
+// tuned run's update is from the baseline's, both from `before` (INFINITY when the
+// baseline did not move and the tuned run did; 0 when neither did).
+double practice_update_rel_diff(const float *before, const float *base_after, const float *tuned_after,
+                                size_t count);
+
+// The skipped steps GradScaler's start-up explains in a run of `steps` steps of cfg: 0
+// without fp16; else one per halving from init_scale down to 1 (leaving at least one step
+// that updated), plus one per growth_interval steps (each growth may overflow once).
+int practice_skips_explained(const CoreConfig *cfg, int64_t steps);
+
+// Every program linked with the driver takes two loader options (declared when it starts,
+// as harness options must be before harness_init, so they are in every --help):
+//   --loader-timeout=SECONDS  a batch taking longer is an error naming the stuck worker's
+//                             pid (default LOADER_PROGRAM_TIMEOUT_S; 0: no limit)
+//   --max-image-pixels=N      the largest JPEG (width x height) decoded; larger files are
+//                             bad input (0: PIL's default, JPEG_DEFAULT_MAX_PIXELS)
+// The driver's own loaders use them; a program that creates a loader itself applies them
+// to its config with this (after harness_init).
+void practice_loader_options(LoaderConfig *cfg);
+
+// The backend a run uses: --backend, else CUDA when a GPU is usable, else the fast CPU.
+// Returns false (with the run skipped, naming why) when it cannot run here.
+bool practice_backend(HarnessState *st, bool gpu_only, CoreBackend *out);
+// True when runs will take the CUDA backend (after harness_init): --backend=cuda, or auto
+// with a usable GPU. For defaults that differ between a GPU and a CPU (which presets fit).
+bool practice_on_gpu(void);
+// Ends a run on this thread's error: a skip for out of memory or no device, else a
+// failure (a missing tool such as mpirun skips only under SUITE_GPU_CHECK=1, where nothing
+// can be installed; SUITE_EXPECT_GPU=1 makes no device a failure); `what` says what was
+// being done.
+void practice_fail_or_skip(HarnessState *st, const char *what);
+// True (after skipping the run with the reason) when no CUDA device can be used.
+bool practice_skip_without_gpu(HarnessState *st);
+
+// The config of this run's axes, as the driver makes it for a practice's variants, for a
+// program's own benchmarks that sweep the same `preset` and `batch` axes: the core preset
+// named by `preset`, its batch size replaced by `batch` unless that is 0 (the preset's;
+// 0..2^20, else bad usage), on backend b, with `change` applied (NULL: none), validated.
+// 0 or -1 with the error set: end the run with practice_fail_or_skip.
+int practice_config(HarnessState *st, CoreBackend b, PracticeChange change, CoreConfig *cfg);
+
+// For a program's own step loops over changing image sizes (dynamic shapes): one synthetic
+// batch of cfg->batch_size images at max_size x max_size, on the device for the CUDA
+// backend (ready before the function returns), else in host memory. A batch of a smaller
+// size or fewer images reads its prefix (the values stay finite; the same for every variant).
+typedef struct PracticeBatch { float *images; int32_t *labels; int n; bool device; } PracticeBatch;
+int practice_batch_make(PracticeBatch *b, const CoreConfig *cfg, int max_size);
+void practice_batch_free(PracticeBatch *b);
+// Its first n images as a CoreBatch.
+CoreBatch practice_batch_view(const PracticeBatch *b, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
