@@ -1,11 +1,15 @@
 # Tuning-practice benchmark suite: top-level build.
 # build/ (or $(BUILD)) is the only output folder. Layout conventions, so a new
-# file needs no Makefile edit:
-#   <module>/*.c|*.cu|*.cc   -> build/lib<module>.a   (module = bench kernels loaders dist tests)
-#   bench/bench_*.c          -> build/bench_*         (one program per practice)
-#   <module>/*_main.c        -> build/<name>          (other programs, e.g. bench/train_main.c)
-#   tests/test_*.c           -> build/tests/test_*    (cmocka tests, run by `make test`;
-#                               tests/*.c other than test_*.c -> build/libtests.a)
+# file needs no Makefile edit, and a new practice is a new folder bench/<practice>/:
+#   <module>/*.c|*.cu|*.cc     -> build/lib<module>.a (module = kernels loaders dist tests
+#                                 bench/driver; every program links them all)
+#   bench/<practice>/bench_*.c -> build/bench_*       (the practice's program)
+#   bench/<practice>/ the rest -> build/libbench_<practice>.a (its program's own library;
+#                                 the tests link every practice's)
+#   <module>/*_main.c, bench/tools/*_main.c -> build/<name> (e.g. bench/tools/train_main.c -> build/train)
+#   tests/test_*.c             -> build/tests/test_*  (cmocka tests, run by `make test`;
+#                                 tests/*.c other than test_*.c -> build/libtests.a)
+# A library is named after its folder, / becoming _: bench/driver -> build/libbench_driver.a.
 
 BUILD      ?= build
 CUDA_HOME  ?= /usr/local/cuda
@@ -66,21 +70,25 @@ endif
 LDLIBS   := $(LIBDIRS) -lcudart -lcublas -lcudnn -lnccl -lbenchmark -lturbojpeg -ljpeg -lcmocka \
             -lopenblas -lpthread -lm -ldl -lrt
 
-MODULES  := bench kernels loaders dist tests
+MODULES   := kernels loaders dist tests bench/driver
+PRACTICES := $(filter-out bench/driver bench/tools,$(patsubst %/,%,$(wildcard bench/*/)))
 # Open MPI (dist/'s CPU collectives and mpirun/srun launch): only dist/ compiles against
 # it and only the programs that use dist/ link it (nothing else needs libmpi).
 # Recursive (=), so they are asked for when used: after `make deps` has installed mpicc.
 MPI_CFLAGS = $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LDLIBS = $(shell mpicc --showme:link 2>/dev/null)
 MPI_PROGS   = $(BUILD)/bench_ddp $(BUILD)/train
+# A folder's library: its sources other than programs (bench_*.c, *_main.c) and tests.
 lib_srcs  = $(filter-out $(1)/bench_%.c $(1)/test_%.c %_main.c,$(wildcard $(1)/*.c $(1)/*.cu $(1)/*.cc))
 lib_objs  = $(patsubst %,$(BUILD)/%.o,$(call lib_srcs,$(1)))
-LIBS     := $(foreach m,$(MODULES),$(if $(call lib_srcs,$(m)),$(BUILD)/lib$(m).a))
+lib_of    = $(if $(call lib_srcs,$(1)),$(BUILD)/lib$(subst /,_,$(1)).a)
+LIBS          := $(foreach m,$(MODULES),$(call lib_of,$(m)))
+PRACTICE_LIBS := $(foreach p,$(PRACTICES),$(call lib_of,$(p)))
 
-BENCH_SRCS := $(wildcard bench/bench_*.c)
-MAIN_SRCS  := $(wildcard $(addsuffix /*_main.c,$(MODULES)))
+BENCH_SRCS := $(wildcard $(addsuffix /bench_*.c,$(PRACTICES)))
+MAIN_SRCS  := $(wildcard $(addsuffix /*_main.c,$(MODULES) bench/tools))
 TEST_SRCS  := $(wildcard tests/test_*.c)
-BENCHES    := $(patsubst bench/%.c,$(BUILD)/%,$(BENCH_SRCS))
+BENCHES    := $(foreach s,$(BENCH_SRCS),$(BUILD)/$(basename $(notdir $(s))))
 MAINS      := $(foreach s,$(MAIN_SRCS),$(BUILD)/$(patsubst %_main.c,%,$(notdir $(s))))
 TESTS      := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRCS))
 DEPS_OK    := $(BUILD)/.deps-ok
@@ -115,28 +123,31 @@ CPU_FAST_OBJS := $(patsubst %,$(BUILD)/%.o,$(wildcard kernels/*cpu_fast*.c))
 $(CPU_FAST_OBJS): CFLAGS += -O3 -fopenmp-simd
 
 define module_lib
-$(BUILD)/lib$(1).a: $(call lib_objs,$(1))
+$(call lib_of,$(1)): $(call lib_objs,$(1))
 	@rm -f $$@
 	ar rcs $$@ $$^
 endef
-$(foreach m,$(MODULES),$(eval $(call module_lib,$(m))))
+$(foreach m,$(MODULES) $(PRACTICES),$(if $(call lib_srcs,$(m)),$(eval $(call module_lib,$(m)))))
 
 # EXTRA_RPATH: more run-path folders, e.g. '$$ORIGIN/../device-stage/lib' for the GPU
 # check's staged build (scripts/device-stage.sh), so its programs find the staged libraries.
 RPATHS := $(foreach d,$(EXTRA_RPATH),-Wl,-rpath,'$(d)')
-LINK = $(CXX) $(LINK_SANITIZE) $(filter %.o,$^) -Wl,--start-group $(LIBS) -Wl,--end-group $(LDLIBS) $(RPATHS) -o $@
+LINK = $(CXX) $(LINK_SANITIZE) $(filter %.o,$^) -Wl,--start-group $(filter %.a,$^) -Wl,--end-group $(LDLIBS) $(RPATHS) -o $@
 
 $(BUILD)/dist/%.c.o: CFLAGS += $(MPI_CFLAGS)
 $(MPI_PROGS): LDLIBS += $(MPI_LDLIBS)
 $(BUILD)/tests/test_dist%: LDLIBS += $(MPI_LDLIBS)
-$(BUILD)/bench_%: $(BUILD)/bench/bench_%.c.o $(LIBS)
-	$(LINK)
+define bench_prog
+$(BUILD)/$(basename $(notdir $(1))): $(BUILD)/$(1).o $(call lib_of,$(patsubst %/,%,$(dir $(1)))) $(LIBS)
+	$$(LINK)
+endef
+$(foreach s,$(BENCH_SRCS),$(eval $(call bench_prog,$(s))))
 define main_prog
 $(BUILD)/$(patsubst %_main.c,%,$(notdir $(1))): $(BUILD)/$(1).o $(LIBS)
 	$$(LINK)
 endef
 $(foreach s,$(MAIN_SRCS),$(eval $(call main_prog,$(s))))
-$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.c.o $(LIBS)
+$(BUILD)/tests/test_%: $(BUILD)/tests/test_%.c.o $(LIBS) $(PRACTICE_LIBS)
 	$(LINK)
 
 test: all
