@@ -1,0 +1,210 @@
+// amp_macro.c: the amp practice's training rows, as hooks of the practice driver (the
+// driver trains, times and checks; these add what mixed precision needs): the loss scale
+// an fp16 macro run ends at (amp/*, amp_nhwc/*, amp_tf32/*, amp_strict/*); parity with fp32
+// (amp_parity/*: the tuned run fails when it misses the target the baseline reached or its
+// best accuracy is off by more than PARITY_TOLERANCE); GradScaler in action (amp_scaler/*:
+// the norm each clipping order clips at, how often, and the loss scale, skipped steps and
+// clipped norm of every step as curves); and one GradScaler pass against the step
+// (amp_scaler_cost/*).
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench/amp/amp_practice.h"
+#include "bench/amp/amp_scaler.h"
+#include "bench/driver/harness.h"
+#include "bench/driver/practice.h"
+#include "kernels/error.h"
+
+#define SCALER_PASS_REPS 51     // GradScaler passes timed (median)
+
+typedef enum { CLIP_NONE, CLIP_AFTER_UNSCALE, CLIP_SCALED } ClipOrder;
+
+// One run's state (runs are sequential; core_created resets it).
+typedef struct ScalerRun {
+    ClipOrder clip;
+    bool fp16;
+    float scale;            // the scale the next step's gradients carry
+    double norm_seen;       // the norm the last step's clipping compared with CLIP_NORM
+    bool norm_finite;
+    double norm_sum;
+    int norm_count, clipped;
+    int skipped;
+} ScalerRun;
+
+// A baseline's outcome, for the tuned runs of the same preset and batch.
+typedef struct ParityEntry {
+    char key[64];
+    PracticeOutcome outcome;
+} ParityEntry;
+
+typedef struct AmpHooksCtx {
+    bool clip_variants;     // amp_scaler: install the clipping hook
+    ScalerRun run;
+    ParityEntry parity[16];
+    int parity_count;
+} AmpHooksCtx;
+
+static int grads_ready(void *user, const CoreGradReady *ready)
+{
+    (void)user;
+    (void)ready;
+    return 0;
+}
+
+// After backward, before the core's inf/nan check, unscaling, clipping and SGD: the
+// gradients still carry the loss scale. Measures the norm each order clips at; in the
+// mistaken order, clips the scaled gradients here as clip_grad_norm_ would.
+static int before_update(void *user, float *grads, size_t count, void *stream)
+{
+    ScalerRun *r = user;
+    double norm = 0.0;
+    TRY(amp_grad_norm(grads, count, stream, &norm));
+    r->norm_finite = isfinite(norm);
+    if (r->clip == CLIP_SCALED) {
+        r->norm_seen = norm;
+        // as clip_grad_norm_: an inf norm gives coefficient 0, and inf * 0 = nan, which
+        // the core's inf/nan check then finds (the step is skipped)
+        float coef = amp_clip_coef(norm, CLIP_NORM);
+        if (!(coef >= 1.0f)) TRY(amp_grad_scale(grads, count, coef, stream));
+    } else {
+        r->norm_seen = norm / r->scale;  // what the core's clip measures after unscaling (exact: a power of 2)
+    }
+    return 0;
+}
+
+static int hooks_core_created(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg)
+{
+    (void)st;
+    AmpHooksCtx *h = ctx;
+    ScalerRun *r = &h->run;
+    memset(r, 0, sizeof *r);
+    r->fp16 = cfg->precision == CORE_PRECISION_FP16;
+    r->scale = r->fp16 ? cfg->scaler.init_scale : 1.0f;
+    if (!h->clip_variants) return 0;
+    r->clip = cfg->optim.clip_norm > 0.0f ? CLIP_AFTER_UNSCALE : CLIP_SCALED;
+    CoreGradHooks hooks = {grads_ready, before_update, r};
+    return core_set_grad_hooks(core, &hooks);
+}
+
+static int hooks_after_step(void *ctx, HarnessState *st, Core *core, int step, int64_t images,
+                            double seconds, const CoreStepResult *res)
+{
+    (void)res;
+    AmpHooksCtx *h = ctx;
+    ScalerRun *r = &h->run;
+    if (!r->fp16) return 0;
+    CoreStats cs;
+    TRY(core_stats(core, &cs));
+    harness_curve_point(st, "loss_scale", step + 1, images, seconds, cs.loss_scale);
+    harness_curve_point(st, "skipped_steps", step + 1, images, seconds, cs.skipped_steps);
+    bool skipped = cs.skipped_steps > r->skipped;
+    r->skipped = cs.skipped_steps;
+    r->scale = cs.loss_scale;
+    if (h->clip_variants && r->norm_finite && !skipped) {
+        harness_curve_point(st, "clip_norm_seen", step + 1, images, seconds, r->norm_seen);
+        r->norm_sum += r->norm_seen;
+        r->norm_count++;
+        r->clipped += r->norm_seen > CLIP_NORM;
+    }
+    return 0;
+}
+
+static void parity_key(const CoreConfig *cfg, HarnessState *st, char *key, size_t size)
+{
+    snprintf(key, size, "%s/%d", harness_axis_str(st, "preset"), cfg->batch_size);
+}
+
+static void parity_finish(AmpHooksCtx *h, HarnessState *st, const CoreConfig *cfg,
+                          const PracticeVariant *v, const PracticeOutcome *o)
+{
+    char key[64];
+    parity_key(cfg, st, key, sizeof key);
+    if (v->role == HARNESS_BASELINE) {
+        ParityEntry *e = NULL;
+        for (int i = 0; i < h->parity_count && !e; i++)
+            if (strcmp(h->parity[i].key, key) == 0) e = &h->parity[i];
+        if (!e && h->parity_count < (int)(sizeof h->parity / sizeof h->parity[0])) e = &h->parity[h->parity_count++];
+        if (e) {
+            snprintf(e->key, sizeof e->key, "%s", key);
+            e->outcome = *o;
+        }
+        return;
+    }
+    const PracticeOutcome *base = NULL;
+    for (int i = 0; i < h->parity_count && !base; i++)
+        if (strcmp(h->parity[i].key, key) == 0) base = &h->parity[i].outcome;
+    if (!base) return;  // the baseline was filtered out: nothing to compare with
+    double diff = fabs(o->best_accuracy - base->best_accuracy);
+    harness_counter(st, "baseline_steps", (double)base->steps, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "accuracy_diff", diff, HARNESS_COUNTER_PLAIN);
+    bool wrong = (base->reached && !o->reached) || !(diff <= PARITY_TOLERANCE);
+    harness_counter(st, "wrong", wrong, HARNESS_COUNTER_PLAIN);
+    if (wrong) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "no parity with fp32: best held-out accuracy %.3f vs %.3f (tolerance %.2f), "
+                 "target %.2f %s", o->best_accuracy, base->best_accuracy, PARITY_TOLERANCE, PARITY_TARGET,
+                 o->reached ? "reached" : "missed");
+        harness_fail(st, msg);
+    }
+}
+
+static void hooks_finish(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
+                         const PracticeVariant *v, const PracticeOutcome *o)
+{
+    (void)core;
+    AmpHooksCtx *h = ctx;
+    ScalerRun *r = &h->run;
+    if (r->fp16) {
+        harness_counter(st, "skipped_steps", r->skipped, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "final_loss_scale", r->scale, HARNESS_COUNTER_PLAIN);
+    }
+    if (h->clip_variants) {
+        harness_counter(st, "clip_norm", CLIP_NORM, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "mean_norm_seen", r->norm_count ? r->norm_sum / r->norm_count : 0.0,
+                        HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "clipped_fraction", r->norm_count ? (double)r->clipped / r->norm_count : 0.0,
+                        HARNESS_COUNTER_PLAIN);
+    } else {
+        parity_finish(h, st, cfg, v, o);
+    }
+}
+
+// amp_scaler_cost: one GradScaler pass over this core's gradients against its step.
+static void cost_finish(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
+                        const PracticeVariant *v, const PracticeOutcome *o)
+{
+    (void)ctx;
+    (void)v;
+    double pass = 0.0;
+    bool gpu = cfg->backend == CORE_BACKEND_CUDA;
+    if (amp_scaler_pass_seconds(core_param_count(core), gpu, SCALER_PASS_REPS, &pass) != 0) {
+        practice_fail_or_skip(st, "timing the GradScaler pass");
+        return;
+    }
+    double step = o->steps ? o->seconds / o->steps : 0.0;
+    harness_counter(st, "scaler_pass_ms", 1e3 * pass, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "scaler_share_of_step", step > 0 ? pass / step : 0.0, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "gradients", (double)core_param_count(core), HARNESS_COUNTER_PLAIN);
+}
+
+// amp, amp_nhwc, amp_tf32: the loss scale an fp16 run ended at (the driver counts its skipped
+// steps, skipped_steps, and fails a run that skips more than GradScaler's start-up explains:
+// a skipped step skips the SGD update, which makes it cheaper).
+static void macro_finish(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
+                         const PracticeVariant *v, const PracticeOutcome *o)
+{
+    (void)ctx;
+    (void)v;
+    (void)o;
+    CoreStats cs;
+    if (cfg->precision != CORE_PRECISION_FP16 || core_stats(core, &cs) != 0) return;
+    harness_counter(st, "final_loss_scale", cs.loss_scale, HARNESS_COUNTER_PLAIN);
+}
+
+// One context per practice (runs are sequential; core_created resets its run).
+static AmpHooksCtx parity_ctx, scaler_ctx = {.clip_variants = true};
+const PracticeHooks amp_macro_hooks = {NULL, NULL, macro_finish, NULL};
+const PracticeHooks amp_parity_hooks = {hooks_core_created, hooks_after_step, hooks_finish, &parity_ctx};
+const PracticeHooks amp_scaler_hooks = {hooks_core_created, hooks_after_step, hooks_finish, &scaler_ctx};
+const PracticeHooks amp_scaler_cost_hooks = {NULL, NULL, cost_finish, NULL};
