@@ -7,6 +7,8 @@
 #   bench/<practice>/ the rest -> build/libbench_<practice>.a (its program's own library;
 #                                 the tests link every practice's)
 #   <module>/*_main.c, bench/tools/*_main.c -> build/<name> (e.g. bench/tools/train_main.c -> build/train)
+#   bench/tools/ the rest      -> build/libbench_tools.a  (the tools' own helpers, e.g. train_options.c;
+#                                 a program links its own folder's library)
 #   tests/test_*.c             -> build/tests/test_*  (cmocka tests, run by `make test`;
 #                                 tests/*.c other than test_*.c -> build/libtests.a)
 # A library is named after its folder, / becoming _: bench/driver -> build/libbench_driver.a.
@@ -127,7 +129,7 @@ $(call lib_of,$(1)): $(call lib_objs,$(1))
 	@rm -f $$@
 	ar rcs $$@ $$^
 endef
-$(foreach m,$(MODULES) $(PRACTICES),$(if $(call lib_srcs,$(m)),$(eval $(call module_lib,$(m)))))
+$(foreach m,$(MODULES) $(PRACTICES) bench/tools,$(if $(call lib_srcs,$(m)),$(eval $(call module_lib,$(m)))))
 
 # EXTRA_RPATH: more run-path folders, e.g. '$$ORIGIN/../device-stage/lib' for the GPU
 # check's staged build (scripts/device-stage.sh), so its programs find the staged libraries.
@@ -143,7 +145,7 @@ $(BUILD)/$(basename $(notdir $(1))): $(BUILD)/$(1).o $(call lib_of,$(patsubst %/
 endef
 $(foreach s,$(BENCH_SRCS),$(eval $(call bench_prog,$(s))))
 define main_prog
-$(BUILD)/$(patsubst %_main.c,%,$(notdir $(1))): $(BUILD)/$(1).o $(LIBS)
+$(BUILD)/$(patsubst %_main.c,%,$(notdir $(1))): $(BUILD)/$(1).o $(call lib_of,$(patsubst %/,%,$(dir $(1)))) $(LIBS)
 	$$(LINK)
 endef
 $(foreach s,$(MAIN_SRCS),$(eval $(call main_prog,$(s))))

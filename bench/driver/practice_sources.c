@@ -1,0 +1,233 @@
+// practice_sources.c: the practice driver's batches (practice_internal.h): the synthetic
+// plane-wave task generated once (device-resident on the GPU, so the steps time the
+// training and nothing else), JPEGs through the loader with each variant's workers and
+// pinning (reporting the wait per step, the pinning time and the cores used), and
+// practice_batch_* (practice.h) for a program's own step loops over changing sizes.
+#include "bench/driver/practice_internal.h"
+
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/check.h"
+#include "kernels/clock.h"
+#include "kernels/error.h"
+#include "kernels/pinned.h"
+
+// ---- synthetic ------------------------------------------------------------------------------
+
+static void synthetic_close(void *ctx)
+{
+    Synthetic *s = ctx;
+    for (int i = 0; i < SYNTH_BATCHES; i++) {
+        if (s->device) {
+            cudaFree(s->images[i]);
+            cudaFree(s->labels[i]);
+        } else {
+            free(s->images[i]);
+            free(s->labels[i]);
+        }
+        s->images[i] = NULL;
+        s->labels[i] = NULL;
+    }
+}
+
+// Fills batch i (n samples) by repeating a pool of `pool` generated samples: the host
+// never holds more than the pool, however large the batch (a sweep to out of memory).
+static int synthetic_fill(Synthetic *s, int i, const float *pool_images, const int32_t *pool_labels,
+                          int pool, size_t sample)
+{
+    for (int done = 0; done < s->n; done += pool) {
+        int take = s->n - done < pool ? s->n - done : pool;
+        float *dst = s->images[i] + (size_t)done * sample;
+        int32_t *lab = s->labels[i] + done;
+        if (!s->device) {
+            memcpy(dst, pool_images, (size_t)take * sample * sizeof(float));
+            memcpy(lab, pool_labels, (size_t)take * sizeof(int32_t));
+            continue;
+        }
+        cudaError_t e = cudaMemcpy(dst, pool_images, (size_t)take * sample * sizeof(float),
+                                   cudaMemcpyHostToDevice);
+        if (e == cudaSuccess)
+            e = cudaMemcpy(lab, pool_labels, (size_t)take * sizeof(int32_t), cudaMemcpyHostToDevice);
+        if (e != cudaSuccess) return check_cuda_failed(e, __FILE__, __LINE__, "device-resident batches");
+    }
+    return 0;
+}
+
+static int synthetic_open(void *ctx, CoreConfig *cfg, const void *arg)
+{
+    (void)arg;
+    Synthetic *s = ctx;
+    const CoreModelConfig *m = &cfg->model;
+    s->task = (SynthTask){m->in_channels, m->image_size, m->num_classes, SYNTH_NOISE, cfg->seed};
+    s->n = cfg->batch_size;
+    s->device = cfg->backend == CORE_BACKEND_CUDA;
+    s->taken = 0;
+    size_t sample = (size_t)m->in_channels * m->image_size * m->image_size;
+    int pool = s->n < SYNTH_POOL ? s->n : SYNTH_POOL;
+    float *images = malloc((size_t)pool * sample * sizeof(float));
+    int32_t *labels = malloc((size_t)pool * sizeof(int32_t));
+    int rc = images && labels ? 0 : error_set(ERROR_OUT_OF_MEMORY, "synthetic batches: out of memory (host)");
+    for (int i = 0; i < SYNTH_BATCHES && rc == 0; i++) {
+        synth_batch(&s->task, (uint64_t)i, pool, images, labels);
+        size_t bytes = (size_t)s->n * sample * sizeof(float), lbytes = (size_t)s->n * sizeof(int32_t);
+        if (s->device) {
+            cudaError_t e = cudaMalloc((void **)&s->images[i], bytes);
+            if (e == cudaSuccess) e = cudaMalloc((void **)&s->labels[i], lbytes);
+            if (e != cudaSuccess) rc = check_cuda_failed(e, __FILE__, __LINE__, "device-resident batches");
+        } else {
+            s->images[i] = malloc(bytes);
+            s->labels[i] = malloc(lbytes);
+            if (!s->images[i] || !s->labels[i])
+                rc = error_set(ERROR_OUT_OF_MEMORY, "synthetic batches of %d: out of memory (host)", s->n);
+        }
+        if (rc == 0) rc = synthetic_fill(s, i, images, labels, pool, sample);
+    }
+    // the copies were synchronous, but the core's non-blocking stream must see them done
+    if (rc == 0 && s->device && cudaDeviceSynchronize() != cudaSuccess)
+        rc = check_cuda_failed(cudaGetLastError(), __FILE__, __LINE__, "device-resident batches");
+    free(images);
+    free(labels);
+    if (rc != 0) synthetic_close(s);
+    return rc;
+}
+
+static void synthetic_start(void *ctx) { ((Synthetic *)ctx)->taken = 0; }
+
+static int synthetic_next(void *ctx, CoreBatch *b)
+{
+    Synthetic *s = ctx;
+    if (s->steps > 0 && s->taken == s->steps) {  // one timed iteration is `steps` steps
+        s->taken = 0;
+        return 0;
+    }
+    int i = s->taken++ % SYNTH_BATCHES;
+    *b = (CoreBatch){s->images[i], s->labels[i], s->n,
+                     s->device ? CORE_MEMORY_DEVICE : CORE_MEMORY_HOST};
+    return 1;
+}
+
+// ---- JPEGs through the loader -------------------------------------------------------------------
+
+static int images_open(void *ctx, CoreConfig *cfg, const void *arg)
+{
+    Images *im = ctx;
+    const PracticeLoader *how = arg;
+    ImageDataConfig ic = image_data_default_config(cfg->model.image_size, cfg->batch_size);
+    ic.data_dir = harness_common()->data_dir;
+    ic.dataset_preset = im->dataset_preset;
+    ic.seed = cfg->seed;
+    LoaderConfig options = {0};
+    practice_loader_options(&options);
+    ic.timeout_ms = options.timeout_ms;
+    ic.max_image_pixels = options.max_image_pixels;
+    if (how) {
+        ic.num_workers = how->num_workers;
+        ic.pin = how->pin;
+    }
+    im->workers = ic.num_workers;
+    im->taken = 0;
+    if (ic.pin != LOADER_PIN_NONE) TRY(pinned_check_available());
+    if (image_data_open(&ic, &im->data) != 0) return -1;
+    cfg->model.num_classes = im->data.all.num_classes;
+    cfg->model.in_channels = 3;
+    return core_config_validate(cfg);
+}
+
+static int images_next(void *ctx, CoreBatch *b)
+{
+    Images *im = ctx;
+    if (im->taken == im->steps) {
+        im->taken = 0;
+        return 0;
+    }
+    im->taken++;
+    return image_data_next(&im->data, b) == 0 ? 1 : -1;
+}
+
+static void images_start(void *ctx)
+{
+    Images *im = ctx;
+    im->taken = 0;
+    loader_get_stats(im->data.train_loader, &im->s0);
+    im->cpu0 = clock_process_cpu_seconds();
+}
+
+static void images_report(void *ctx, HarnessState *st, double seconds, int64_t steps)
+{
+    Images *im = ctx;
+    LoaderStats s1;
+    loader_get_stats(im->data.train_loader, &s1);
+    double cpu = clock_process_cpu_seconds() - im->cpu0 + s1.worker_cpu_seconds - im->s0.worker_cpu_seconds;
+    harness_counter(st, "num_workers", im->workers, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "wait_ms_per_step", steps ? 1e3 * (s1.wait_seconds - im->s0.wait_seconds) / steps : 0,
+                    HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "pin_ms_per_step", steps ? 1e3 * (s1.pin_seconds - im->s0.pin_seconds) / steps : 0,
+                    HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "cpu_cores_used", seconds > 0 ? cpu / seconds : 0, HARNESS_COUNTER_PLAIN);
+}
+
+static void images_close(void *ctx) { image_data_close(&((Images *)ctx)->data); }
+
+// ---- the sources (practice_internal.h) ------------------------------------------------------------
+
+PracticeSource practice_synthetic_source(Synthetic *s)
+{
+    return (PracticeSource){synthetic_open, synthetic_next, synthetic_start, NULL, synthetic_close, s};
+}
+
+PracticeSource practice_images_source(Images *im)
+{
+    return (PracticeSource){images_open, images_next, images_start, images_report, images_close, im};
+}
+
+// ---- batches for a program's own step loops (practice.h) ----
+
+void practice_batch_free(PracticeBatch *b)
+{
+    if (b->device) {
+        cudaFree(b->images);
+        cudaFree(b->labels);
+    } else {
+        free(b->images);
+        free(b->labels);
+    }
+    *b = (PracticeBatch){0};
+}
+
+int practice_batch_make(PracticeBatch *b, const CoreConfig *cfg, int max_size)
+{
+    const CoreModelConfig *m = &cfg->model;
+    size_t count = (size_t)cfg->batch_size * m->in_channels * max_size * max_size;
+    SynthTask task = {m->in_channels, max_size, m->num_classes, SYNTH_NOISE, cfg->seed};
+    float *images = malloc(count * sizeof(float));
+    int32_t *labels = malloc((size_t)cfg->batch_size * sizeof(int32_t));
+    *b = (PracticeBatch){images, labels, cfg->batch_size, false};
+    if (!images || !labels) {
+        practice_batch_free(b);
+        return error_set(ERROR_OUT_OF_MEMORY, "batches: out of memory (host)");
+    }
+    synth_batch(&task, 0, cfg->batch_size, images, labels);
+    if (cfg->backend != CORE_BACKEND_CUDA) return 0;
+    *b = (PracticeBatch){NULL, NULL, cfg->batch_size, true};
+    cudaError_t e = cudaMalloc((void **)&b->images, count * sizeof(float));
+    if (e == cudaSuccess) e = cudaMalloc((void **)&b->labels, (size_t)cfg->batch_size * sizeof(int32_t));
+    if (e == cudaSuccess) e = cudaMemcpy(b->images, images, count * sizeof(float), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess)
+        e = cudaMemcpy(b->labels, labels, (size_t)cfg->batch_size * sizeof(int32_t), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();  // the core's stream does not order against these
+    free(images);
+    free(labels);
+    if (e != cudaSuccess) {
+        practice_batch_free(b);
+        return check_cuda_failed(e, __FILE__, __LINE__, "device-resident batches");
+    }
+    return 0;
+}
+
+CoreBatch practice_batch_view(const PracticeBatch *b, int n)
+{
+    return (CoreBatch){b->images, b->labels, n, b->device ? CORE_MEMORY_DEVICE : CORE_MEMORY_HOST};
+}
