@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tests/support.h"
 
@@ -190,12 +191,71 @@ static void test_device_check_keeps_one_deadline(void **state)
     free(tmp);
 }
 
+// scripts/run-tests.sh stopped from outside (the GPU check's deadline: timeout(1) sends
+// SIGTERM to run-tests.sh alone) stops the running test's whole process group, which
+// used to run on until TEST_TIMEOUT beside what came next; it names that test and those
+// not reached. It also runs named programs in the order given, or all but TESTS_SKIP.
+static void test_run_tests_stops_the_running_test(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    char build[600], out[700], sleeper[64];
+    snprintf(build, sizeof build, "%s/build", tmp);
+    snprintf(out, sizeof out, "%s/out.txt", tmp);
+    snprintf(sleeper, sizeof sleeper, "sleep %d.25", 700 + (int)(getpid() % 1000));
+    assert_int_equal(test_run("mkdir -p '%s/tests'", build), 0);
+    char tests_dir[700], body[200];
+    snprintf(tests_dir, sizeof tests_dir, "%s/tests", build);
+    script(tests_dir, "test_a", "echo '[  PASSED  ] 2 test(s).'");
+    snprintf(body, sizeof body, "%s & wait", sleeper);  // the test's own child: only its group stops it
+    script(tests_dir, "test_b", body);
+    script(tests_dir, "test_c", "echo '[  PASSED  ] 1 test(s).'");
+    int rc = test_run("cd '%s' && timeout 3 bash scripts/run-tests.sh '%s' >'%s' 2>&1", test_suite_root(), build, out);
+    char *text = test_read_file(out, NULL);
+    assert_non_null(text);
+    printf("%s", text);
+    assert_int_equal(rc, 124);
+    const char *want[] = {"tests stopped: test_b (SIGTERM", "tests not reached: test_c", "tests: 2 passed, 0 failed"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(text, want[i])) fail_msg("run-tests output lacks '%s':\n%s", want[i], text);
+    free(text);
+    // Nothing of test_b may be left (5 s: the group's SIGTERM is immediate).
+    int left = 1;
+    for (int i = 0; i < 50 && left; i++) {
+        left = test_run("pgrep -f '^%s$' >/dev/null", sleeper) == 0;
+        if (left) usleep(100 * 1000);
+    }
+    if (left) {
+        test_run("for p in $(pgrep -f '^%s$'); do kill $p; done", sleeper);
+        fail_msg("'%s' of the stopped test still runs 5 s after the deadline", sleeper);
+    }
+    // Named programs, in that order; TESTS_SKIP leaves some out.
+    assert_int_equal(test_run("cd '%s' && bash scripts/run-tests.sh '%s' test_c test_a >'%s' 2>&1", test_suite_root(),
+                              build, out), 0);
+    text = test_read_file(out, NULL);
+    assert_non_null(text);
+    char *c = strstr(text, "=== test_c"), *a = strstr(text, "=== test_a");
+    if (!c || !a || c > a || strstr(text, "test_b") || !strstr(text, "tests: 3 passed"))
+        fail_msg("run-tests test_c test_a:\n%s", text);
+    free(text);
+    assert_int_equal(test_run("cd '%s' && TESTS_SKIP='test_b' bash scripts/run-tests.sh '%s' >'%s' 2>&1",
+                              test_suite_root(), build, out), 0);
+    text = test_read_file(out, NULL);
+    assert_non_null(text);
+    if (strstr(text, "test_b") || !strstr(text, "tests: 3 passed")) fail_msg("TESTS_SKIP=test_b:\n%s", text);
+    free(text);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wrapper_finds_libraries_in_site_packages),
         cmocka_unit_test(test_chart_tests_skip_without_gnuplot),
         cmocka_unit_test(test_device_check_keeps_one_deadline),
+        cmocka_unit_test(test_run_tests_stops_the_running_test),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
