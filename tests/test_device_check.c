@@ -140,12 +140,19 @@ static void test_device_check_keeps_one_deadline(void **state)
     snprintf(fixture, sizeof fixture, "%s/tests/fixtures/pin_memory_fixture.csv", test_suite_root());
     assert_int_equal(test_run("mkdir -p '%s/tests' '%s/out' '%s/results'", build, tmp, tmp), 0);
     script(build, "context", "if [ \"$1\" = --slug ]; then echo fake-gpu_0.0; else echo gpu_name=Fake; fi");
-    script(build, "tests/test_quick", "echo '[==========] 1 test(s) run.'; echo '[  PASSED  ] 1 test(s).'");
-    script(build, "tests/test_stuck", "exec sleep 300");  // a hung GPU test
+    // the tests say what the check exported; test_orphan leaves a process of the suite
+    // behind (its own session, its command line in the build folder), as a rank would
+    script(build, "tests/test_quick", "echo \"expect_gpu=${SUITE_EXPECT_GPU:-unset} gpu_check=${SUITE_GPU_CHECK:-unset}\"; "
+                                      "echo '[==========] 1 test(s) run.'; echo '[  PASSED  ] 1 test(s).'");
+    script(build, "tests/test_stuck", "exec sleep 300");  // a hung test
+    script(build, "tests/helper_orphan", "exec -a \"$0\" sleep 120");
+    script(build, "tests/test_orphan", "setsid \"$(dirname \"$0\")/helper_orphan\" </dev/null >/dev/null 2>&1 &\n"
+                                       "echo '[  PASSED  ] 1 test(s).'");
     // A practice program writes its tidy CSV (here the fixture) and its JSON, then either
     // ends or overruns.
     char body[2048];
     snprintf(body, sizeof body,
+             "case \"$*\" in *--benchmark_list_tests*) echo p/x; echo p/y; exit 0;; esac\n"
              "for a in \"$@\"; do case $a in --harness_csv=*) cp '%s' \"${a#*=}\";; "
              "--benchmark_out=*) echo '{}' > \"${a#*=}\";; esac; done\n"
              "[ \"${0##*/}\" = bench_b ] && exec sleep 300\ntrue", fixture);
@@ -156,34 +163,62 @@ static void test_device_check_keeps_one_deadline(void **state)
     char log[600];
     snprintf(log, sizeof log, "%s/check.txt", tmp);
     double t0 = now_s();
+    // no twin here (no steptime); the quick pass ends 10% of the budget before the end,
+    // where the other tests get the rest
     int rc = test_run("cd '%s' && OUT='%s/out' BUILD='%s' RESULTS_ROOT='%s/results' "
-                      "DEVICE_CHECK_TEST_SHARE=20 bash scripts/device-check.sh %d >'%s' 2>&1",
+                      "bash scripts/device-check.sh %d >'%s' 2>&1",
                       test_suite_root(), tmp, build, tmp, budget, log);
     double took = now_s() - t0;
     char *text = test_read_file(log, NULL);
     assert_non_null(text);
     printf("device-check with a %d s budget: exit %d after %.1f s\n", budget, rc, took);
     if (took > budget + 1.5) fail_msg("overran its budget: %.1f s\n%s", took, text);
-    assert_int_not_equal(rc, 0);  // a test was stopped and a program did not finish
-    const char *want[] = {"== tests (at most ", "test_stuck (timed out after ",
-                          "== device-check summary", "benchmarks: ", "stopped after",
+    assert_int_not_equal(rc, 0);  // a test hung and a process was left behind
+    const char *want[] = {"GPU run: SUITE_EXPECT_GPU=1", "expect_gpu=1 gpu_check=1",
+                          "b: partial, ", "cut at the deadline after ",
                           "c not run: no time left before BENCH_DEADLINE",
+                          "== other tests (at most ", "test_stuck (timed out after ",
+                          "== device-check summary", "benchmarks: ",
+                          "leftover processes: 1 found and killed", "helper_orphan",
+                          "rerun what failed or did not finish: bash scripts/device-check.sh 200 --only ",
                           "results: "};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(text, want[i])) fail_msg("device-check output lacks '%s':\n%s", want[i], text);
+    // the quick pass comes before the other tests
+    if (strstr(text, "== other tests") < strstr(text, "[1/3] a")) fail_msg("wrong order:\n%s", text);
     free(text);
+    assert_int_not_equal(test_run("pgrep -f '%s/tests/[h]elper_orphan' >/dev/null", build), 0);
     // The archive has the log and the results of what finished, summary included.
     char list[600];
     snprintf(list, sizeof list, "%s/list.txt", tmp);
     assert_int_equal(test_run("tar -tzf '%s/out/device-check.tar.gz' >'%s'", tmp, list), 0);
     text = test_read_file(list, NULL);
     assert_non_null(text);
-    const char *files[] = {"device-check.log", "/a.csv", "/suite-status.tsv", "/summary.csv",
-                           "/report.md"};
+    const char *files[] = {"device-check.log", "/a.csv", "/b.csv", "/suite-status.tsv", "/suite-plan.tsv",
+                           "/summary.csv", "/report.md"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         if (!strstr(text, files[i])) fail_msg("archive lacks %s:\n%s", files[i], text);
     free(text);
     assert_int_equal(test_run("test ! -e '%s/out/.device-check.tar.gz.tmp'", tmp), 0);
+    // A rerun (--only) runs just the named test and program, in a dry run (the context
+    // says there is no GPU: SUITE_EXPECT_GPU stays unset).
+    script(build, "context", "if [ \"$1\" = --slug ]; then echo cpu_fake; else echo gpu_name=none; "
+                             "echo 'no_gpu_reason=no CUDA device (fake)'; fi");
+    rc = test_run("cd '%s' && OUT='%s/out3' BUILD='%s' RESULTS_ROOT='%s/results' "
+                  "bash scripts/device-check.sh 40 --only test_quick,a >'%s' 2>&1",
+                  test_suite_root(), tmp, build, tmp, log);
+    text = test_read_file(log, NULL);
+    assert_non_null(text);
+    if (rc != 0) fail_msg("--only test_quick,a: exit %d:\n%s", rc, text);
+    const char *want_only[] = {"DRY RUN (no CUDA device (fake))", "expect_gpu=unset gpu_check=1", "=== test_quick",
+                               "[1/1] a", "leftover processes: none"};
+    for (size_t i = 0; i < sizeof want_only / sizeof want_only[0]; i++)
+        if (!strstr(text, want_only[i])) fail_msg("--only output lacks '%s':\n%s", want_only[i], text);
+    const char *not_run[] = {"test_stuck", "test_orphan", "] b ", "] c ", "== twin"};
+    for (size_t i = 0; i < sizeof not_run / sizeof not_run[0]; i++)
+        if (strstr(text, not_run[i])) fail_msg("--only test_quick,a ran '%s':\n%s", not_run[i], text);
+    free(text);
+    assert_int_equal(test_run("tar -tzf '%s/out3/device-check.tar.gz' | grep -q '/a.csv$'", tmp), 0);
     // A budget that is not a number of seconds is refused before anything runs.
     assert_int_equal(test_run("cd '%s' && OUT='%s/out2' bash scripts/device-check.sh 5m >/dev/null 2>&1",
                               test_suite_root(), tmp), 2);
