@@ -72,10 +72,11 @@ plan=scripts/quick-pass.txt
 
 # The tests that exercise a GPU path, most telling first (where to look when one fails:
 # README, "The GPU check").
+# test_practice last: most of its time is CPU work (25 s and more on a 2-core VM).
 gpu_tests=(test_core_gpu test_layers_gpu test_bench_kernels test_core_graph test_fusion test_core_dynamic
-           test_dist_gpu test_practice test_conv_select test_pin_thread test_bench_amp test_bench_layout
+           test_dist_gpu test_conv_select test_pin_thread test_bench_amp test_bench_layout
            test_bench_cudnn_benchmark test_bench_cuda_graphs test_bench_sync test_bench_on_device
-           test_bench_pin_memory test_bench_fusion)
+           test_bench_pin_memory test_bench_fusion test_practice)
 
 # --only: split the names by kind.
 only_tests=() only_twin=() only_programs=()
