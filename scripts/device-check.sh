@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check, run on the GPU machine in the repository root after
 # scripts/device-stage.sh here:
-#   bash scripts/device-check.sh [BUDGET_SECONDS] [--only NAME,NAME...]     (default 450)
+#   bash scripts/device-check.sh [BUDGET_SECONDS] [--only NAME,NAME...]     (default 420)
 # One deadline, start + budget, for everything, in the order a first run must answer:
 #   1. the GPU tests (does each GPU path work at all: kernels against the CPU reference,
 #      graph replay, cuDNN selection, NCCL), up to DEVICE_CHECK_TEST_SHARE % of the budget;
@@ -42,7 +42,7 @@ if [[ ${1:-} == --archive ]]; then
 fi
 
 usage() { echo "usage: scripts/device-check.sh [BUDGET_SECONDS] [--only NAME,NAME...]" >&2; exit 2; }
-budget=450 budget_set="" only="" args=("$@")
+budget=420 budget_set="" only="" args=("$@")
 while (($#)); do
   case $1 in
     --only) (($# >= 2)) || usage; only=$2; shift 2 ;;
@@ -347,7 +347,7 @@ main() {
   ((run_other_tests)) && echo "  other tests: ${other_secs}s"
   echo "$leftover_line"
   if ((${#rerun[@]})); then
-    echo "rerun what failed or did not finish: bash scripts/device-check.sh 200 --only $(printf '%s\n' "${rerun[@]}" | awk '!seen[$0]++' | paste -sd, -)"
+    echo "rerun what failed or did not finish: bash scripts/device-check.sh 180 --only $(printf '%s\n' "${rerun[@]}" | awk '!seen[$0]++' | paste -sd, -)"
   fi
   echo "results: $results (archived in $out/device-check.tar.gz)"
   # A cut (a phase or a program stopped at its share) is not a failure: it depends on the

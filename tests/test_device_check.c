@@ -218,7 +218,7 @@ static void test_device_check_keeps_one_deadline(void **state)
                           "== other tests (at most ", "test_stuck (timed out after ",
                           "== device-check summary", "benchmarks: ",
                           "leftover processes: 1 found and killed", "helper_orphan",
-                          "rerun what failed or did not finish: bash scripts/device-check.sh 200 --only ",
+                          "rerun what failed or did not finish: bash scripts/device-check.sh 180 --only ",
                           "results: "};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(text, want[i])) fail_msg("device-check output lacks '%s':\n%s", want[i], text);
