@@ -152,11 +152,11 @@ run_tests_phase() {
     return
   fi
   echo "== $label (at most ${limit}s; $((deadline - $(now)))s left in all)"
-  local test_out="$out/.tests.out" rc per=$((limit - 2))
+  local test_out="$out/.tests.out" test_status="$out/.tests.status" rc per=$((limit - 2))
   # each program a little less than the phase (a hung one is named as such), and at
   # most half of it beyond 60 s, so that one hung GPU test leaves the rest their time
   ((per > 60 && per > limit / 2)) && per=$((limit / 2 > 60 ? limit / 2 : 60))
-  TEST_TIMEOUT=$per TESTS_SKIP=$skip timeout --signal=TERM --kill-after=5 "$limit" \
+  TEST_TIMEOUT=$per TESTS_SKIP=$skip TESTS_STATUS=$test_status timeout --signal=TERM --kill-after=5 "$limit" \
     "${wrap[@]}" bash scripts/run-tests.sh "$build" "$@" 2>&1 | tee "$test_out"
   rc=${PIPESTATUS[0]}
   local line failed
@@ -165,16 +165,17 @@ run_tests_phase() {
   failed=$(sed -n 's/^tests: [0-9]* passed, \([0-9]*\) failed.*/\1/p' <<<"$line")
   tests_failed=$((tests_failed + ${failed:-1}))
   ((rc != 0 && ${failed:-1} == 0 && rc != 124 && rc != 137 && rc != 143)) && tests_failed=$((tests_failed + 1))
+  # run-tests.sh's own account (the tests' output may hold the same words)
   local stopped reached
-  stopped=$(sed -n 's/^tests stopped: \([^ ]*\).*/\1/p' "$test_out")
-  reached=$(sed -n 's/^tests not reached: //p' "$test_out")
+  stopped=$(awk '$1 == "stopped" { print $2 }' "$test_status" 2>/dev/null)
+  reached=$(awk '$1 == "not_reached" { printf "%s ", $2 }' "$test_status" 2>/dev/null)
   if [[ -n $stopped || -n $reached ]]; then
     line="$line; cut at the phase's ${limit}s: stopped ${stopped:-none}, not reached: ${reached:-none}"
     rerun+=($stopped $reached)
   fi
-  rerun+=($(sed -n 's/^failing: \([^ ]*\).*/\1/p' "$test_out"))
+  rerun+=($(awk '$1 == "failing" { print $2 }' "$test_status" 2>/dev/null))
   tests_lines+=("$label: ${line#tests: }")
-  rm -f "$test_out"
+  rm -f "$test_out" "$test_status"
 }
 
 # Everything below goes to the terminal and to the log; the log is archived with it.
@@ -197,6 +198,13 @@ main() {
          "and carry device-stage (or set BUILD)"
     return 2
   fi
+  local n
+  for n in "${only_programs[@]}"; do
+    [[ -x $build/bench_$n ]] || { echo "device-check: --only: no practice program $build/bench_$n"; return 2; }
+  done
+  for n in "${only_tests[@]}"; do
+    [[ -x $build/tests/$n ]] || { echo "device-check: --only: no test program $build/tests/$n"; return 2; }
+  done
   "${wrap[@]}" --print
   if command -v nvidia-smi >/dev/null 2>&1; then
     nvidia-smi --query-gpu=name,driver_version,compute_cap,memory.total,clocks.sm,clocks.max.sm \
@@ -358,6 +366,6 @@ main() {
 main 2>&1 | tee -a "$log"
 rc=${PIPESTATUS[0]}
 results=$(cat "$out/.results-dir" 2>/dev/null || echo "")
-rm -f "$out/.results-dir" "$out/.tests.out"
+rm -f "$out/.results-dir" "$out/.tests.out" "$out/.tests.status"
 bash "$root/scripts/device-check.sh" --archive "$out" "${results:-/nonexistent}" "$log"
 exit "$rc"

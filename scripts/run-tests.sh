@@ -4,7 +4,9 @@
 # of them. Exits non-zero when a test failed or a program crashed or timed out.
 #   scripts/run-tests.sh [BUILD [TEST ...]]     e.g. run-tests.sh build test_core_gpu test_fusion
 # Environment: TEST_TIMEOUT (seconds per program, default 600; 0: no limit), TESTS_SKIP
-# (names not to run, e.g. those another pass ran).
+# (names not to run, e.g. those another pass ran), TESTS_STATUS (a file for the caller:
+# lines "failing NAME", "stopped NAME", "not_reached NAME", apart from the tests' own
+# output, which may hold such words).
 # Each program runs under its own timeout(1), in a process group of its own; a SIGTERM,
 # SIGINT or SIGHUP to this script (the GPU check's deadline) goes on to that group, so the
 # running test stops with it instead of running on beside what comes next. It then ends
@@ -56,6 +58,8 @@ export LSAN_OPTIONS="$san_common:suppressions=$san_supp/lsan.supp${LSAN_OPTIONS:
 export UBSAN_OPTIONS="$san_common:halt_on_error=1:print_stacktrace=1:suppressions=$san_supp/ubsan.supp${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 
 passed=0 failed=0 skipped=0 broken=()
+status_file=${TESTS_STATUS:-/dev/null}
+: >"$status_file"
 log=$(mktemp)
 trap 'rm -rf "$log" "$SUITE_SANITIZER_REPORTS"' EXIT
 
@@ -67,8 +71,8 @@ stop() {
   trap - TERM INT HUP
   if [[ -n $current ]]; then
     kill -s "$sig" -- "-$current" "$current" 2>/dev/null
-    local waited=0 # a few seconds to stop cleanly, then the whole group goes
-    while kill -0 "$current" 2>/dev/null && ((waited < 50)); do sleep 0.1; waited=$((waited + 1)); done
+    local waited=0 # 3 s to stop cleanly (the GPU check kills us 5 s after), then the group goes
+    while kill -0 "$current" 2>/dev/null && ((waited < 30)); do sleep 0.1; waited=$((waited + 1)); done
     kill -s KILL -- "-$current" 2>/dev/null
     wait "$current" 2>/dev/null
     cat "$log"
@@ -76,9 +80,15 @@ stop() {
   echo
   if ((${#broken[@]})); then printf 'failing: %s\n' "${broken[@]}"; fi
   # not a failure of the test: the caller's deadline came first
-  [[ -n $current ]] && echo "tests stopped: $current_name (SIG$sig, the caller's deadline)"
-  local rest=("${programs[@]:index}")
-  ((${#rest[@]})) && echo "tests not reached: $(printf '%s\n' "${rest[@]}" | xargs -n1 basename | tr '\n' ' ')"
+  if [[ -n $current ]]; then
+    echo "tests stopped: $current_name (SIG$sig, the caller's deadline)"
+    echo "stopped $current_name" >>"$status_file"
+  fi
+  local rest=("${programs[@]:index}") p
+  if ((${#rest[@]})); then
+    echo "tests not reached: $(printf '%s\n' "${rest[@]}" | xargs -n1 basename | tr '\n' ' ')"
+    for p in "${rest[@]}"; do echo "not_reached $(basename "$p")" >>"$status_file"; done
+  fi
   echo "tests: $passed passed, $failed failed, $skipped skipped (stopped by SIG$sig)"
   exit "$code"
 }
@@ -111,12 +121,15 @@ for prog in "${programs[@]}"; do
   if ((${#reports[@]})); then
     failed=$((failed + 1))
     broken+=("$name (sanitizer reports above)")
+    echo "failing $name" >>"$status_file"
   elif ((rc != 0 && f == 0)); then
     failed=$((failed + 1))
     if ((rc == 124 || rc == 137)); then broken+=("$name (timed out after ${per_program_timeout}s)")
     else broken+=("$name (exit status $rc)"); fi
+    echo "failing $name" >>"$status_file"
   elif ((f > 0)); then
     broken+=("$name ($f failed)")
+    echo "failing $name" >>"$status_file"
   fi
   echo "=== $name: exit $rc, $((SECONDS - start))s"
 done

@@ -287,7 +287,8 @@ static void test_run_tests_stops_the_running_test(void **state)
     snprintf(body, sizeof body, "%s & wait", sleeper);  // the test's own child: only its group stops it
     script(tests_dir, "test_b", body);
     script(tests_dir, "test_c", "echo '[  PASSED  ] 1 test(s).'");
-    int rc = test_run("cd '%s' && timeout 3 bash scripts/run-tests.sh '%s' >'%s' 2>&1", test_suite_root(), build, out);
+    int rc = test_run("cd '%s' && TESTS_STATUS='%s/status' timeout 3 bash scripts/run-tests.sh '%s' >'%s' 2>&1",
+                      test_suite_root(), tmp, build, out);
     char *text = test_read_file(out, NULL);
     assert_non_null(text);
     printf("%s", text);
@@ -295,6 +296,13 @@ static void test_run_tests_stops_the_running_test(void **state)
     const char *want[] = {"tests stopped: test_b (SIGTERM", "tests not reached: test_c", "tests: 2 passed, 0 failed"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(text, want[i])) fail_msg("run-tests output lacks '%s':\n%s", want[i], text);
+    free(text);
+    // the caller's own account, apart from the tests' output
+    char status[700];
+    snprintf(status, sizeof status, "%s/status", tmp);
+    text = test_read_file(status, NULL);
+    assert_non_null(text);
+    if (strcmp(text, "stopped test_b\nnot_reached test_c\n") != 0) fail_msg("TESTS_STATUS holds:\n%s", text);
     free(text);
     // Nothing of test_b may be left (5 s: the group's SIGTERM is immediate).
     int left = 1;
