@@ -189,6 +189,12 @@ for prog in "${programs[@]}"; do
     read -r ok skipped errors partial reason < <(csv_counts "$out/$name.csv")
   fi
   rows=$((ok + skipped + errors + partial))
+  # A CSV with no rows (a header at most) tells nothing and trips what reads the folder:
+  # the per-repetition file of a program that only skipped, or the tidy CSV of one that
+  # wrote nothing; the log says why.
+  for f in "$out/$name.csv" "$out/$name.reps.csv"; do
+    [[ -f $f ]] && (($(awk 'NR > 1 && NF { n++ } END { print n + 0 }' "$f") == 0)) && rm -f "$f"
+  done
   cut=0
   ((rc == 124 || rc == 137)) && cut=1
   if ((cut && rows == 0)); then
@@ -200,7 +206,7 @@ for prog in "${programs[@]}"; do
     if [[ -s $out/$name.partial ]] && read -r done_rows planned_rows <"$out/$name.partial"; then
       reason="cut at the deadline: $done_rows of $planned_rows rows"
     else
-      reason="cut at the deadline after ${limit}s: $rows rows kept of $((listed * repetitions)) planned"
+      reason="cut at the deadline after ${limit}s: $rows of $listed rows kept"
     fi
   elif ((rc != 0 && errors == 0)); then state=failed reason="exit status $rc; see logs/$name.log"
   elif ((errors > 0)); then state=failed
