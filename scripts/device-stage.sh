@@ -12,7 +12,8 @@
 #                          libgcc_s and libz apart in lib/fallback/, with lib/needs.txt (the
 #                          symbol versions the programs need), used only where the machine's
 #                          own lack one (see below)
-# Then the device tool: carry ["device-stage"], command "bash scripts/device-check.sh 480" (timeout ~540 s).
+# Then the device tool: carry ["device-stage"], command "bash scripts/device-check.sh" (its default
+# budget, 420 s; timeout_s 480), and for a rerun the --only line its summary prints.
 # The working tree and the carried folder must stay under 64 MiB; this checks it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
