@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "kernels/error.h"
@@ -46,6 +48,19 @@ static int read_var(const char *name, int min, int max, int def, int *out)
     return dist_parse_int(v, name, min, max, out);
 }
 
+// A rank that our launcher started under mpirun (dist/spawn.c sets DIST_SPAWN_LAUNCHER to
+// mpirun's pid) dies with its parent: a SIGKILLed mpirun must not leave ranks running.
+// If that process is gone already, nobody would send the signal: stop now.
+static void die_with_launcher(void)
+{
+    const char *v = getenv("DIST_SPAWN_LAUNCHER");
+    char *end = NULL;
+    long pid = v ? strtol(v, &end, 10) : 0;
+    if (!v || *end != '\0' || pid <= 0 || pid > INT_MAX) return;  // not ours: leave it be
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (kill((pid_t)pid, 0) != 0 && errno == ESRCH) raise(SIGTERM);
+}
+
 int dist_env_detect(DistEnv *env)
 {
     memset(env, 0, sizeof *env);
@@ -58,6 +73,7 @@ int dist_env_detect(DistEnv *env)
     if (port && dist_parse_int(port, "MASTER_PORT", 1, 65535, &env->master_port) != 0) return -1;
     if (!found) return 0;
     env->launch = found->launch;
+    if (found->launch == DIST_LAUNCH_MPI) die_with_launcher();
     if (!getenv(found->world))
         return error_set(ERROR_BAD_USAGE, "%s is set but %s is missing: set both (the rank and the world size)",
                          found->rank, found->world);

@@ -1,11 +1,29 @@
 // spawn.c: the local launcher (see spawn.h).
+//
+// Nothing the launcher starts may outlive it. Three ways a run used to leave ranks behind,
+// and what closes each:
+// - SIGINT/SIGTERM to the launcher's pid alone (a `kill PID`, timeout(1) of a parent): the
+//   GPU ranks sit in process groups of their own, and mpirun was never told. The launcher
+//   catches both and forwards them to every rank's group (or to mpirun, which stops its
+//   ranks), then waits for them as after a failure: SIGKILL after the grace period.
+// - SIGKILL of the launcher (nothing to catch): every rank, and mpirun, is started with
+//   PR_SET_PDEATHSIG, so the kernel sends it SIGTERM when the launcher dies; MPI ranks
+//   (mpirun's children) do the same with mpirun as their parent (dist/env.c, through
+//   DIST_SPAWN_LAUNCHER in their environment).
+// - The program that started the launcher is gone (bench_ddp popen()s `sh -c launcher`;
+//   a kill of bench_ddp leaves sh and the launcher running): when the launcher's stdout is
+//   a pipe and nobody reads it any more, it stops its ranks as SIGPIPE would stop a
+//   program that wrote there.
 #include "dist/spawn.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +45,147 @@ static int exit_code(int status)
     return 1;
 }
 
+// ---- forwarding the launcher's signals -----------------------------------------------
+// The handler reads what the main code writes: the targets are set before the handlers
+// are installed and each slot is one aligned pid_t, cleared (0) once that child is reaped.
+#define FORWARD_MAX 1024
+static volatile pid_t forward_to[FORWARD_MAX];  // >0: the pid of a child to signal
+static volatile sig_atomic_t forward_count;
+static volatile sig_atomic_t forward_as_group;  // 1: each target leads its own process group
+static volatile sig_atomic_t forwarded_signal;
+
+// Sends sig to every child not yet reaped (async-signal-safe: the handler uses it).
+static void signal_children(int sig)
+{
+    for (int i = 0; i < forward_count; i++) {
+        pid_t p = forward_to[i];
+        if (p > 0) kill(forward_as_group ? -p : p, sig);
+    }
+}
+
+static void forward_signal(int sig)
+{
+    int saved = errno;
+    forwarded_signal = sig;
+    signal_children(sig);
+    errno = saved;
+}
+
+static const int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define N_FORWARDED (int)(sizeof forwarded_signals / sizeof forwarded_signals[0])
+
+typedef struct {
+    struct sigaction old[N_FORWARDED];
+    bool installed[N_FORWARDED];
+} Forwarding;
+
+// Catches SIGINT, SIGTERM and SIGHUP, except one the launcher was started with ignored
+// (a background job's SIGINT): its ranks inherit that choice. No SA_RESTART: a blocked
+// wait returns, so the grace period starts at once.
+static void forwarding_start(Forwarding *f)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = forward_signal;
+    sigemptyset(&sa.sa_mask);
+    forwarded_signal = 0;
+    for (int i = 0; i < N_FORWARDED; i++) {
+        f->installed[i] = false;
+        if (sigaction(forwarded_signals[i], NULL, &f->old[i]) != 0 || f->old[i].sa_handler == SIG_IGN) continue;
+        f->installed[i] = sigaction(forwarded_signals[i], &sa, NULL) == 0;
+    }
+}
+
+static void forwarding_stop(Forwarding *f)
+{
+    for (int i = 0; i < N_FORWARDED; i++)
+        if (f->installed[i]) sigaction(forwarded_signals[i], &f->old[i], NULL);
+    forward_count = 0;
+}
+
+// In a forked child before exec: default dispositions for the caught signals (exec would
+// reset them too, but a signal in between must not run the launcher's handler here), and
+// die with the launcher. Returns false if the launcher is already gone.
+static bool child_die_with_launcher(pid_t launcher)
+{
+    for (int i = 0; i < N_FORWARDED; i++) {
+        struct sigaction old;
+        if (sigaction(forwarded_signals[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            signal(forwarded_signals[i], SIG_DFL);
+    }
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    return getppid() == launcher;  // it died before the prctl: nobody would tell us
+}
+
+// True when stdout is a pipe with no reader left: whoever started us has gone.
+static bool output_abandoned(bool stdout_is_pipe)
+{
+    if (!stdout_is_pipe) return false;
+    struct pollfd p = {.fd = STDOUT_FILENO, .events = 0};
+    return poll(&p, 1, 0) == 1 && (p.revents & POLLERR);
+}
+
+static bool stdout_is_pipe(void)
+{
+    struct stat st;
+    return fstat(STDOUT_FILENO, &st) == 0 && S_ISFIFO(st.st_mode);
+}
+
+// Waits for the n children in forward_to (their slots are cleared as they are reaped);
+// stops the rest (SIGTERM to each, SIGKILL after grace_ms) at the first failure, at a
+// forwarded signal or when our output is abandoned. Returns the first failure's exit code,
+// 128 + the forwarded signal when that came first, or 0.
+static int wait_for_children(int n, int grace_ms, const char *what, int first_failure)
+{
+    int alive = n;
+    double kill_at = first_failure ? now_ms() + grace_ms : 0;
+    bool pipe_out = stdout_is_pipe(), stopping = first_failure != 0;
+    while (alive > 0) {
+        if (!stopping && (forwarded_signal || output_abandoned(pipe_out))) {
+            stopping = true;
+            if (!forwarded_signal) {
+                fprintf(stderr, "spawn: nobody reads our output any more; stopping the %s\n", what);
+                signal_children(SIGTERM);
+            }
+            if (first_failure == 0) first_failure = 128 + (forwarded_signal ? forwarded_signal : SIGPIPE);
+            kill_at = now_ms() + grace_ms;
+        }
+        // A short poll, not a blocking wait: a signal can land between a check and the
+        // wait, and the abandoned pipe has no event of its own to wake us.
+        int status = 0;
+        pid_t pid = waitpid(-1, &status, WNOHANG);
+        if (pid < 0 && errno == EINTR) continue;
+        if (pid < 0) break;  // ECHILD: nothing left
+        if (pid == 0) {
+            if (stopping && now_ms() >= kill_at) {
+                signal_children(SIGKILL);
+                kill_at = now_ms() + 1e9;
+            }
+            struct timespec nap = {0, 20 * 1000 * 1000};
+            nanosleep(&nap, NULL);  // a signal cuts it short
+            continue;
+        }
+        int slot = -1;
+        for (int i = 0; i < n; i++) if (forward_to[i] == pid) slot = i;
+        if (slot < 0) continue;
+        forward_to[slot] = 0;
+        alive--;
+        int code = exit_code(status);
+        if (code != 0 && first_failure == 0) {
+            first_failure = code;
+            if (n > 1 && !stopping) {
+                fprintf(stderr, "spawn: rank %d %s %d; stopping the other ranks\n", slot,
+                        WIFSIGNALED(status) ? "was killed by signal" : "exited with status",
+                        WIFSIGNALED(status) ? WTERMSIG(status) : code);
+                stopping = true;
+                signal_children(SIGTERM);
+                kill_at = now_ms() + grace_ms;
+            }
+        }
+    }
+    return first_failure;
+}
+
 // CPU ranks: mpirun is the launcher (the children are MPI ranks). --bind-to none: Open
 // MPI binds each rank to one core by default (np <= 2), which puts DDP's communication
 // thread on the core its backward runs on, so the "overlap" only time-slices; unbound,
@@ -45,22 +204,42 @@ static int run_mpirun(const DistSpawnConfig *cfg, char *const argv[])
     if (!args) return error_set(ERROR_OUT_OF_MEMORY, "spawn: out of memory");
     for (int i = 0; i < h; i++) args[i] = (char *)head[i];
     for (int i = 0; i < argc; i++) args[h + i] = argv[i];
+    pid_t launcher = getpid();
+    Forwarding fw;
+    forward_as_group = 0;  // mpirun stops its own ranks (they sit in groups of their own)
+    forward_to[0] = 0;
+    forward_count = 1;
+    forwarding_start(&fw);
     pid_t pid = fork();
-    if (pid < 0) { free(args); return error_set(ERROR_LIBRARY, "spawn: fork: %s", strerror(errno)); }
+    if (pid < 0) {
+        forwarding_stop(&fw);
+        free(args);
+        return error_set(ERROR_LIBRARY, "spawn: fork: %s", strerror(errno));
+    }
     if (pid == 0) {
+        if (!child_die_with_launcher(launcher)) _exit(143);
+        char v[32];
+        snprintf(v, sizeof v, "%d", (int)getpid());
+        setenv("DIST_SPAWN_LAUNCHER", v, 1);  // the ranks die with mpirun (dist/env.c)
         execvp("mpirun", args);
         fprintf(stderr, "spawn: cannot run mpirun (install openmpi-bin): %s\n", strerror(errno));
         _exit(127);
     }
+    forward_to[0] = pid;
     free(args);
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    return exit_code(status);
+    // a signal that came between forwarding_start and now found no target: send it on
+    if (forwarded_signal) kill(pid, forwarded_signal);
+    int grace = cfg->grace_ms > 0 ? cfg->grace_ms : 3000;
+    int rc = wait_for_children(1, grace, "MPI ranks (mpirun)", 0);
+    forwarding_stop(&fw);
+    return rc;
 }
 
 int dist_spawn_local(const DistSpawnConfig *cfg, char *const argv[])
 {
     if (cfg->nproc < 1) return error_set(ERROR_BAD_USAGE, "--nproc-per-node must be >= 1 (got %d)", cfg->nproc);
+    if (cfg->nproc > FORWARD_MAX)
+        return error_set(ERROR_BAD_USAGE, "--nproc-per-node %d: at most %d local ranks", cfg->nproc, FORWARD_MAX);
     if (!argv || !argv[0]) return error_set(ERROR_BAD_USAGE, "spawn: no command");
     if (cfg->use_mpirun) return run_mpirun(cfg, argv);
     const char *addr = cfg->master_addr ? cfg->master_addr : getenv("MASTER_ADDR");
@@ -69,15 +248,21 @@ int dist_spawn_local(const DistSpawnConfig *cfg, char *const argv[])
     if (port == 0 && getenv("MASTER_PORT") && dist_parse_int(getenv("MASTER_PORT"), "MASTER_PORT", 1, 65535, &port) != 0)
         return -1;
     if (port == 0) port = 29500;
-    pid_t pids[cfg->nproc];
+    pid_t launcher = getpid();
+    Forwarding fw;
+    forward_as_group = 1;  // a rank's own children (loader workers) get what it gets
+    for (int i = 0; i < cfg->nproc; i++) forward_to[i] = 0;
+    forward_count = cfg->nproc;
+    forwarding_start(&fw);
     int started = 0;
-    for (; started < cfg->nproc; started++) {
+    for (; started < cfg->nproc && !forwarded_signal; started++) {
         pid_t pid = fork();
         if (pid < 0) break;
         if (pid == 0) {
             char v[32];
             int r = started;
             setpgid(0, 0);  // SIGTERM reaches the rank's own children too
+            if (!child_die_with_launcher(launcher)) _exit(143);
             snprintf(v, sizeof v, "%d", r); setenv("RANK", v, 1); setenv("LOCAL_RANK", v, 1);
             snprintf(v, sizeof v, "%d", cfg->nproc); setenv("WORLD_SIZE", v, 1); setenv("LOCAL_WORLD_SIZE", v, 1);
             snprintf(v, sizeof v, "%d", port); setenv("MASTER_PORT", v, 1);
@@ -87,42 +272,19 @@ int dist_spawn_local(const DistSpawnConfig *cfg, char *const argv[])
             _exit(127);
         }
         setpgid(pid, pid);  // as the child does: no window where a kill misses it
-        pids[started] = pid;
+        forward_to[started] = pid;
     }
-    int first_failure = 0, alive = started;
-    double kill_at = 0;
-    if (started < cfg->nproc) {
+    int grace = cfg->grace_ms > 0 ? cfg->grace_ms : 3000;
+    int first_failure = 0;
+    if (forwarded_signal) {  // it came while we forked: the ranks started so far get it too
+        first_failure = 128 + forwarded_signal;
+        signal_children(forwarded_signal);
+    } else if (started < cfg->nproc) {
         first_failure = 1;
         error_set(ERROR_LIBRARY, "spawn: fork of rank %d failed: %s", started, strerror(errno));
-        for (int i = 0; i < started; i++) kill(-pids[i], SIGTERM);
-        kill_at = now_ms() + cfg->grace_ms;
+        signal_children(SIGTERM);
     }
-    while (alive > 0) {
-        int status = 0;
-        pid_t pid = waitpid(-1, &status, kill_at > 0 ? WNOHANG : 0);
-        if (pid < 0 && errno == EINTR) continue;
-        if (pid < 0) break;
-        if (pid == 0) {  // survivors during the grace period
-            if (now_ms() >= kill_at) {
-                for (int i = 0; i < started; i++) if (pids[i] > 0) kill(-pids[i], SIGKILL);
-                kill_at = now_ms() + 1e9;
-            }
-            usleep(20 * 1000);
-            continue;
-        }
-        int rank = -1;
-        for (int i = 0; i < started; i++) if (pids[i] == pid) { rank = i; pids[i] = -1; }
-        if (rank < 0) continue;
-        alive--;
-        int code = exit_code(status);
-        if (code != 0 && first_failure == 0) {
-            first_failure = code;
-            fprintf(stderr, "spawn: rank %d %s %d; stopping the other ranks\n", rank,
-                    WIFSIGNALED(status) ? "was killed by signal" : "exited with status",
-                    WIFSIGNALED(status) ? WTERMSIG(status) : code);
-            for (int i = 0; i < started; i++) if (pids[i] > 0) kill(-pids[i], SIGTERM);
-            kill_at = now_ms() + (cfg->grace_ms > 0 ? cfg->grace_ms : 3000);
-        }
-    }
-    return first_failure;
+    int rc = wait_for_children(started, grace, "ranks", first_failure);
+    forwarding_stop(&fw);
+    return rc;
 }

@@ -2,7 +2,10 @@
 // forks N ranks of a command on this machine with the torchrun variables set (RANK,
 // WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT) and watches them:
 // when one fails (non-zero exit or a signal), the others get SIGTERM, then SIGKILL
-// after a grace period, so nothing hangs and nothing is orphaned.
+// after a grace period, so nothing hangs and nothing is orphaned. The launcher's own
+// SIGINT, SIGTERM and SIGHUP go on to every rank (to mpirun for CPU ranks), every rank
+// and mpirun die with the launcher (PR_SET_PDEATHSIG), and a launcher whose stdout pipe
+// has no reader left (its caller is gone) stops them too.
 #ifndef DIST_SPAWN_H
 #define DIST_SPAWN_H
 
@@ -23,7 +26,8 @@ typedef struct DistSpawnConfig {
 
 // Runs argv (argv[0] a path or a name on PATH) as cfg->nproc ranks and waits for all.
 // Returns 0 when every rank exited 0, else the first failure's exit code (128 + signal
-// for a rank killed by a signal), having stopped the others; -1 if nothing could start.
+// for a rank killed by a signal, or for a signal the launcher forwarded), having stopped
+// the others; -1 if nothing could start.
 int dist_spawn_local(const DistSpawnConfig *cfg, char *const argv[]);
 
 #ifdef __cplusplus

@@ -6,10 +6,14 @@
 #                          program links (libkernels) once instead of ~40 times (145 MiB ->
 #                          a few MiB); device-check.sh unpacks it into device-stage/build/
 #   device-stage/lib.tar.gz  the shared libraries they need that the GPU machine lacks
-#                          (Google Benchmark, TurboJPEG, cmocka, OpenBLAS, OpenMP, libstdc++
-#                          ...; never CUDA, cuBLAS, cuDNN or NCCL, which
-#                          scripts/with-gpu-libs.sh finds there), unpacked there on first use
-# Then the device tool: carry ["device-stage"], command "bash scripts/device-check.sh 480" (timeout ~540 s).
+#                          (Google Benchmark, TurboJPEG, cmocka, OpenBLAS, Open MPI ...;
+#                          never CUDA, cuBLAS, cuDNN or NCCL, which scripts/with-gpu-libs.sh
+#                          finds there), unpacked there on first use; Debian 12's libstdc++,
+#                          libgcc_s and libz apart in lib/fallback/, with lib/needs.txt (the
+#                          symbol versions the programs need), used only where the machine's
+#                          own lack one (see below)
+# Then the device tool: carry ["device-stage"], command "bash scripts/device-check.sh" (its default
+# budget, 420 s; timeout_s 480), and for a rerun the --only line its summary prints.
 # The working tree and the carried folder must stay under 64 MiB; this checks it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -36,11 +40,44 @@ if ldd "${progs[@]}" 2>/dev/null | grep -q 'not found'; then
   ldd "${progs[@]}" | grep 'not found' | sort -u >&2
   exit 1
 fi
+# The C++ runtime, libgcc_s and zlib: every machine has its own, usually newer, and the
+# twin's Python and torch must load theirs (Debian 12's libstdc++ first on the path would
+# hide the GLIBCXX versions a newer torch needs). They are staged apart, one folder each
+# (device-stage/lib/fallback/<name>/), with the symbol versions our programs and staged
+# libraries need from them (device-stage/lib/needs.txt); scripts/with-gpu-libs.sh puts
+# one on the path only where the machine's own copy lacks one of those versions.
+fallback_re='/(libstdc\+\+\.so\.6|libgcc_s\.so\.1|libz\.so\.1)$'
 for prog in "${progs[@]}"; do ldd "$prog"; done | awk '/=> \// { print $3 }' | sort -u |
   grep -Ev '/(libc|libm|libpthread|libdl|librt|libresolv|libutil|ld-linux[^/]*)\.so' |
   grep -Ev '/lib(cuda|cudart|cublas|cublasLt|cudnn[^/]*|nccl|nvidia-ml|nvrtc)\.so' |
-  while read -r lib; do cp -L "$lib" device-stage/lib/; done
-echo "device-stage: staged $(ls device-stage/lib | wc -l) libraries: $(ls device-stage/lib | tr '\n' ' ')"
+  while read -r lib; do
+    if [[ $lib =~ $fallback_re ]]; then
+      name=$(basename "$lib")
+      mkdir -p "device-stage/lib/fallback/${name%%.so*}"
+      cp -L "$lib" "device-stage/lib/fallback/${name%%.so*}/"
+    else
+      cp -L "$lib" device-stage/lib/
+    fi
+  done
+# What the staged programs and libraries need from the machine's own libraries: the
+# version names of the .gnu.version_r sections (readelf -V), per library file.
+stage_needs() {
+  local f
+  for f in "$@"; do
+    readelf -V --wide "$f" 2>/dev/null | awk '
+      /Version needs section/ { inr = 1; next }
+      /Version (definition|symbols) section/ { inr = 0 }
+      inr && /File: / { for (i = 1; i < NF; i++) if ($i == "File:") file = $(i + 1) }
+      inr && /Name: / { for (i = 1; i < NF; i++) if ($i == "Name:") print file, $(i + 1) }'
+  done | grep -E '^(libstdc\+\+\.so\.6|libgcc_s\.so\.1|libz\.so\.1|libc\.so\.6|libm\.so\.6) ' | sort -u -V |
+    awk '{ v[$1] = v[$1] " " $2 } END { for (l in v) print l v[l] }' | sort
+}
+mapfile -t staged < <(find device-stage/lib -type f)
+stage_needs "${progs[@]}" "${staged[@]}" >device-stage/lib/needs.txt
+echo "device-stage: what the programs need from the machine (device-stage/lib/needs.txt):"
+awk '{ printf "  %s: %d versions, up to %s\n", $1, NF - 1, $NF }' device-stage/lib/needs.txt
+echo "device-stage: staged $(find device-stage/lib -maxdepth 1 -name '*.so*' | wc -l) libraries" \
+     "and, used only where the machine's own lack a version: $(ls device-stage/lib/fallback | tr '\n' ' ')"
 tar -czf device-stage/lib.tar.gz -C device-stage lib
 rm -rf device-stage/lib
 tar -cf - -C device-stage build | xz -T1 -6 --lzma2=preset=6,dict=192MiB >device-stage/build.tar.xz

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tests/support.h"
 
@@ -101,6 +102,45 @@ static void test_wrapper_finds_libraries_in_site_packages(void **state)
     free(tmp);
 }
 
+// The staged C++ runtime and zlib (device-stage/lib/fallback/<name>/) go on the path only
+// where the machine's own copy lacks a symbol version the programs need
+// (device-stage/lib/needs.txt): here this machine's libstdc++ has GLIBCXX_3.4 and CXXABI_1.3,
+// so Python and torch keep it; no libz has ZLIB_99.0, so the staged one is used; a C
+// library without a needed version is named before anything fails to start.
+static void test_wrapper_stages_runtime_only_where_needed(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    assert_int_equal(test_run("cd '%s' && mkdir -p stage/lib/fallback/libstdc++ stage/lib/fallback/libz && "
+                              "echo x > stage/lib/fallback/libstdc++/libstdc++.so.6 && "
+                              "echo x > stage/lib/fallback/libz/libz.so.1 && "
+                              "printf 'libstdc++.so.6 CXXABI_1.3 GLIBCXX_3.4\\nlibz.so.1 ZLIB_99.0\\n"
+                              "libc.so.6 GLIBC_99.0\\n' > stage/lib/needs.txt", tmp), 0);
+    char out[700];
+    snprintf(out, sizeof out, "%s/out.txt", tmp);
+    assert_int_equal(test_run("GPU_LIBS_STAGE='%s/stage' GPU_LIBS_NO_SEARCH=1 LD_LIBRARY_PATH= "
+                              "bash '%s/scripts/with-gpu-libs.sh' --print >'%s' && "
+                              "GPU_LIBS_STAGE='%s/stage' GPU_LIBS_NO_SEARCH=1 LD_LIBRARY_PATH= "
+                              "bash '%s/scripts/with-gpu-libs.sh' sh -c 'echo \"path=$LD_LIBRARY_PATH\"' >>'%s'",
+                              tmp, test_suite_root(), out, tmp, test_suite_root(), out), 0);
+    char *text = test_read_file(out, NULL);
+    assert_non_null(text);
+    printf("%s", text);
+    char want[800];
+    snprintf(want, sizeof want, "%s/stage/lib/fallback/libz", tmp);
+    if (!strstr(text, want)) fail_msg("the staged libz is not on the path:\n%s", text);
+    snprintf(want, sizeof want, "%s/stage/lib/fallback/libstdc++", tmp);
+    if (strstr(text, want)) fail_msg("the staged libstdc++ is on the path though the machine's has all:\n%s", text);
+    assert_non_null(strstr(text, "libstdc++.so.6     the machine's own "));
+    assert_non_null(strstr(text, "lacks ZLIB_99.0"));
+    assert_non_null(strstr(text, "WARNING: the machine's "));
+    assert_non_null(strstr(text, "lacks GLIBC_99.0: the staged programs will not start"));
+    free(text);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
 static void test_chart_tests_skip_without_gnuplot(void **state)
 {
     (void)state;
@@ -139,12 +179,19 @@ static void test_device_check_keeps_one_deadline(void **state)
     snprintf(fixture, sizeof fixture, "%s/tests/fixtures/pin_memory_fixture.csv", test_suite_root());
     assert_int_equal(test_run("mkdir -p '%s/tests' '%s/out' '%s/results'", build, tmp, tmp), 0);
     script(build, "context", "if [ \"$1\" = --slug ]; then echo fake-gpu_0.0; else echo gpu_name=Fake; fi");
-    script(build, "tests/test_quick", "echo '[==========] 1 test(s) run.'; echo '[  PASSED  ] 1 test(s).'");
-    script(build, "tests/test_stuck", "exec sleep 300");  // a hung GPU test
+    // the tests say what the check exported; test_orphan leaves a process of the suite
+    // behind (its own session, its command line in the build folder), as a rank would
+    script(build, "tests/test_quick", "echo \"expect_gpu=${SUITE_EXPECT_GPU:-unset} gpu_check=${SUITE_GPU_CHECK:-unset}\"; "
+                                      "echo '[==========] 1 test(s) run.'; echo '[  PASSED  ] 1 test(s).'");
+    script(build, "tests/test_stuck", "exec sleep 300");  // a hung test
+    script(build, "tests/helper_orphan", "exec -a \"$0\" sleep 120");
+    script(build, "tests/test_orphan", "setsid \"$(dirname \"$0\")/helper_orphan\" </dev/null >/dev/null 2>&1 &\n"
+                                       "echo '[  PASSED  ] 1 test(s).'");
     // A practice program writes its tidy CSV (here the fixture) and its JSON, then either
     // ends or overruns.
     char body[2048];
     snprintf(body, sizeof body,
+             "case \"$*\" in *--benchmark_list_tests*) echo p/x; echo p/y; exit 0;; esac\n"
              "for a in \"$@\"; do case $a in --harness_csv=*) cp '%s' \"${a#*=}\";; "
              "--benchmark_out=*) echo '{}' > \"${a#*=}\";; esac; done\n"
              "[ \"${0##*/}\" = bench_b ] && exec sleep 300\ntrue", fixture);
@@ -155,37 +202,133 @@ static void test_device_check_keeps_one_deadline(void **state)
     char log[600];
     snprintf(log, sizeof log, "%s/check.txt", tmp);
     double t0 = now_s();
+    // no twin here (no steptime); the quick pass ends 10% of the budget before the end,
+    // where the other tests get the rest
     int rc = test_run("cd '%s' && OUT='%s/out' BUILD='%s' RESULTS_ROOT='%s/results' "
-                      "DEVICE_CHECK_TEST_SHARE=20 bash scripts/device-check.sh %d >'%s' 2>&1",
+                      "bash scripts/device-check.sh %d >'%s' 2>&1",
                       test_suite_root(), tmp, build, tmp, budget, log);
     double took = now_s() - t0;
     char *text = test_read_file(log, NULL);
     assert_non_null(text);
     printf("device-check with a %d s budget: exit %d after %.1f s\n", budget, rc, took);
     if (took > budget + 1.5) fail_msg("overran its budget: %.1f s\n%s", took, text);
-    assert_int_not_equal(rc, 0);  // a test was stopped and a program did not finish
-    const char *want[] = {"== tests (at most ", "test_stuck (timed out after ",
-                          "== device-check summary", "benchmarks: ", "stopped after",
-                          "c not run: no time left before BENCH_DEADLINE",
+    assert_int_not_equal(rc, 0);  // a test hung and a process was left behind
+    const char *want[] = {"GPU run: SUITE_EXPECT_GPU=1", "expect_gpu=1 gpu_check=1",
+                          "b: partial, ", "cut at the deadline after ",
+                          "== other tests (at most ", "test_stuck (timed out after ",
+                          "== device-check summary", "benchmarks: ",
+                          "leftover processes: 1 found and killed", "helper_orphan",
+                          "rerun what failed or did not finish: bash scripts/device-check.sh 180 --only ",
                           "results: "};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(text, want[i])) fail_msg("device-check output lacks '%s':\n%s", want[i], text);
+    // c either had time left after b's cut or is "not run" (as the machine's load has it)
+    if (!strstr(text, "c not run: no time left before BENCH_DEADLINE") && !strstr(text, "run-suite: c: ran"))
+        fail_msg("c neither ran nor was 'not run':\n%s", text);
+    // the quick pass comes before the other tests
+    if (strstr(text, "== other tests") < strstr(text, "[1/3] a")) fail_msg("wrong order:\n%s", text);
     free(text);
+    assert_int_not_equal(test_run("pgrep -f '%s/tests/[h]elper_orphan' >/dev/null", build), 0);
     // The archive has the log and the results of what finished, summary included.
     char list[600];
     snprintf(list, sizeof list, "%s/list.txt", tmp);
     assert_int_equal(test_run("tar -tzf '%s/out/device-check.tar.gz' >'%s'", tmp, list), 0);
     text = test_read_file(list, NULL);
     assert_non_null(text);
-    const char *files[] = {"device-check.log", "/a.csv", "/suite-status.tsv", "/summary.csv",
-                           "/report.md"};
+    const char *files[] = {"device-check.log", "/a.csv", "/b.csv", "/suite-status.tsv", "/suite-plan.tsv",
+                           "/summary.csv", "/report.md"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         if (!strstr(text, files[i])) fail_msg("archive lacks %s:\n%s", files[i], text);
     free(text);
     assert_int_equal(test_run("test ! -e '%s/out/.device-check.tar.gz.tmp'", tmp), 0);
+    // A rerun (--only) runs just the named test and program, in a dry run (the context
+    // says there is no GPU: SUITE_EXPECT_GPU stays unset).
+    script(build, "context", "if [ \"$1\" = --slug ]; then echo cpu_fake; else echo gpu_name=none; "
+                             "echo 'no_gpu_reason=no CUDA device (fake)'; fi");
+    rc = test_run("cd '%s' && OUT='%s/out3' BUILD='%s' RESULTS_ROOT='%s/results' "
+                  "bash scripts/device-check.sh 40 --only test_quick,a >'%s' 2>&1",
+                  test_suite_root(), tmp, build, tmp, log);
+    text = test_read_file(log, NULL);
+    assert_non_null(text);
+    if (rc != 0) fail_msg("--only test_quick,a: exit %d:\n%s", rc, text);
+    const char *want_only[] = {"DRY RUN (no CUDA device (fake))", "expect_gpu=unset gpu_check=1", "=== test_quick",
+                               "[1/1] a", "leftover processes: none"};
+    for (size_t i = 0; i < sizeof want_only / sizeof want_only[0]; i++)
+        if (!strstr(text, want_only[i])) fail_msg("--only output lacks '%s':\n%s", want_only[i], text);
+    const char *not_run[] = {"test_stuck", "test_orphan", "] b ", "] c ", "== twin"};
+    for (size_t i = 0; i < sizeof not_run / sizeof not_run[0]; i++)
+        if (strstr(text, not_run[i])) fail_msg("--only test_quick,a ran '%s':\n%s", not_run[i], text);
+    free(text);
+    assert_int_equal(test_run("tar -tzf '%s/out3/device-check.tar.gz' | grep -q '/a.csv$'", tmp), 0);
     // A budget that is not a number of seconds is refused before anything runs.
     assert_int_equal(test_run("cd '%s' && OUT='%s/out2' bash scripts/device-check.sh 5m >/dev/null 2>&1",
                               test_suite_root(), tmp), 2);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+// scripts/run-tests.sh stopped from outside (the GPU check's deadline: timeout(1) sends
+// SIGTERM to run-tests.sh alone) stops the running test's whole process group, which
+// used to run on until TEST_TIMEOUT beside what came next; it names that test and those
+// not reached. It also runs named programs in the order given, or all but TESTS_SKIP.
+static void test_run_tests_stops_the_running_test(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    char build[600], out[700], sleeper[64];
+    snprintf(build, sizeof build, "%s/build", tmp);
+    snprintf(out, sizeof out, "%s/out.txt", tmp);
+    snprintf(sleeper, sizeof sleeper, "sleep %d.25", 700 + (int)(getpid() % 1000));
+    assert_int_equal(test_run("mkdir -p '%s/tests'", build), 0);
+    char tests_dir[700], body[200];
+    snprintf(tests_dir, sizeof tests_dir, "%s/tests", build);
+    script(tests_dir, "test_a", "echo '[  PASSED  ] 2 test(s).'");
+    snprintf(body, sizeof body, "%s & wait", sleeper);  // the test's own child: only its group stops it
+    script(tests_dir, "test_b", body);
+    script(tests_dir, "test_c", "echo '[  PASSED  ] 1 test(s).'");
+    int rc = test_run("cd '%s' && TESTS_STATUS='%s/status' timeout 3 bash scripts/run-tests.sh '%s' >'%s' 2>&1",
+                      test_suite_root(), tmp, build, out);
+    char *text = test_read_file(out, NULL);
+    assert_non_null(text);
+    printf("%s", text);
+    assert_int_equal(rc, 124);
+    const char *want[] = {"tests stopped: test_b (SIGTERM", "tests not reached: test_c", "tests: 2 passed, 0 failed"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(text, want[i])) fail_msg("run-tests output lacks '%s':\n%s", want[i], text);
+    free(text);
+    // the caller's own account, apart from the tests' output
+    char status[700];
+    snprintf(status, sizeof status, "%s/status", tmp);
+    text = test_read_file(status, NULL);
+    assert_non_null(text);
+    if (strcmp(text, "stopped test_b\nnot_reached test_c\n") != 0) fail_msg("TESTS_STATUS holds:\n%s", text);
+    free(text);
+    // Nothing of test_b may be left (5 s: the group's SIGTERM is immediate).
+    int left = 1;
+    for (int i = 0; i < 50 && left; i++) {
+        left = test_run("pgrep -f '^%s$' >/dev/null", sleeper) == 0;
+        if (left) usleep(100 * 1000);
+    }
+    if (left) {
+        test_run("for p in $(pgrep -f '^%s$'); do kill $p; done", sleeper);
+        fail_msg("'%s' of the stopped test still runs 5 s after the deadline", sleeper);
+    }
+    // Named programs, in that order; TESTS_SKIP leaves some out.
+    assert_int_equal(test_run("cd '%s' && bash scripts/run-tests.sh '%s' test_c test_a >'%s' 2>&1", test_suite_root(),
+                              build, out), 0);
+    text = test_read_file(out, NULL);
+    assert_non_null(text);
+    char *c = strstr(text, "=== test_c"), *a = strstr(text, "=== test_a");
+    if (!c || !a || c > a || strstr(text, "test_b") || !strstr(text, "tests: 3 passed"))
+        fail_msg("run-tests test_c test_a:\n%s", text);
+    free(text);
+    assert_int_equal(test_run("cd '%s' && TESTS_SKIP='test_b' bash scripts/run-tests.sh '%s' >'%s' 2>&1",
+                              test_suite_root(), build, out), 0);
+    text = test_read_file(out, NULL);
+    assert_non_null(text);
+    if (strstr(text, "test_b") || !strstr(text, "tests: 3 passed")) fail_msg("TESTS_SKIP=test_b:\n%s", text);
+    free(text);
     test_remove_tree(tmp);
     free(tmp);
 }
@@ -194,8 +337,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wrapper_finds_libraries_in_site_packages),
+        cmocka_unit_test(test_wrapper_stages_runtime_only_where_needed),
         cmocka_unit_test(test_chart_tests_skip_without_gnuplot),
         cmocka_unit_test(test_device_check_keeps_one_deadline),
+        cmocka_unit_test(test_run_tests_stops_the_running_test),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
