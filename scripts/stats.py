@@ -653,8 +653,10 @@ def cmd_summarize(args):
         if not os.path.isdir(d):
             raise StatsError("no results folder %s" % d)
         out, inputs, where = os.path.join(d, "summary.csv"), tidy_inputs(d), "in %s " % d
-    if not inputs:
-        raise StatsError("no tidy CSV files %sgiven" % where)
+    if not inputs and not where:
+        raise StatsError("no tidy CSV files given")
+    if not inputs:  # a folder whose every program was cut before its first row: no rows, no failure
+        warn("no tidy CSV files %s(every program was cut or not run): an empty summary" % where)
     for f in inputs:
         if not os.path.isfile(f) or not os.access(f, os.R_OK):
             raise StatsError("cannot read %s" % f)
