@@ -1,0 +1,378 @@
+// harness_csv.cc: the harness's own files beside --harness_csv=FILE.csv. The tidy CSV
+// (one row per instance: practice, variant, role, timing, params, status and reason,
+// the time's mean, median, stddev, min, max and cv, counters, the run context),
+// FILE.reps.csv (one row per measured repetition) and FILE.curves.csv (curve points).
+// Rows are kept as each repetition finishes (Commit), replaced by Google Benchmark's own
+// runs and aggregates when it reports the instance (ReportRuns), and every file is
+// rewritten whole through FILE.tmp and a rename. A cut (Cut) writes what is done, rows
+// still waiting for repetitions marked `partial`, and FILE.partial.
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "bench/driver/context.h"
+#include "bench/driver/harness_internal.h"
+
+namespace harness {
+
+namespace {
+
+const char *unit_name(benchmark::TimeUnit u)
+{
+    switch (u) {
+    case benchmark::kMicrosecond: return "us";
+    case benchmark::kMillisecond: return "ms";
+    case benchmark::kSecond: return "s";
+    case benchmark::kNanosecond: break;
+    }
+    return "ns";
+}
+
+// A CSV field: no commas, quotes or newlines, so gnuplot and awk can split on ','.
+std::string field(const std::string &s)
+{
+    std::string out;
+    for (char ch : s) {
+        if (ch == ',') out += ';';
+        else if (ch == '\n' || ch == '\r') out += ' ';
+        else if (ch != '"') out += ch;
+    }
+    return out;
+}
+
+std::string num(double v)
+{
+    if (!std::isfinite(v)) return "";
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.9g", v);
+    return buf;
+}
+
+std::string params_field(const Instance &in)
+{
+    std::string s;
+    for (const auto &p : in.params) s += (s.empty() ? "" : ";") + p.first + ":" + p.second;
+    return s;
+}
+
+double mean_of(const std::vector<double> &v)
+{
+    double s = 0;
+    for (double x : v) s += x;
+    return v.empty() ? NAN : s / (double)v.size();
+}
+
+// Writes path through path.tmp and a rename, so that a kill never leaves half a file.
+bool write_atomically(const std::string &path, const std::string &text)
+{
+    std::string tmp = path + ".tmp";
+    std::ofstream out(tmp);
+    if (out) out << text;
+    out.close();
+    if (!out || rename(tmp.c_str(), path.c_str()) != 0) {
+        fprintf(stderr, "harness: error writing %s\n", path.c_str());
+        remove(tmp.c_str());
+        return false;
+    }
+    return true;
+}
+
+std::string curves_path(const std::string &csv)
+{
+    std::string stem = csv;
+    if (stem.size() > 4 && stem.compare(stem.size() - 4, 4, ".csv") == 0) stem.resize(stem.size() - 4);
+    return stem + ".curves.csv";
+}
+
+// FILE.csv -> FILE.reps.csv (the repetitions beside the tidy CSV)
+std::string reps_path(const std::string &csv)
+{
+    std::string stem = csv;
+    if (stem.size() > 4 && stem.compare(stem.size() - 4, 4, ".csv") == 0) stem.resize(stem.size() - 4);
+    return stem + ".reps.csv";
+}
+
+} // namespace
+
+std::string partial_path(const std::string &csv)
+{
+    std::string stem = csv;
+    if (stem.size() > 4 && stem.compare(stem.size() - 4, 4, ".csv") == 0) stem.resize(stem.size() - 4);
+    return stem + ".partial";
+}
+
+void TidyCsvTee::ReportRuns(const std::vector<Run> &runs)
+{
+    display_->ReportRuns(runs);
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const Run &r : runs) {
+        Results &res = results_for(r.run_name.function_name);
+        if (!res.reported) {  // Google Benchmark's runs replace the harness's own
+            res.reported = true;
+            res.runs.clear();
+            res.aggregates.clear();
+        }
+        if (r.run_type == Run::RT_Aggregate) res.aggregates[r.aggregate_name] = r;
+        else res.runs.push_back(r);
+        if (r.error_occurred && r.error_message.rfind(kSkipPrefix, 0) != 0) any_error_ = true;
+    }
+    write_all();
+}
+
+void TidyCsvTee::Finalize()
+{
+    display_->Finalize();
+    std::lock_guard<std::mutex> lock(mutex_);
+    write_all();
+}
+
+// A repetition that has just finished, before Google Benchmark reports its instance:
+// into the CSVs at once, so that a cut keeps it.
+void TidyCsvTee::Commit(Instance *in, const Run &run)
+{
+    std::lock_guard<std::mutex> lock(mutex_);
+    Results &res = results_for(in->name);
+    in->repetitions_done++;
+    repetitions_done_++;
+    if (res.reported) return;
+    res.runs.push_back(run);
+    if (run.error_occurred && run.error_message.rfind(kSkipPrefix, 0) != 0) any_error_ = true;
+    write_all();
+}
+
+// The run was cut by a signal: waits for a write in progress, writes what is done
+// (rows of unfinished instances marked partial) and FILE.partial, and exits.
+// Exits with 128 + sig holding the lock, so that no later write starts.
+void TidyCsvTee::Cut(int planned, int sig)
+{
+    std::lock_guard<std::mutex> lock(mutex_);
+    cut_ = true;
+    write_all();
+    if (!path_.empty()) {
+        char line[64];
+        snprintf(line, sizeof line, "%d %d\n", repetitions_done_, planned);
+        write_atomically(partial_path(path_), line);
+    }
+    fflush(stdout);
+    fprintf(stderr, "\nharness: cut by signal %d: %d of %d repetitions done and kept%s%s\n", sig,
+            repetitions_done_, planned, path_.empty() ? "" : " in ", path_.c_str());
+    fflush(stderr);
+    _exit(128 + sig);
+}
+
+Results &TidyCsvTee::results_for(const std::string &function_name)
+{
+    auto it = index_.find(function_name);
+    if (it != index_.end()) return results_[it->second];
+    index_[function_name] = results_.size();
+    Results res;
+    res.function_name = function_name;
+    for (const auto &in : g().instances)
+        if (in->name == function_name) res.instance = in.get();
+    results_.push_back(res);
+    return results_.back();
+}
+
+// Rewrites every file from what is known: each through FILE.tmp and a rename, so a
+// reader (or a kill) never sees half a file.
+void TidyCsvTee::write_all()
+{
+    if (!path_.empty()) write_ok_ = write_csv() && write_reps() && write_curves() && write_ok_;
+}
+
+std::set<std::string> TidyCsvTee::param_names() const
+{
+    std::set<std::string> names;
+    for (const auto &b : g().benches)
+        for (const Axis &a : b->axes) names.insert(a.name);
+    return names;
+}
+
+bool TidyCsvTee::write_csv()
+{
+    const SuiteContext &ctx = *ctx_;
+    std::set<std::string> params = param_names(), counter_names;
+    for (const Results &res : results_) {
+        for (const Run &r : res.runs)
+            for (const auto &c : r.counters) counter_names.insert(c.first);
+        for (const auto &a : res.aggregates)
+            for (const auto &c : a.second.counters) counter_names.insert(c.first);
+    }
+    std::string out = "practice,variant,role,timing,params,status,reason,repetitions,iterations,"
+                      "time,cpu_time,time_unit,time_median,time_stddev,time_min,time_max,time_cv,cache";
+    for (const auto &p : params) out += ",param_" + field(p);
+    for (const auto &c : counter_names) out += "," + field(c);
+    for (int i = 0; i < ctx.count; i++) out += std::string(",ctx_") + ctx.keys[i];
+    for (const auto &kv : g().extra_context) out += ",ctx_" + field(kv.first);
+    out += "\n";
+    for (const Results &res : results_) out += row(res, ctx, params, counter_names);
+    return write_atomically(path_, out);
+}
+
+// FILE.reps.csv: one row per measured repetition of every instance, so the summary
+// can compute medians, intervals and tests over repetitions (the tidy row has only
+// their aggregates).
+bool TidyCsvTee::write_reps()
+{
+    std::set<std::string> params = param_names(), counter_names;
+    for (const Results &res : results_)
+        for (const Run &r : res.runs)
+            for (const auto &c : r.counters) counter_names.insert(c.first);
+    std::string out = "practice,variant,role,timing,params,repetition,time,cpu_time,time_unit,iterations";
+    for (const auto &p : params) out += ",param_" + field(p);
+    for (const auto &c : counter_names) out += "," + field(c);
+    out += "\n";
+    for (const Results &res : results_) {
+        const Instance *in = res.instance;
+        if (!in) continue;
+        bool failed = false;
+        for (const Run &r : res.runs) failed = failed || r.error_occurred;
+        if (failed) continue; // a skipped or failed instance has no times to keep
+        for (const Run &r : res.runs) {
+            const HarnessBench *b = in->bench;
+            out += field(b->practice) + "," + field(b->variant) + "," + role_name(b->role) + "," +
+                   timing_name(b->timing) + "," + field(params_field(*in)) + "," +
+                   std::to_string(r.repetition_index + 1) + "," + num(r.GetAdjustedRealTime()) + "," +
+                   num(r.GetAdjustedCPUTime()) + "," + unit_name(r.time_unit) + "," +
+                   std::to_string((long long)r.iterations);
+            for (const auto &p : params) {
+                std::string v;
+                for (const auto &kv : in->params)
+                    if (kv.first == p) v = kv.second;
+                out += "," + field(v);
+            }
+            for (const auto &c : counter_names) {
+                auto it = r.counters.find(c);
+                out += "," + (it != r.counters.end() ? num(it->second.value) : std::string());
+            }
+            out += "\n";
+        }
+    }
+    return write_atomically(reps_path(path_), out);
+}
+
+bool TidyCsvTee::write_curves()
+{
+    if (g().curves.empty()) return true;
+    std::set<std::string> params = param_names();
+    std::string out = "practice,variant,role,params";
+    for (const auto &p : params) out += ",param_" + field(p);
+    out += ",run,metric,step,images,seconds,value\n";
+    for (const CurvePoint &c : g().curves) {
+        const Instance &in = *c.instance;
+        out += field(in.bench->practice) + "," + field(in.bench->variant) + "," +
+               role_name(in.bench->role) + "," + field(params_field(in));
+        for (const auto &p : params) {
+            std::string v;
+            for (const auto &kv : in.params)
+                if (kv.first == p) v = kv.second;
+            out += "," + field(v);
+        }
+        out += "," + std::to_string(c.run) + "," + field(c.metric) + "," + std::to_string(c.step) +
+               "," + std::to_string(c.images) + "," + num(c.seconds) + "," + num(c.value) + "\n";
+    }
+    return write_atomically(curves_path(path_), out);
+}
+
+std::string TidyCsvTee::row(const Results &res, const SuiteContext &ctx, const std::set<std::string> &params,
+                            const std::set<std::string> &counter_names)
+{
+    const Instance *in = res.instance;
+    const HarnessBench *b = in ? in->bench : nullptr;
+    const Run *first = !res.runs.empty() ? &res.runs[0]
+                       : !res.aggregates.empty() ? &res.aggregates.begin()->second : nullptr;
+    // An error in any repetition makes the row an error (its first error is the
+    // reason), whatever the other repetitions did; else a skip makes it skipped.
+    std::string status = "ok", reason;
+    for (const Run &r : res.runs) {
+        if (!r.error_occurred || status == "error") continue;
+        bool skip = r.error_message.rfind(kSkipPrefix, 0) == 0;
+        if (skip && status == "skipped") continue;
+        status = skip ? "skipped" : "error";
+        reason = r.error_message.substr(skip ? strlen(kSkipPrefix)
+                                        : r.error_message.rfind(kErrorPrefix, 0) == 0
+                                            ? strlen(kErrorPrefix) : 0);
+    }
+    // Repetitions still to come (an interleaved run in progress, or one cut by a
+    // signal or a kill): the row holds the ones done so far.
+    if (status == "ok" && !res.reported && (int)res.runs.size() < g().repetitions) {
+        status = "partial";
+        reason = std::to_string(res.runs.size()) + " of " + std::to_string(g().repetitions) +
+                 " repetitions" + (cut_ ? " (the run was cut)" : " (the run has not finished)");
+    }
+    bool has_times = status == "ok" || status == "partial";
+    std::vector<double> times, cpu, iters;
+    for (const Run &r : res.runs)
+        if (!r.error_occurred) {
+            times.push_back(r.GetAdjustedRealTime());
+            cpu.push_back(r.GetAdjustedCPUTime());
+            iters.push_back((double)r.iterations);
+        }
+    auto agg = [&](const char *name, bool real) -> double {
+        auto it = res.aggregates.find(name);
+        if (it == res.aggregates.end()) return NAN;
+        return real ? it->second.GetAdjustedRealTime() : it->second.GetAdjustedCPUTime();
+    };
+    double time = agg("mean", true), cpu_time = agg("mean", false);
+    double median = agg("median", true), stddev = agg("stddev", true);
+    if (std::isnan(time)) time = mean_of(times);
+    if (std::isnan(cpu_time)) cpu_time = mean_of(cpu);
+    std::vector<double> sorted = times;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::isnan(median) && !sorted.empty()) {
+        size_t n = sorted.size();
+        median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    }
+    if (std::isnan(stddev) && !sorted.empty()) {
+        double m = mean_of(sorted), s = 0;
+        for (double x : sorted) s += (x - m) * (x - m);
+        stddev = sorted.size() > 1 ? std::sqrt(s / (double)(sorted.size() - 1)) : 0.0;
+    }
+    size_t reps = res.runs.size();
+    if (res.aggregates.count("mean")) reps = (size_t)res.aggregates.at("mean").repetitions;
+    if (!has_times) time = cpu_time = median = stddev = NAN;
+    std::string out = field(b ? b->practice : res.function_name) + "," + field(b ? b->variant : "") +
+                      "," + (b ? role_name(b->role) : "") + "," + (b ? timing_name(b->timing) : "") +
+                      "," + field(in ? params_field(*in) : "") + "," + status + "," + field(reason) +
+                      "," + std::to_string(reps) + "," + num(mean_of(iters)) + "," + num(time) + "," +
+                      num(cpu_time) + "," + (first ? unit_name(first->time_unit) : "") + "," +
+                      num(median) + "," + num(stddev) + "," +
+                      (has_times && !sorted.empty() ? num(sorted.front()) : "") + "," +
+                      (has_times && !sorted.empty() ? num(sorted.back()) : "") + "," +
+                      (has_times && sorted.size() > 1 && time > 0 ? num(stddev / time) : "") +
+                      "," + (b ? cache_name(b->cache) : "");
+    for (const auto &p : params) {
+        std::string v;
+        if (in)
+            for (const auto &kv : in->params)
+                if (kv.first == p) v = kv.second;
+        out += "," + field(v);
+    }
+    for (const auto &c : counter_names) {
+        double v = NAN;
+        auto mean_it = res.aggregates.find("mean");
+        if (mean_it != res.aggregates.end() && mean_it->second.counters.count(c)) {
+            v = mean_it->second.counters.at(c).value;
+        } else {
+            std::vector<double> vals;
+            for (const Run &r : res.runs)
+                if (!r.error_occurred && r.counters.count(c)) vals.push_back(r.counters.at(c).value);
+            v = mean_of(vals);
+        }
+        out += "," + (has_times ? num(v) : std::string());
+    }
+    for (int i = 0; i < ctx.count; i++) out += "," + field(ctx.values[i]);
+    for (const auto &kv : g().extra_context) out += "," + field(kv.second);
+    return out + "\n";
+}
+} // namespace harness
