@@ -653,9 +653,11 @@ def cmd_summarize(args):
         if not os.path.isdir(d):
             raise StatsError("no results folder %s" % d)
         out, inputs, where = os.path.join(d, "summary.csv"), tidy_inputs(d), "in %s " % d
-    if not inputs and not where:
-        raise StatsError("no tidy CSV files given")
-    if not inputs:  # a folder whose every program was cut before its first row: no rows, no failure
+    # A results folder (it has the run's context.txt) whose every program was cut before its
+    # first row has no rows, which is a result; any other folder without CSVs is a mistake.
+    if not inputs and not (where and os.path.isfile(os.path.join(args[0], "context.txt"))):
+        raise StatsError("no tidy CSV files %sgiven" % where)
+    if not inputs:
         warn("no tidy CSV files %s(every program was cut or not run): an empty summary" % where)
     for f in inputs:
         if not os.path.isfile(f) or not os.access(f, os.R_OK):
