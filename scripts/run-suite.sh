@@ -170,7 +170,8 @@ estimate_from_min_times() { # listing-file program-args...
 }
 
 plan_tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$plan_tmp"' EXIT
+monitor=""
+trap 'rm -rf "$plan_tmp"; [[ -n $monitor ]] && kill "$monitor" 2>/dev/null' EXIT
 listed_of=() estimate_of=() source_of=()
 plan_total=0 from_previous=""
 for prog in "${programs[@]}"; do
@@ -277,7 +278,7 @@ csv_counts() {
 progress_loop() { # index name listed estimate
   local idx=$1 pname=$2 plisted=$3 pest=$4 t0=$SECONDS units done_rows el left total
   total=$((plisted * repetitions))
-  while sleep 1; do
+  while sleep 1 && kill -0 $$ 2>/dev/null; do # not past run-suite itself (Ctrl-C, a kill)
     units=0
     [[ -f $out/$pname.reps.csv ]] && units=$(($(wc -l <"$out/$pname.reps.csv") - 1))
     ((units < 0)) && units=0
@@ -359,6 +360,7 @@ for prog in "${programs[@]}"; do
   if [[ -n $monitor ]]; then
     kill "$monitor" 2>/dev/null
     wait "$monitor" 2>/dev/null
+    monitor=""
     printf '\r\033[K'
   fi
   secs=$((SECONDS - start))
