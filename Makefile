@@ -98,7 +98,7 @@ ifeq ($(SANITIZE),1) # every sanitized program records its reports for run-tests
 $(BENCHES) $(MAINS) $(TESTS): $(BUILD)/tests/sanitizer/report_hook.c.o
 endif
 
-.PHONY: all test test-sanitize bench charts compare clean deps
+.PHONY: all test test-sanitize bench bench-quick charts compare clean deps
 .SECONDARY:
 .DEFAULT_GOAL := all
 
@@ -165,10 +165,17 @@ test-sanitize:
 	@$(MAKE) --no-print-directory BUILD=$(SANITIZE_BUILD) SANITIZE=1 CUDA_ARCH="$(SANITIZE_ARCH)" all
 	@bash scripts/run-tests.sh $(SANITIZE_BUILD)
 
-# BENCH_REPETITIONS: repetitions of every benchmark, randomly interleaved (default 5).
+# BENCH_REPETITIONS: repetitions of every benchmark, randomly interleaved (default 5);
+# BENCH_BUDGET=SECONDS bounds the run (what is cut is kept as partial); BENCH_VERBOSE=1
+# prints every program's full console (always in results/<run>/logs/).
 BENCH_REPETITIONS ?= 5
 bench: all
 	@BENCH_REPETITIONS=$(BENCH_REPETITIONS) bash scripts/run-suite.sh $(BUILD)
+
+# The quick pass of every practice (scripts/quick-pass.txt, shared with the GPU check):
+# the same outputs in ~5 min on one GPU. Its own repetitions (4) unless BENCH_REPETITIONS is set.
+bench-quick: all
+	@BENCH_PLAN=scripts/quick-pass.txt BENCH_COMMAND="make bench-quick" bash scripts/run-suite.sh $(BUILD)
 
 # Several results folders side by side: make compare RESULTS="results/A results/B ...".
 compare:

@@ -21,6 +21,8 @@ ctx() { sed -n "s/^$1=//p" "$dir/context.txt" 2>/dev/null | head -n 1; }
   echo "# Tuning-practice benchmarks: $(basename "$dir")"
   echo
   if [[ -f $dir/command.txt ]]; then
+    grep -q '^plan: .*quick-pass' "$dir/command.txt" &&
+      echo "**The quick pass** (\`make bench-quick\`, scripts/quick-pass.txt): a few rows of every practice, its headline question; \`make bench\` runs them all." && echo
     echo '```'; cat "$dir/command.txt"; echo '```'; echo
   fi
   echo "## Machine"

@@ -22,6 +22,16 @@
 #   BENCH_AFTER_PROGRAM  a shell command run after each program (e.g. to archive what
 #                      has finished so far; scripts/device-check.sh uses it)
 #   BENCH_COMMAND      the command recorded in command.txt (default: make bench ...)
+#   BENCH_BUDGET       seconds the whole run may take (summary and report included): sets
+#                      BENCH_DEADLINE to now + BENCH_BUDGET; each program's share is its
+#                      estimated time (the time plan), or its BENCH_PLAN share
+#   BENCH_VERBOSE=1    the full Google Benchmark console of every program on the terminal
+#                      (it always goes to logs/<name>.log); without it the terminal gets the
+#                      time plan, one line per program (updated in place with its progress
+#                      on a terminal) and the plan against what ran
+#   BENCH_PROGRESS     1: the in-place progress line even when stdout is no terminal;
+#                      0: never (default: only on a terminal)
+#   BENCH_PLAN_ONLY=1  print the time plan and stop (no results folder)
 #   BENCH_PLAN         a plan file (scripts/quick-pass.txt: its format is described there):
 #                      each program's share of the time (with BENCH_DEADLINE) and arguments,
 #                      the repetitions and a minimum time; the variables above win over it
@@ -31,6 +41,12 @@
 # depends on the host's speed, not on the program. One cut before its first row leaves
 # no empty CSV behind and is `not run`. Each program's planned share, the benchmarks it
 # lists, its rows and the time it took go to suite-plan.tsv and to the output.
+#
+# The time plan: before running, each program's rows (--benchmark_list_tests with its
+# filter), repetitions and estimated time: what the newest earlier results folder of this
+# machine (same context slug, beside the new one) took for the program, scaled by rows and
+# repetitions when they differ; a program no earlier run has is estimated from its rows'
+# minimum times (the min_time in each benchmark's name, else 0.5 s).
 set -uo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -71,6 +87,14 @@ if [[ ! $timeout_s =~ ^[0-9]+$ ]]; then # 0: no limit, as for timeout(1)
   echo "run-suite: BENCH_TIMEOUT='$timeout_s' is not a whole number of seconds" >&2
   exit 1
 fi
+budget=${BENCH_BUDGET:-}
+if [[ -n $budget ]]; then
+  if [[ ! $budget =~ ^[0-9]+$ ]] || ((budget < 10)); then
+    echo "run-suite: BENCH_BUDGET='$budget' is not a whole number of seconds >= 10" >&2
+    exit 1
+  fi
+  : "${BENCH_DEADLINE:=$(($(date +%s) + budget))}"
+fi
 deadline=${BENCH_DEADLINE:-}
 if [[ -n $deadline && ! $deadline =~ ^[0-9]+$ ]]; then
   echo "run-suite: BENCH_DEADLINE='$deadline' is not a time in seconds since the epoch" >&2
@@ -92,34 +116,148 @@ fi
 
 slug=$("$build/context" --slug) || { echo "run-suite: $build/context failed" >&2; exit 1; }
 out=${RESULTS_DIR:-results/${slug}_$(date -u +%Y%m%d-%H%M)}
+
+verbose=${BENCH_VERBOSE:-0}
+[[ $verbose == 1 ]] || verbose=0
+progress=${BENCH_PROGRESS:-}
+if [[ -z $progress ]]; then [[ -t 1 ]] && progress=1 || progress=0; fi
+((verbose)) && progress=0
+nprog=${#programs[@]}
+
+# "2 min 6 s", "44 s", "1 h 3 min"
+duration() {
+  local s=$1
+  if ((s >= 3600)); then echo "$((s / 3600)) h $((s % 3600 / 60)) min"
+  elif ((s >= 60)); then echo "$((s / 60)) min $((s % 60)) s"
+  else echo "$s s"; fi
+}
+
+echo "run-suite: $nprog practice programs -> $out"
+
+# --- The time plan -------------------------------------------------------------------
+# Earlier results folders of this machine, newest first: beside the new one (same slug).
+previous=()
+earlier=("$(dirname "$out")/${slug}"_*/) # yyyymmdd-hhmm: in time order
+for ((k = ${#earlier[@]} - 1; k >= 0; k--)); do
+  d=${earlier[k]%/}
+  [[ $(realpath -m "$d") == "$(realpath -m "$out")" ]] && continue
+  [[ -s $d/suite-status.tsv ]] && previous+=("$d")
+done
+# What an earlier folder says of a program: "seconds rows repetitions", or nothing when
+# it did not run there in full (not run, partial).
+previous_of() { # folder name
+  local reps
+  reps=$(sed -n 's/^repetitions: \([0-9]*\).*/\1/p' "$1/command.txt" 2>/dev/null)
+  awk -F'\t' -v n="$2" -v reps="${reps:-5}" '
+    NR > 1 && $1 == n && $2 != "not run" && $2 != "partial" { print $6, $3 + $4 + $5, reps; exit }' \
+    "$1/suite-status.tsv"
+}
+# From the rows' minimum times: each row runs its repetitions of max(min_time / reps,
+# 0.05 s) each (flags.md), plus ~0.2 s of set-up; a row without a min_time in its name
+# gets Google Benchmark's 0.5 s; --benchmark_min_time among the arguments wins.
+estimate_from_min_times() { # listing-file program-args...
+  local list=$1 forced=""; shift
+  local a
+  for a in "$@"; do [[ $a == --benchmark_min_time=* ]] && forced=${a#*=}; done
+  forced=${forced%s}
+  awk -v reps="$repetitions" -v forced="$forced" '
+    /\// { t = 0.5
+           if (match($0, /min_time:[0-9.]+/)) t = substr($0, RSTART + 9, RLENGTH - 9) + 0
+           if (forced != "") t = forced + 0
+           per = t / reps; if (per < 0.05) per = 0.05
+           s += reps * per + 0.2 }
+    END { printf "%d\n", s + 0.5 }' "$list"
+}
+
+plan_tmp=$(mktemp -d) || exit 1
+monitor=""
+trap 'rm -rf "$plan_tmp"; [[ -n $monitor ]] && kill "$monitor" 2>/dev/null' EXIT
+listed_of=() estimate_of=() source_of=()
+plan_total=0 from_previous=""
+for prog in "${programs[@]}"; do
+  name=$(basename "$prog"); name=${name#bench_}
+  prog_args_var=BENCH_ARGS_$name
+  read -r -a prog_args <<<"${!prog_args_var:-}"
+  listing="$plan_tmp/$name.list"
+  timeout 30 "$prog" --benchmark_list_tests "${extra_args[@]}" "${prog_args[@]}" 2>/dev/null | grep / >"$listing"
+  listed=$(grep -c / "$listing")
+  est="" src=""
+  # An earlier run with the same rows and repetitions first, else the newest with the
+  # program, scaled by rows and repetitions.
+  for pass in same any; do
+    for d in "${previous[@]}"; do
+      read -r psecs prows preps < <(previous_of "$d" "$name")
+      [[ -n ${psecs:-} ]] || continue
+      if [[ $pass == same ]]; then
+        ((prows == listed && preps == repetitions)) || continue
+        est=$psecs
+      else
+        ((prows > 0 && preps > 0)) || continue
+        est=$(((psecs * listed * repetitions + prows * preps / 2) / (prows * preps)))
+      fi
+      src="$(basename "$d")"; from_previous=1
+      break 2
+    done
+  done
+  if [[ -z $est ]]; then
+    est=$(estimate_from_min_times "$listing" "${extra_args[@]}" "${prog_args[@]}")
+    src="min times"
+  fi
+  listed_of+=("$listed") estimate_of+=("$est") source_of+=("$src")
+  plan_total=$((plan_total + est))
+done
+echo
+echo "Time plan ($repetitions repetitions each; estimates from ${from_previous:+the previous run on this machine, else }the rows' minimum times):"
+{
+  printf 'program\trows\trepetitions\testimate\tfrom\n'
+  for ((k = 0; k < nprog; k++)); do
+    name=$(basename "${programs[k]}"); name=${name#bench_}
+    printf '%s\t%s\t%s\t%s\t%s\n' "$name" "${listed_of[k]}" "$repetitions" "$(duration "${estimate_of[k]}")" "${source_of[k]}"
+  done
+  printf 'total\t\t\t%s\t%s\n' "$(duration "$plan_total")" "+ summary, charts, report"
+} | column -t -s $'\t' | sed 's/^/  /'
+if [[ -n $budget ]]; then
+  if ((plan_total + finish_reserve > budget)); then
+    echo "BENCH_BUDGET=$budget: the plan needs ~$(duration "$plan_total"): programs are cut at their shares (kept as partial)"
+  else
+    echo "BENCH_BUDGET=$budget: the plan fits"
+  fi
+fi
+
+if [[ ${BENCH_PLAN_ONLY:-} == 1 ]]; then exit 0; fi
+
+
+
 mkdir -p "$out/logs" || exit 1
 status="$out/suite-status.tsv"
 printf 'program\tstatus\tok\tskipped\terrors\tseconds\treason\n' >"$status"
 plan_out="$out/suite-plan.tsv"
-printf 'program\tshare_percent\tshare_s\tlimit_s\tbenchmarks\trepetitions\trows\tseconds\n' >"$plan_out"
+printf 'program\tshare_percent\tshare_s\tlimit_s\tbenchmarks\trepetitions\trows\tseconds\testimate_s\n' >"$plan_out"
 "$build/context" >"$out/context.txt"
 {
   echo "command: ${BENCH_COMMAND:-make bench${BENCH_ARGS:+ BENCH_ARGS=\"$BENCH_ARGS\"}${BENCH_FILTER:+ BENCH_FILTER=\"$BENCH_FILTER\"}}"
   echo "repetitions: $repetitions${rep_args[1]:+ (randomly interleaved)}"
   [[ -n ${BENCH_PLAN:-} ]] && echo "plan: $BENCH_PLAN"
+  [[ -n $budget ]] && echo "budget: $budget s (BENCH_BUDGET)"
   for v in $(compgen -v BENCH_ARGS_); do echo "$v: ${!v}"; done
   echo "git: $(git -C "$here/.." describe --always --dirty 2>/dev/null || echo unknown)"
 } >"$out/command.txt"
-
-echo "run-suite: ${#programs[@]} practice programs -> $out"
 grep -q '^no_gpu_reason=' "$out/context.txt" &&
   echo "run-suite: $(sed -n 's/^no_gpu_reason=//p' "$out/context.txt"): GPU benchmarks will be skipped"
 
-# Each program's weight: its plan share, else the plan's mean share (1 without a plan).
+# Each program's weight: its plan share, else the plan's mean share; without a plan, its
+# estimated time (so a budget is shared as the time plan expects).
 weights=() weight_total=0
-for prog in "${programs[@]}"; do
-  name=$(basename "$prog"); name=${name#bench_}
+for ((k = 0; k < nprog; k++)); do
+  name=$(basename "${programs[k]}"); name=${name#bench_}
   w=${plan_share[$name]:-}
   if [[ -z $w ]]; then
     w=1
     if ((${#plan_share[@]})); then
       w=0; for v in "${plan_share[@]}"; do w=$((w + v)); done
       w=$((w / ${#plan_share[@]}))
+    elif [[ -n $deadline ]]; then
+      w=${estimate_of[k]}
     fi
   fi
   ((w > 0)) || w=1
@@ -134,29 +272,53 @@ csv_counts() {
     END { printf "%d %d %d %d %s\n", n["ok"], n["skipped"], n["error"], n["partial"], why }' "$1"
 }
 
+# The in-place progress line of a running program (on a terminal): repetitions finished
+# (<name>.reps.csv, written as each finishes) plus skipped and failed ones (the log),
+# against rows x repetitions.
+progress_loop() { # index name listed estimate
+  local idx=$1 pname=$2 plisted=$3 pest=$4 t0=$SECONDS units done_rows el left total
+  total=$((plisted * repetitions))
+  while sleep 1 && kill -0 $$ 2>/dev/null; do # not past run-suite itself (Ctrl-C, a kill)
+    units=0
+    [[ -f $out/$pname.reps.csv ]] && units=$(($(wc -l <"$out/$pname.reps.csv") - 1))
+    ((units < 0)) && units=0
+    units=$((units + $(grep -c -E '  (SKIPPED|ERROR OCCURRED)' "$out/logs/$pname.log" 2>/dev/null)))
+    ((units > total)) && units=$total
+    done_rows=$((units / repetitions))
+    el=$((SECONDS - t0))
+    if ((units > 0)); then left=$((el * (total - units) / units))
+    else left=$((pest > el ? pest - el : 0)); fi
+    printf '\r\033[K[%d/%d] %s: %d/%d rows x %d repetitions, %s elapsed, ~%s left' \
+      "$idx" "$nprog" "$pname" "$done_rows" "$plisted" "$repetitions" "$(duration "$el")" "$(duration "$left")"
+  done
+}
+
 any_failed=0
 i=0
 weight_left=$weight_total
+stdbuf_cmd=()
+command -v stdbuf >/dev/null 2>&1 && stdbuf_cmd=(stdbuf -oL -eL) # the log as it happens
 for prog in "${programs[@]}"; do
   i=$((i + 1))
   name=$(basename "$prog"); name=${name#bench_}
-  weight=${weights[i - 1]}
+  weight=${weights[i - 1]} listed=${listed_of[i - 1]} estimate=${estimate_of[i - 1]}
   prog_args_var=BENCH_ARGS_$name
   read -r -a prog_args <<<"${!prog_args_var:-}"
-  listed=$(timeout 10 "$prog" --benchmark_list_tests "${prog_args[@]}" 2>/dev/null | grep -c /)
-  echo
-  echo "[$i/${#programs[@]}] $name  (log: $out/logs/$name.log)"
+  if ((verbose)); then
+    echo
+    echo "[$i/$nprog] $name  (log: $out/logs/$name.log)"
+  fi
   limit=$timeout_s limited_by="BENCH_TIMEOUT" kill_after=30 share=""
   if [[ -n $deadline ]]; then
     kill_after=3 # SIGKILL soon after SIGINT: the deadline is for everything
     remaining=$((deadline - $(date +%s) - finish_reserve - kill_after))
-    left=$((${#programs[@]} - i + 1))
+    left=$((nprog - i + 1))
     if ((remaining < 5)); then
-      echo "run-suite: $name not run: no time left before BENCH_DEADLINE"
+      echo "[$i/$nprog] $name not run: no time left before BENCH_DEADLINE"
       printf '%s\t%s\t%d\t%d\t%d\t%d\t%s\n' "$name" "not run" 0 0 0 0 \
         "no time left before the deadline (BENCH_DEADLINE)" >>"$status"
-      printf '%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n' "$name" $((100 * weight / weight_total)) 0 0 "$listed" \
-        "$repetitions" 0 0 >>"$plan_out"
+      printf '%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n' "$name" $((100 * weight / weight_total)) 0 0 "$listed" \
+        "$repetitions" 0 0 "$estimate" >>"$plan_out"
       weight_left=$((weight_left - weight))
       continue
     fi
@@ -170,19 +332,37 @@ for prog in "${programs[@]}"; do
     ((limit < 5)) && limit=$((remaining < 5 ? remaining : 5))
     limited_by="BENCH_DEADLINE (its share of the time left)"
     if ((timeout_s != 0 && timeout_s < limit)); then limit=$timeout_s limited_by="BENCH_TIMEOUT"; fi
-    echo "run-suite: $name: planned share $((100 * weight / weight_total))% = ${share}s of ${remaining}s left" \
+    ((verbose)) && echo "run-suite: $name: planned share $((100 * weight / weight_total))% = ${share}s of ${remaining}s left" \
          "(at most ${limit}s); $listed benchmarks x $repetitions repetitions"
   else
-    echo "run-suite: $name: $listed benchmarks x $repetitions repetitions"
+    ((verbose)) && echo "run-suite: $name: $listed benchmarks x $repetitions repetitions"
   fi
   weight_left=$((weight_left - weight))
   start=$SECONDS
-  rm -f "$out/$name.partial"
+  rm -f "$out/$name.partial" "$out/$name.reps.csv"
+  : >"$out/logs/$name.log"
+  monitor=""
+  if ((progress)); then
+    progress_loop "$i" "$name" "$listed" "$estimate" &
+    monitor=$!
+  fi
   # SIGINT first (the harness keeps what it measured), SIGKILL kill_after seconds later
-  timeout --signal=INT --kill-after="$kill_after" "$limit" "$prog" \
-    --benchmark_out="$out/$name.json" --benchmark_out_format=json \
-    --harness_csv="$out/$name.csv" "${rep_args[@]}" "${extra_args[@]}" "${prog_args[@]}" 2>&1 | tee "$out/logs/$name.log"
-  rc=${PIPESTATUS[0]}
+  run_cmd=(timeout --signal=INT --kill-after="$kill_after" "$limit" "${stdbuf_cmd[@]}" "$prog"
+    --benchmark_out="$out/$name.json" --benchmark_out_format=json
+    --harness_csv="$out/$name.csv" "${rep_args[@]}" "${extra_args[@]}" "${prog_args[@]}")
+  if ((verbose)); then
+    "${run_cmd[@]}" 2>&1 | tee "$out/logs/$name.log"
+    rc=${PIPESTATUS[0]}
+  else
+    "${run_cmd[@]}" >"$out/logs/$name.log" 2>&1
+    rc=$?
+  fi
+  if [[ -n $monitor ]]; then
+    kill "$monitor" 2>/dev/null
+    wait "$monitor" 2>/dev/null
+    monitor=""
+    printf '\r\033[K'
+  fi
   secs=$((SECONDS - start))
   ok=0 skipped=0 errors=0 partial=0 reason=""
   if [[ -s $out/$name.csv ]]; then
@@ -215,31 +395,62 @@ for prog in "${programs[@]}"; do
   else state=ran; ((skipped > 0)) || reason=""; fi
   [[ $state == failed ]] && any_failed=1
   printf '%s\t%s\t%d\t%d\t%d\t%d\t%s\n' "$name" "$state" $((ok + partial)) "$skipped" "$errors" "$secs" "$reason" >>"$status"
-  printf '%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n' "$name" $((100 * weight / weight_total)) "${share:-0}" "$limit" "$listed" \
-    "$repetitions" "$rows" "$secs" >>"$plan_out"
-  echo "run-suite: $name: $state, $rows rows in ${secs}s${share:+ (planned ${share}s, at most ${limit}s)}${reason:+: $reason}"
+  printf '%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n' "$name" $((100 * weight / weight_total)) "${share:-0}" "$limit" "$listed" \
+    "$repetitions" "$rows" "$secs" "$estimate" >>"$plan_out"
+  # The practice's line: its counts and its time.
+  if [[ $state == skipped ]]; then
+    line="$rows rows skipped, $(duration "$secs")${reason:+: $reason}"
+  else
+    detail=""
+    ((skipped > 0)) && detail=" ($((ok + partial)) ran, $skipped skipped)"
+    line="$state, $rows rows$detail, $errors failed, $(duration "$secs")"
+    [[ -n $share ]] && line+=" (planned ${share} s, at most ${limit} s)"
+    line+="${reason:+: $reason}"
+  fi
+  echo "[$i/$nprog] $name: $line"
   if [[ -n ${BENCH_AFTER_PROGRAM:-} ]]; then
     bash -c "$BENCH_AFTER_PROGRAM" || echo "run-suite: BENCH_AFTER_PROGRAM failed (exit $?)" >&2
   fi
 done
 
+# The summary, charts and report: their output to logs/finish.log unless verbose.
+finish() {
+  bash "$here/summarize.sh" "$out" || return 1
+  if [[ -z ${BENCH_NO_CHARTS:-} ]]; then bash "$here/charts.sh" "$out" || return 1; fi
+  bash "$here/report.sh" "$out" || return 1
+  # results/README.md: one line per run (GPU, driver, date, headline speedups)
+  # only for the repository's own results/ (a RESULTS_DIR or -o elsewhere gets no index)
+  if [[ $(cd "$(dirname "$out")" && pwd -P) == "$(cd "$here/.." && pwd -P)/results" ]]; then
+    python3 "$here/stats.py" index "$(dirname "$out")" || return 1
+  fi
+}
 echo
-echo "run-suite: summary, charts and report"
-bash "$here/summarize.sh" "$out" || any_failed=1
-if [[ -z ${BENCH_NO_CHARTS:-} ]]; then bash "$here/charts.sh" "$out" || any_failed=1; fi
-bash "$here/report.sh" "$out" || any_failed=1
-# results/README.md: one line per run (GPU, driver, date, headline speedups)
-# only for the repository's own results/ (a RESULTS_DIR or -o elsewhere gets no index)
-if [[ $(cd "$(dirname "$out")" && pwd -P) == "$(cd "$here/.." && pwd -P)/results" ]]; then
-  python3 "$here/stats.py" index "$(dirname "$out")" || any_failed=1
+if ((verbose)); then
+  echo "run-suite: summary, charts and report"
+  finish || any_failed=1
+else
+  if finish >"$out/logs/finish.log" 2>&1; then
+    echo "run-suite: summary, charts and report written (log: $out/logs/finish.log)"
+  else
+    any_failed=1
+    echo "run-suite: the summary, charts or report failed; the end of $out/logs/finish.log:"
+    tail -n 15 "$out/logs/finish.log" | sed 's/^/  /'
+  fi
 fi
 
 echo
 echo "Results: $out"
-column -t -s $'\t' "$status" 2>/dev/null || cat "$status"
-echo
-echo "The plan against what ran (share: planned seconds; limit: the most it could have had):"
-column -t -s $'\t' "$plan_out" 2>/dev/null || cat "$plan_out"
+if ((verbose)); then
+  column -t -s $'\t' "$status" 2>/dev/null || cat "$status"
+  echo
+fi
+echo "The plan against what ran (share: planned seconds under a deadline; limit: the most it could have had):"
+awk -F'\t' -v OFS='\t' '
+  NR == 1 { print "program", "rows", "estimate_s", "seconds", "actual-estimate", "share_s", "limit_s"; next }
+  { off = ($9 > 0) ? sprintf("%+d%%", 100 * ($8 - $9) / $9) : "-"
+    print $1, $7 "/" $5, $9, $8, off, $3, $4; e += $9; t += $8 }
+  END { print "total", "", e, t, (e > 0 ? sprintf("%+d%%", 100 * (t - e) / e) : "-"), "", "" }' "$plan_out" |
+  column -t -s $'\t' 2>/dev/null | sed 's/^/  /'
 # The last lines: the machine, how many benchmarks ran / were skipped / failed, the three
 # largest measured effects and where the report is (scripts/claims.py digest).
 echo

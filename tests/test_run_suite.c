@@ -1,0 +1,232 @@
+// test_run_suite.c: `make bench`'s console (scripts/run-suite.sh) with fake programs, so
+// that it takes seconds:
+// - without a terminal: the time plan, one line per program with its rows and time, the
+//   plan against what ran, the digest; no escape codes, at most 200 lines for 13 programs
+//   that each print 600 lines; every program's full console in logs/<name>.log;
+// - the second run's plan comes from the first (the newest folder of the same slug);
+// - BENCH_VERBOSE=1 prints the full console; BENCH_PROGRESS=1 the in-place progress line;
+// - BENCH_BUDGET cuts a slow program at its share: partial, its rows kept, within budget;
+// - the quick pass (BENCH_PLAN=scripts/quick-pass.txt, as `make bench-quick`) passes each
+//   program its filter and 4 repetitions, and its report says it is the quick pass.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tests/support.h"
+
+static const char *const fake_names[] = {"amp", "batch_size", "cuda_graphs", "cudnn_benchmark", "ddp",
+                                         "fusion", "kernels", "layout", "on_device", "pin_memory",
+                                         "sync", "workers", "zero_grad"};
+enum { FAKE_COUNT = sizeof fake_names / sizeof fake_names[0] };
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// Writes an executable script at dir/name.
+static void script(const char *dir, const char *name, const char *body)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f, "#!/usr/bin/env bash\n%s\n", body);
+    fclose(f);
+    assert_int_equal(test_run("chmod +x '%s'", path), 0);
+}
+
+// A fake build in tmp/build: a context without a GPU and the programs named in `names`
+// (bench_<name>). Each lists 6 rows, records its arguments in tmp/args/<name>, prints 600
+// console lines, writes a repetition file and the fixture as its tidy CSV; bench_slow
+// sleeps until SIGINT first (keeping its rows, as the harness does).
+static void fake_build(const char *tmp, const char *const *names, int n)
+{
+    char build[600], body[3000];
+    snprintf(build, sizeof build, "%s/build", tmp);
+    assert_int_equal(test_run("mkdir -p '%s' '%s/args' '%s/results'", build, tmp, tmp), 0);
+    script(build, "context", "if [ \"$1\" = --slug ]; then echo cpu_fake; else echo gpu_name=none; "
+                             "echo 'no_gpu_reason=no CUDA device (fake)'; fi");
+    snprintf(body, sizeof body,
+             "case \"$*\" in *--benchmark_list_tests*) for i in 1 2 3 4 5 6; do echo \"p/row/$i/min_time:0.010\"; "
+             "done; exit 0;; esac\n"
+             "name=${0##*/}; name=${name#bench_}; echo \"$*\" > '%s/args/'$name\n"
+             "csv=\n"
+             "for a in \"$@\"; do case $a in --harness_csv=*) csv=${a#*=};; "
+             "--benchmark_out=*) echo '{}' > \"${a#*=}\";; esac; done\n"
+             "for i in $(seq 1 600); do echo \"p/row/$i/manual_time   SKIPPED (no CUDA device (fake))\"; done\n"
+             "keep() { cp '%s/tests/fixtures/pin_memory_fixture.csv' \"$csv\"; }\n"
+             "if [ $name = slow ]; then sleep 300 & trap 'kill $!; keep; exit 130' INT; wait; fi\n"
+             "keep\n",
+             tmp, test_suite_root());
+    for (int i = 0; i < n; i++) {
+        char file[64];
+        snprintf(file, sizeof file, "bench_%s", names[i]);
+        script(build, file, body);
+    }
+}
+
+// Runs run-suite.sh on tmp/build into tmp/results/<folder> with `env`, output to tmp/out.txt;
+// returns the exit status, the output in *text.
+static int run_suite(const char *tmp, const char *env, const char *folder, char **text)
+{
+    int rc = test_run("cd '%s' && %s RESULTS_DIR='%s/results/%s' bash scripts/run-suite.sh '%s/build' "
+                      ">'%s/out.txt' 2>&1 </dev/null",
+                      test_suite_root(), env, tmp, folder, tmp, tmp);
+    char path[700];
+    snprintf(path, sizeof path, "%s/out.txt", tmp);
+    *text = test_read_file(path, NULL);
+    assert_non_null(*text);
+    return rc;
+}
+
+static void test_console_without_a_terminal(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    fake_build(tmp, fake_names, FAKE_COUNT);
+    char *text = NULL;
+    int rc = run_suite(tmp, "BENCH_NO_CHARTS=1 BENCH_REPETITIONS=2", "cpu_fake_20260101-0001", &text);
+    if (rc != 0) fail_msg("run-suite: exit %d:\n%s", rc, text);
+    int lines = test_count_lines(text);
+    printf("13 programs of 600 console lines each: %d lines on a non-terminal stdout\n", lines);
+    if (lines > 200) fail_msg("%d lines:\n%s", lines, text);
+    if (strchr(text, '\033') || strchr(text, '\r')) fail_msg("escape codes without a terminal:\n%s", text);
+    if (strstr(text, "SKIPPED")) fail_msg("the programs' console reached the terminal:\n%s", text);
+    const char *want[] = {"Time plan (2 repetitions each", "The plan against what ran", "Benchmarks: ",
+                          "[13/13] zero_grad: ran, 42 rows (40 ran, 2 skipped), 0 failed, "};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(text, want[i])) fail_msg("output lacks '%s':\n%s", want[i], text);
+    // every practice named once on its own line, with its rows and time
+    for (int i = 0; i < FAKE_COUNT; i++) {
+        char line[200];
+        snprintf(line, sizeof line, "] %s: ran, 42 rows", fake_names[i]);
+        if (!strstr(text, line)) fail_msg("no line '%s':\n%s", line, text);
+    }
+    free(text);
+    // the full console in the log
+    char logs[700];
+    snprintf(logs, sizeof logs, "%s/results/cpu_fake_20260101-0001/logs", tmp);
+    char *log = test_read_in(logs, "kernels.log");
+    assert_non_null(log);
+    assert_int_equal(test_count_lines(log), 600);
+    free(log);
+    // The second run's plan comes from the first run's times.
+    rc = run_suite(tmp, "BENCH_NO_CHARTS=1 BENCH_REPETITIONS=2", "cpu_fake_20260101-0002", &text);
+    if (rc != 0) fail_msg("second run-suite: exit %d:\n%s", rc, text);
+    if (!strstr(text, "estimates from the previous run on this machine") || !strstr(text, "cpu_fake_20260101-0001"))
+        fail_msg("the second plan does not use the first run:\n%s", text);
+    free(text);
+    // BENCH_VERBOSE=1: today's full console; BENCH_PROGRESS=1: the line updated in place.
+    const char *one[] = {"kernels"};
+    test_run("rm -f '%s'/build/bench_*", tmp);
+    fake_build(tmp, one, 1);
+    rc = run_suite(tmp, "BENCH_NO_CHARTS=1 BENCH_VERBOSE=1", "cpu_fake_20260101-0003", &text);
+    assert_int_equal(rc, 0);
+    if (!strstr(text, "p/row/600/manual_time   SKIPPED")) fail_msg("BENCH_VERBOSE=1 lacks the console:\n%s", text);
+    free(text);
+    rc = run_suite(tmp, "BENCH_NO_CHARTS=1 BENCH_PROGRESS=1", "cpu_fake_20260101-0004", &text);
+    assert_int_equal(rc, 0);
+    if (!strstr(text, "\r\033[K[1/1] kernels: ran, 42 rows")) fail_msg("BENCH_PROGRESS=1 output:\n%s", text);
+    free(text);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+static void test_budget_cuts_to_partial(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    const char *names[] = {"fast", "slow", "zlast"};
+    fake_build(tmp, names, 3);
+    const int budget = 25;
+    char env[100];
+    snprintf(env, sizeof env, "BENCH_NO_CHARTS=1 BENCH_BUDGET=%d", budget);
+    double t0 = now_s();
+    char *text = NULL;
+    int rc = run_suite(tmp, env, "cpu_fake_20260101-0001", &text);
+    double took = now_s() - t0;
+    printf("BENCH_BUDGET=%d: exit %d after %.1f s\n", budget, rc, took);
+    if (rc != 0) fail_msg("exit %d:\n%s", rc, text);
+    if (took > budget + 2) fail_msg("overran its budget: %.1f s\n%s", took, text);
+    const char *want[] = {"BENCH_BUDGET=25: ", "] slow: partial, 42 rows", "cut at the deadline"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(text, want[i])) fail_msg("output lacks '%s':\n%s", want[i], text);
+    // the last program ran in what was left, or is "not run" (as the machine's load has it)
+    if (!strstr(text, "] zlast: ran, 42 rows") && !strstr(text, "zlast not run: no time left"))
+        fail_msg("zlast neither ran nor was 'not run':\n%s", text);
+    free(text);
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/results/cpu_fake_20260101-0001", tmp);
+    text = test_read_in(dir, "suite-status.tsv");
+    assert_non_null(text);
+    if (!strstr(text, "slow\tpartial\t40\t2\t0\t")) fail_msg("suite-status.tsv:\n%s", text);
+    free(text);
+    text = test_read_in(dir, "command.txt");
+    assert_non_null(text);
+    assert_non_null(strstr(text, "budget: 25 s (BENCH_BUDGET)"));
+    free(text);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+static void test_quick_pass_is_the_shared_plan(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    const char *names[] = {"pin_memory", "zero_grad"};
+    fake_build(tmp, names, 2);
+    char *text = NULL;
+    int rc = run_suite(tmp, "BENCH_NO_CHARTS=1 BENCH_PLAN=scripts/quick-pass.txt BENCH_COMMAND='make bench-quick'",
+                       "cpu_fake_20260101-0001", &text);
+    if (rc != 0) fail_msg("exit %d:\n%s", rc, text);
+    assert_non_null(strstr(text, "Time plan (4 repetitions each"));
+    free(text);
+    // each program got the quick pass's filter from scripts/quick-pass.txt
+    char args[700];
+    snprintf(args, sizeof args, "%s/args", tmp);
+    text = test_read_in(args, "pin_memory");
+    assert_non_null(text);
+    if (!strstr(text, "--benchmark_repetitions=4") || !strstr(text, "--benchmark_min_time=0.05") ||
+        !strstr(text, "--benchmark_filter=^pin_memory/(pageable|pinned_async)/"))
+        fail_msg("bench_pin_memory ran with: %s", text);
+    free(text);
+    // and the Makefile's bench-quick is that plan
+    char *make = test_read_in(test_suite_root(), "Makefile");
+    assert_non_null(make);
+    assert_non_null(strstr(make, "bench-quick: all\n\t@BENCH_PLAN=scripts/quick-pass.txt "));
+    free(make);
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/results/cpu_fake_20260101-0001", tmp);
+    text = test_read_in(dir, "report.md");
+    assert_non_null(text);
+    if (!strstr(text, "**The quick pass** (`make bench-quick`")) fail_msg("report.md:\n%s", text);
+    free(text);
+    char summary[800];
+    snprintf(summary, sizeof summary, "%s/summary.csv", dir);
+    assert_true(test_file_at_least(summary, 10));
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_console_without_a_terminal),
+        cmocka_unit_test(test_budget_cuts_to_partial),
+        cmocka_unit_test(test_quick_pass_is_the_shared_plan),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
