@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <ostream>
 #include <string>
 #include <thread>
@@ -27,6 +28,10 @@ namespace {
 // can close it (Finalize: a JSON file stays valid, with every instance reported so far)
 // while the program's thread is elsewhere. Google Benchmark opens the file and hands this
 // reporter its stream; the format's own reporter writes through it.
+// A skipped instance is written once, its first repetition: Google Benchmark 1.7.1 reports
+// every repetition of it, the same "skipped: ..." each time, and on a machine without a
+// GPU those copies were most of a results folder (the tidy CSV keeps one row per skipped
+// instance with its reason too). Real errors keep every repetition.
 class LockedFileReporter : public benchmark::BenchmarkReporter {
 public:
     explicit LockedFileReporter(std::unique_ptr<benchmark::BenchmarkReporter> inner) : inner_(std::move(inner)) {}
@@ -45,7 +50,11 @@ public:
         std::lock_guard<std::mutex> lock(mutex_);
         if (finalized_) return;
         attach();
-        inner_->ReportRuns(runs);
+        std::vector<Run> kept;
+        kept.reserve(runs.size());
+        for (const Run &run : runs)
+            if (!is_skip(run) || skipped_.insert(run.benchmark_name()).second) kept.push_back(run);
+        if (!kept.empty()) inner_->ReportRuns(kept);
         GetOutputStream().flush();
     }
 
@@ -60,6 +69,11 @@ public:
     }
 
 private:
+    static bool is_skip(const Run &run)
+    {
+        return run.error_occurred && run.error_message.rfind(kSkipPrefix, 0) == 0;
+    }
+
     void attach()
     {
         inner_->SetOutputStream(&GetOutputStream());
@@ -69,6 +83,7 @@ private:
     std::unique_ptr<benchmark::BenchmarkReporter> inner_;
     std::mutex mutex_;
     bool finalized_ = false;
+    std::set<std::string> skipped_; // instances whose skip is written already
 };
 
 LockedFileReporter *the_file_reporter; // while harness_run runs, with --benchmark_out
