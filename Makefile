@@ -177,14 +177,27 @@ bench: all
 bench-quick: all
 	@BENCH_PLAN=scripts/quick-pass.txt BENCH_COMMAND="make bench-quick" bash scripts/run-suite.sh $(BUILD)
 
-# Several results folders side by side: make compare RESULTS="results/A results/B ...".
+# RESULTS is a path, data: make neither expands it (a $(shell ...) in a folder name would
+# run) nor exports it (exporting expands it); the recipes set its text, single-quoted, as a
+# shell variable (newlines spelled "$nl": make ends a command at a raw one), and the
+# scripts split it themselves.
+unexport RESULTS
+define newline
+
+
+endef
+results_sh = nl=$$(printf '\nx'); nl=$${nl%x}; \
+  RESULTS='$(subst $(newline),'"$$nl"',$(subst ','\'',$(value RESULTS)))'; export RESULTS
+
+# Several results folders side by side: make compare RESULTS="results/A results/B ..."
+# (folders apart by spaces, or by newlines when a name holds a space).
 compare:
-	@bash scripts/compare.sh $(RESULTS)
+	@$(results_sh); bash scripts/compare.sh
 
 # Redraw charts and the report of the newest results folder (or RESULTS=dir).
 charts: | $(DEPS_OK)
-	@bash scripts/charts.sh $(RESULTS)
-	@bash scripts/report.sh $(RESULTS)
+	@$(results_sh); bash scripts/charts.sh $${RESULTS:+"$$RESULTS"}
+	@$(results_sh); bash scripts/report.sh $${RESULTS:+"$$RESULTS"}
 
 clean:
 	rm -rf $(BUILD)

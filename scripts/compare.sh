@@ -7,17 +7,29 @@
 #                 and every benchmark's absolute time relative to machine A
 #   speedups.csv, times.csv   the same tables as CSV
 #   charts/compare_<practice>.png|svg   grouped bars: a group per variant, a bar per machine
-# and regenerates the index (README.md) of the folder it is written in.
+# and, when it is written in the repository's results/, regenerates its index (README.md).
 # usage: compare.sh [-o OUT_DIR] RESULTS_DIR RESULTS_DIR...
-#   OUT_DIR default: results/compare_<yyyymmdd-hhmm>. The statistics: scripts/stats.py.
+#    or: RESULTS="DIR DIR..." compare.sh   (what `make compare` does; newlines apart names with spaces)
+#   OUT_DIR default: $COMPARE_OUT, else results/compare_<yyyymmdd-hhmm>. The statistics: scripts/stats.py.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-usage="usage: compare.sh [-o OUT_DIR] RESULTS_DIR RESULTS_DIR... (two or more results folders)"
+usage="usage: compare.sh [-o OUT_DIR] RESULTS_DIR RESULTS_DIR... (two or more results folders; or RESULTS=\"DIR DIR...\")"
 out=""
 if [[ ${1:-} == -o ]]; then
   out=${2:-}
   [[ -n $out ]] || { echo "compare: -o needs a folder; $usage" >&2; exit 1; }
   shift 2
+fi
+# `make compare` passes the folders in RESULTS (the environment, never a shell line): apart
+# by newlines when there is one (names with spaces), else by spaces; no globbing either way.
+if (($# == 0)) && [[ -n ${RESULTS:-} ]]; then
+  if [[ $RESULTS == *$'\n'* ]]; then
+    mapfile -t dirs <<<"$RESULTS"
+  else
+    read -r -a dirs <<<"$RESULTS"
+  fi
+  set --
+  for d in "${dirs[@]}"; do [[ -n $d ]] && set -- "$@" "$d"; done
 fi
 if (($# < 2)); then
   echo "compare: $usage" >&2
@@ -27,7 +39,7 @@ for d in "$@"; do
   [[ -d $d ]] || { echo "compare: no results folder $d" >&2; exit 1; }
 done
 command -v python3 >/dev/null || { echo "compare: python3 is not installed" >&2; exit 1; }
-out=${out:-results/compare_$(date -u +%Y%m%d-%H%M)}
+out=${out:-${COMPARE_OUT:-results/compare_$(date -u +%Y%m%d-%H%M)}}
 python3 "$here/stats.py" compare "$out" "$@" || exit $?
 
 status=0
@@ -49,5 +61,9 @@ if command -v gnuplot >/dev/null; then
 else
   echo "compare: gnuplot is not installed: no charts (the tables are in $out/compare.md)"
 fi
-python3 "$here/stats.py" index "$(dirname "$out")" || status=1
+# The index (README.md) lives only in the repository's results/: a comparison written
+# elsewhere writes nothing outside its own folder.
+if [[ $(cd "$(dirname "$out")" && pwd -P) == "$(cd "$here/.." && pwd -P)/results" ]]; then
+  python3 "$here/stats.py" index "$(dirname "$out")" || status=1
+fi
 exit $status

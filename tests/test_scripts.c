@@ -82,9 +82,10 @@ static void test_summary_rejects_a_file_that_is_not_tidy_csv(void **state)
     remove(bad);
 }
 
-// Missing or empty arguments and folders: exit status 1 and a "summarize:" message that
-// names the problem (not a shell "unbound variable" or an awk error on a literal
-// "DIR/*.csv"), and nothing written into an empty folder.
+// Missing or empty arguments and missing folders: exit status 1 and a "summarize:" message
+// that names the problem (not a shell "unbound variable" or an awk error on a literal
+// "DIR/*.csv"), also for a folder without CSVs that is no results folder; a results folder
+// without CSVs (every program cut): a warning and an empty summary.
 static void test_summary_bad_arguments_are_clear_errors(void **state)
 {
     (void)state;
@@ -107,9 +108,14 @@ static void test_summary_bad_arguments_are_clear_errors(void **state)
         if (!strstr(text, cases[i][1])) fail_msg("summarize.sh %s: message lacks '%s': %s", args, cases[i][1], text);
         free(text);
     }
-    char path[600];
-    snprintf(path, sizeof path, "%s/summary.csv", empty);
-    assert_true(test_run("test -e '%s'", path) != 0);
+    // a results folder (its context.txt) with no tidy CSV at all (every program cut or not
+    // run): a warning that says so and an empty summary, exit status 0
+    assert_int_equal(test_run("echo host=vm >'%s/context.txt'", empty), 0);
+    assert_int_equal(test_run("bash '%s/scripts/summarize.sh' '%s' >/dev/null 2>'%s'", test_suite_root(), empty, err), 0);
+    char *warning = test_read_file(err, NULL);
+    assert_non_null(warning);
+    assert_non_null(strstr(warning, "no tidy CSV files in"));
+    free(warning);
     assert_int_equal(test_run("rm -rf '%s' '%s' '%s/x.csv'", empty, err, test_dir), 0);
     // charts and report refuse a folder that does not exist; a report that cannot be
     // written is a failure, not "report: DIR/report.md" and exit status 0
@@ -191,6 +197,56 @@ static void test_charts_are_non_empty_pngs(void **state)
     }
 }
 
+// `make compare` and `make charts` take folder names as data: a name holding a quote,
+// $(shell ...), $(...) and backquotes runs none of them (make used to expand $(shell ...)
+// and the recipe's shell the rest), and the targets still work on that folder.
+static void test_make_targets_treat_paths_as_data(void **state)
+{
+    (void)state;
+    const char *hostile = "it's $(shell touch mk_pwned1) $(touch mk_pwned2) `touch mk_pwned3`";
+    char a[1024], b[1024], cmp[1024], make[1024];
+    snprintf(a, sizeof a, "%s/mkA", test_dir);
+    snprintf(b, sizeof b, "%s/%s", test_dir, hostile);
+    snprintf(cmp, sizeof cmp, "%s/mkcmp", test_dir);
+    setenv("TEST_MK_A", a, 1);
+    setenv("TEST_MK_B", b, 1);
+    setenv("COMPARE_OUT", cmp, 1);
+    snprintf(make, sizeof make, "make -s --no-print-directory -C '%s' CUDA_ARCH=90 BUILD='%s'",
+             test_suite_root(), test_build_dir());
+    assert_int_equal(test_run("cd '%s' && cp -r '%s/tests/fixtures/stats_A' \"$TEST_MK_A\" && "
+                              "cp -r '%s/tests/fixtures/stats_B' \"$TEST_MK_B\" && "
+                              "cp pin_memory.csv \"$TEST_MK_B/\"",
+                              test_dir, test_suite_root(), test_suite_root()), 0);
+    // names with spaces: one a line
+    int compare_rc = test_run("cd '%s' && %s compare RESULTS=\"$TEST_MK_A\n$TEST_MK_B\" >mk_compare.txt 2>&1",
+                              test_dir, make);
+    unsetenv("COMPARE_OUT");
+    // charts and the report of the hostile folder, into it
+    int charts_rc = test_run("cd '%s' && %s charts RESULTS=\"$TEST_MK_B\" >mk_charts.txt 2>&1", test_dir, make);
+    // nothing ran: not where make runs, not where the test runs, not in the folders
+    char path[1200];
+    for (int i = 1; i <= 3; i++) {
+        snprintf(path, sizeof path, "mk_pwned%d", i);
+        int found = test_run("test -e '%s/%s' || test -e '%s/%s' || test -e \"$TEST_MK_B/%s\"",
+                             test_suite_root(), path, test_dir, path, path);
+        test_run("rm -f '%s/%s'", test_suite_root(), path); // what an old Makefile left
+        if (found == 0) fail_msg("make ran the command in a folder name: %s exists", path);
+    }
+    char *text = test_read_in(test_dir, "mk_compare.txt");
+    if (compare_rc != 0) fail_msg("make compare: exit status %d: %s", compare_rc, text ? text : "");
+    free(text);
+    snprintf(path, sizeof path, "%s/compare.md", cmp);
+    assert_true(test_file_at_least(path, 500));
+    text = test_read_in(test_dir, "mk_charts.txt");
+    if (!gnuplot_missing() && charts_rc != 0) fail_msg("make charts: exit status %d: %s", charts_rc, text ? text : "");
+    free(text);
+    if (charts_rc == 0) {
+        snprintf(path, sizeof path, "%s/report.md", b);
+        assert_true(test_file_at_least(path, 200));
+    }
+    assert_int_equal(test_run("rm -rf \"$TEST_MK_A\" \"$TEST_MK_B\" '%s' '%s'/mk_*.txt", cmp, test_dir), 0);
+}
+
 static void test_report_embeds_charts_and_speedups(void **state)
 {
     (void)state;
@@ -215,6 +271,7 @@ int main(void)
         cmocka_unit_test(test_run_suite_bad_settings_are_refused),
         cmocka_unit_test(test_charts_are_non_empty_pngs),
         cmocka_unit_test(test_report_embeds_charts_and_speedups),
+        cmocka_unit_test(test_make_targets_treat_paths_as_data),
     };
     return cmocka_run_group_tests(tests, setup, test_teardown_dir);
 }

@@ -218,6 +218,8 @@ static void test_compare_two_machines(void **state)
     setenv("STATS_WEIRD", weird, 1);
     assert_int_equal(test_run("cd '%s' && mkdir -p \"$STATS_WEIRD\" && cp -r stats_B/. \"$STATS_WEIRD/\"",
                               test_dir), 0);
+    // a user's own README.md beside the comparison (outside results/) is left alone
+    assert_int_equal(test_run("cd '%s' && mkdir -p cmp && echo 'my notes' >cmp/README.md", test_dir), 0);
     int rc = test_run("cd '%s' && bash '%s/scripts/compare.sh' -o cmp/out stats_A \"$STATS_WEIRD\" >out.txt 2>&1",
                       test_dir, test_suite_root());
     if (rc != 0) {
@@ -256,11 +258,13 @@ static void test_compare_two_machines(void **state)
     ASSERT_NEAR(numf(tm, line, "relative_to_first"), 1.12346, 1e-4);
     ASSERT_NEAR(numf(tm, line, "p_value"), 0.0079365, 1e-6);
     free(tm);
-    // the index of the folder the comparison went into links it
+    // the index lives only in the repository's results/: a comparison elsewhere writes
+    // nothing outside its own folder
     char *index = test_read_in(test_dir, "cmp/README.md");
     assert_non_null(index);
-    assert_non_null(strstr(index, "[out](out/compare.md)"));
+    assert_string_equal(index, "my notes\n");
     free(index);
+    assert_int_equal(test_run("cd '%s' && test \"$(ls cmp)\" = \"$(printf 'README.md\\nout')\"", test_dir), 0);
     // fewer than two folders, or one that does not exist: clear errors
     assert_int_equal(test_run("bash '%s/scripts/compare.sh' '%s/stats_A' 2>/dev/null", test_suite_root(), test_dir), 1);
     assert_int_equal(test_run("bash '%s/scripts/compare.sh' '%s/stats_A' /nonexistent 2>/dev/null",

@@ -8,6 +8,7 @@
 //   harness_flags.cc    the command line: suite flags, program options, axis values, --help
 //   harness_csv.cc      the tidy CSV, FILE.reps.csv and FILE.curves.csv, per repetition
 //   harness_cut.cc      SIGINT/SIGTERM: the watcher and the locked --benchmark_out file
+//                       (which leaves skipped instances out: the tidy CSV has them)
 //   harness_display.cc  the standard output: a console that prints skips as skips
 #ifndef HARNESS_INTERNAL_H
 #define HARNESS_INTERNAL_H
