@@ -282,7 +282,9 @@ progress_loop() { # index name listed estimate
     units=0
     [[ -f $out/$pname.reps.csv ]] && units=$(($(wc -l <"$out/$pname.reps.csv") - 1))
     ((units < 0)) && units=0
-    units=$((units + $(grep -c -E '  (SKIPPED|ERROR OCCURRED)' "$out/logs/$pname.log" 2>/dev/null)))
+    # a skipped row is printed once (for all its repetitions), a failed one per repetition
+    units=$((units + repetitions * $(grep -c -E '  SKIPPED' "$out/logs/$pname.log" 2>/dev/null) +
+      $(grep -c -E '  ERROR OCCURRED' "$out/logs/$pname.log" 2>/dev/null)))
     ((units > total)) && units=$total
     done_rows=$((units / repetitions))
     el=$((SECONDS - t0))

@@ -1,7 +1,7 @@
 // harness_display.cc: what a practice program prints on standard output. The format
 // --benchmark_format asks for (console, json or csv), with --benchmark_color and
 // --benchmark_counters_tabular honoured as Google Benchmark would, and a console that
-// prints skips as "SKIPPED (reason)" instead of as errors. The files a run writes have
+// prints skips as "SKIPPED (reason)" instead of as errors, once per benchmark. The files a run writes have
 // their own reporters (harness_csv.cc, and harness_cut.cc for --benchmark_out).
 #include <benchmark/benchmark.h>
 #include <unistd.h>
@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <ostream>
+#include <set>
 #include <string>
 
 #include "bench/driver/harness_internal.h"
@@ -34,6 +35,9 @@ protected:
             benchmark::ConsoleReporter::PrintRunData(run);
             return;
         }
+        // A skip is a fact about the machine, the same in every repetition: printed once
+        // (with random interleaving a skipped row would otherwise fill the log N times).
+        if (!skipped_printed_.insert(run.benchmark_name()).second) return;
         std::ostream &out = GetOutputStream();
         bool color = (output_options_ & OO_Color) != 0;
         std::string name = run.benchmark_name();
@@ -43,6 +47,9 @@ protected:
             << run.error_message.substr(strlen(kSkipPrefix)) << ")" << (color ? "\033[0m" : "")
             << "\n";
     }
+
+private:
+    std::set<std::string> skipped_printed_;
 };
 
 } // namespace
