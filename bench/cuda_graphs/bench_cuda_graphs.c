@@ -174,11 +174,8 @@ static void bench_capture(HarnessState *st, void *user)
         harness_counter(st, "capture_ms", mine.capture_ms, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "eager_step_ms", eager.step_ms, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "capture_cost_ms", cost, HARNESS_COUNTER_PLAIN);
-        harness_counter(st, "saving_ms_per_step", saving, HARNESS_COUNTER_PLAIN);
-        harness_counter(st, "pays_off", saving > 0, HARNESS_COUNTER_PLAIN);
-        if (saving > 0) {
-            double even = cost > 0 ? cost / saving : 0.0;
-            harness_counter(st, "break_even_steps", even, HARNESS_COUNTER_PLAIN);
+        double even = practice_break_even(st, cost, saving);
+        if (even >= 0) {
             snprintf(label + used, sizeof label - used, "; capturing costs %.2f ms more than an "
                      "eager step (%.2f ms of it capture + instantiate) and pays back after %.0f "
                      "steps (%.3f ms saved per step)", cost, mine.capture_ms, ceil(even), saving);

@@ -161,11 +161,8 @@ static void bench_tuning(HarnessState *st, void *user)
         harness_counter(st, "heuristic_step_ms", base.step_ms, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "heuristic_plan_ms", base.plan_ms, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "tuning_cost_ms", cost, HARNESS_COUNTER_PLAIN);
-        harness_counter(st, "saving_ms_per_step", saving, HARNESS_COUNTER_PLAIN);
-        harness_counter(st, "pays_off", saving > 0, HARNESS_COUNTER_PLAIN);
-        if (saving > 0) {
-            double steps_even = cost > 0 ? cost / saving : 0.0;
-            harness_counter(st, "break_even_steps", steps_even, HARNESS_COUNTER_PLAIN);
+        double steps_even = practice_break_even(st, cost, saving);
+        if (steps_even >= 0) {
             snprintf(label + used, sizeof label - used, "; tuning %.1f ms pays back after %.0f steps "
                      "(%.3f ms saved per step)", cost, ceil(steps_even), saving);
         } else {

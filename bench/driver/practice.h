@@ -182,6 +182,11 @@ void practice_batch_free(PracticeBatch *b);
 // Its first n images as a CoreBatch.
 CoreBatch practice_batch_view(const PracticeBatch *b, int n);
 
+// A one-off cost (capture, autotuning) against a saving per step: adds the counters
+// saving_ms_per_step, pays_off and, when it pays off, break_even_steps (cost / saving, 0
+// when it costs nothing). Returns the steps to break even, or -1 when it never pays back.
+double practice_break_even(HarnessState *st, double cost_ms, double saving_ms);
+
 #ifdef __cplusplus
 }
 #endif

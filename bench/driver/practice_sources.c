@@ -231,3 +231,13 @@ CoreBatch practice_batch_view(const PracticeBatch *b, int n)
 {
     return (CoreBatch){b->images, b->labels, n, b->device ? CORE_MEMORY_DEVICE : CORE_MEMORY_HOST};
 }
+
+double practice_break_even(HarnessState *st, double cost_ms, double saving_ms)
+{
+    harness_counter(st, "saving_ms_per_step", saving_ms, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "pays_off", saving_ms > 0, HARNESS_COUNTER_PLAIN);
+    if (!(saving_ms > 0)) return -1.0;
+    double steps = cost_ms > 0 ? cost_ms / saving_ms : 0.0;
+    harness_counter(st, "break_even_steps", steps, HARNESS_COUNTER_PLAIN);
+    return steps;
+}
