@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Draws the charts of a results folder with gnuplot, PNG and SVG, into DIR/charts/: every
+# Draws the charts of a results folder with gnuplot into DIR/charts/, as SVG (CHART_FORMATS:
+# "svg png" for both, "png" for PNG only): every
 # chart described in scripts/charts/<csvname>.charts (from DIR/<csvname>.csv), and the
 # headline chart summary_speedup (each practice's claimed, else best, tuned variant against the published
 # claims of bench/claims.csv). The renderer is scripts/charts/render.py (its header
@@ -10,6 +11,7 @@
 # Environment: CLAIMS_CSV  the claims file (default bench/claims.csv)
 #              CHARTS_OUT  write the charts here instead of RESULTS_DIR/charts
 #              CHARTS_DESCRIPTIONS  the folder of *.charts descriptions (default scripts/charts)
+#              CHART_FORMATS  svg (default), png, or both ("svg png")
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${1:-$(ls -1td results/*/ 2>/dev/null | head -n 1)}

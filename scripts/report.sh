@@ -100,19 +100,29 @@ ctx() { sed -n "s/^$1=//p" "$dir/context.txt" 2>/dev/null | head -n 1; }
   echo "## Charts"
   echo
   shopt -s nullglob
-  pngs=("$dir"/charts/*.png)
-  # the headline chart first
-  for i in "${!pngs[@]}"; do
-    [[ $(basename "${pngs[$i]}") == summary_speedup.png ]] && pngs=("${pngs[$i]}" "${pngs[@]:0:$i}" "${pngs[@]:$((i + 1))}") && break
+  # one entry per chart, whichever formats were drawn (CHART_FORMATS: SVG by default)
+  names=()
+  for f in "$dir"/charts/*.svg "$dir"/charts/*.png; do
+    n=$(basename "${f%.*}")
+    [[ " ${names[*]} " == *" $n "* ]] || names+=("$n")
   done
-  if ((${#pngs[@]} == 0)); then
+  # the headline chart first
+  for i in "${!names[@]}"; do
+    [[ ${names[$i]} == summary_speedup ]] && names=("summary_speedup" "${names[@]:0:$i}" "${names[@]:$((i + 1))}") && break
+  done
+  if ((${#names[@]} == 0)); then
     echo "No charts: nothing was measured that has a chart."
   fi
-  for png in "${pngs[@]}"; do
-    name=$(basename "$png" .png)
+  for name in "${names[@]}"; do
     echo "### $name"
     echo
-    echo "![$name](charts/$name.png) ([SVG](charts/$name.svg))"
+    if [[ -f $dir/charts/$name.svg && -f $dir/charts/$name.png ]]; then
+      echo "![$name](charts/$name.svg) ([PNG](charts/$name.png))"
+    elif [[ -f $dir/charts/$name.svg ]]; then
+      echo "![$name](charts/$name.svg)"
+    else
+      echo "![$name](charts/$name.png)"
+    fi
     echo
   done
 
@@ -120,7 +130,8 @@ ctx() { sed -n "s/^$1=//p" "$dir/context.txt" 2>/dev/null | head -n 1; }
   echo
   echo "- \`<practice>.json\`: Google Benchmark JSON (works with its tools/compare.py)"
   echo "- \`<practice>.csv\`: tidy CSV, one row per benchmark instance, context on every row"
-  echo "- \`summary.csv\`, \`summary_by_variant.csv\`: speedups; \`logs/\`: console output"
+  echo "- \`<practice>.curves.csv.gz\`: curves against training steps (gzipped CSV)"
+  echo "- \`summary.csv\`, \`summary_by_variant.csv\`: speedups; \`logs/\`: console output (gzipped)"
 } >"$report" || { echo "report: cannot write $report" >&2; exit 1; }
 echo "report: $report"
 exit ${table_failed:-0}

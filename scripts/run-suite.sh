@@ -26,7 +26,8 @@
 #                      BENCH_DEADLINE to now + BENCH_BUDGET; each program's share is its
 #                      estimated time (the time plan), or its BENCH_PLAN share
 #   BENCH_VERBOSE=1    the full Google Benchmark console of every program on the terminal
-#                      (it always goes to logs/<name>.log); without it the terminal gets the
+#                      (it always goes to logs/<name>.log, gzipped when the program
+#                      ends: logs/<name>.log.gz); without it the terminal gets the
 #                      time plan, one line per program (updated in place with its progress
 #                      on a terminal) and the plan against what ran
 #   BENCH_PROGRESS     1: the in-place progress line even when stdout is no terminal;
@@ -390,12 +391,17 @@ for prog in "${programs[@]}"; do
     else
       reason="cut at the deadline after ${limit}s: $rows of $listed rows kept"
     fi
-  elif ((rc != 0 && errors == 0)); then state=failed reason="exit status $rc; see logs/$name.log"
+  elif ((rc != 0 && errors == 0)); then state=failed reason="exit status $rc; see logs/$name.log.gz"
   elif ((errors > 0)); then state=failed
   elif ((ok + partial == 0 && skipped > 0)); then state=skipped
-  elif ((ok + partial == 0)); then state=failed reason="no results; see logs/$name.log"
+  elif ((ok + partial == 0)); then state=failed reason="no results; see logs/$name.log.gz"
   else state=ran; ((skipped > 0)) || reason=""; fi
   [[ $state == failed ]] && any_failed=1
+  # The program's console and its curves, compressed once it has ended (zless, zcat; the
+  # charts read the curves as they are): they were half of a CPU results folder.
+  for f in "$out/logs/$name.log" "$out/$name.curves.csv"; do
+    [[ -s $f ]] && gzip -n -f "$f"
+  done
   printf '%s\t%s\t%d\t%d\t%d\t%d\t%s\n' "$name" "$state" $((ok + partial)) "$skipped" "$errors" "$secs" "$reason" >>"$status"
   printf '%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n' "$name" $((100 * weight / weight_total)) "${share:-0}" "$limit" "$listed" \
     "$repetitions" "$rows" "$secs" "$estimate" >>"$plan_out"

@@ -121,7 +121,16 @@ static char *output(void)
     return text;
 }
 
+// The chart NAME was drawn as an SVG with content (axes, labels, bars).
 static void assert_chart(const char *folder, const char *name)
+{
+    char path[2048];
+    snprintf(path, sizeof path, "%s/charts/%s.svg", folder, name);
+    if (!test_file_at_least(path, 2000)) fail_msg("no chart %s", path);
+}
+
+// ... and as a PNG (CHART_FORMATS with png).
+static void assert_png(const char *folder, const char *name)
 {
     char path[2048];
     size_t size = 0;
@@ -131,8 +140,6 @@ static void assert_chart(const char *folder, const char *name)
     assert_true(size > 5000); // axes, labels and bars, not an empty canvas
     assert_memory_equal(png, "\x89PNG\r\n\x1a\n", 8);
     free(png);
-    snprintf(path, sizeof path, "%s/charts/%s.svg", folder, name);
-    assert_true(test_file_at_least(path, 2000));
 }
 
 // The points the renderer draws, with their error bars: the exact values of the fixture.
@@ -173,16 +180,20 @@ static void test_charts_are_real_pngs_with_headline(void **state)
     (void)state;
     if (gnuplot_missing()) skip();
     write_fixture(test_dir);
-    assert_int_equal(charts_on(test_dir), 0);
+    setenv("CHART_FORMATS", "svg png", 1);
+    int rc = charts_on(test_dir);
+    unsetenv("CHART_FORMATS");
+    assert_int_equal(rc, 0);
     char *text = output();
     assert_non_null(strstr(text, "demo_absent: nothing measured"));
     free(text);
-    assert_chart(test_dir, "demo_time");
-    assert_chart(test_dir, "demo_rate");
-    assert_chart(test_dir, "demo_rows");
-    assert_chart(test_dir, "summary_speedup");
+    const char *drawn[] = {"demo_time", "demo_rate", "demo_rows", "summary_speedup"};
+    for (size_t i = 0; i < sizeof drawn / sizeof drawn[0]; i++) {
+        assert_chart(test_dir, drawn[i]);
+        assert_png(test_dir, drawn[i]);
+    }
     char path[1024];
-    snprintf(path, sizeof path, "%s/charts/demo_absent.png", test_dir);
+    snprintf(path, sizeof path, "%s/charts/demo_absent.svg", test_dir);
     assert_true(test_run("test -e '%s'", path) != 0);
     // the headline: titled with the GPU, driver and date; interval and claimed range shown
     snprintf(path, sizeof path, "%s/charts/summary_speedup.svg", test_dir);
@@ -205,6 +216,65 @@ static void test_charts_are_real_pngs_with_headline(void **state)
     assert_non_null(svg);
     assert_non_null(strstr(svg, "2.00x (1.80-2.20)"));
     assert_null(strstr(svg, "3.00x"));
+    free(svg);
+}
+
+// By default only SVG is drawn (a results folder stays light); an unknown CHART_FORMATS is
+// refused with a message, drawing nothing.
+static void test_default_is_svg_only_and_formats_are_checked(void **state)
+{
+    (void)state;
+    if (gnuplot_missing()) skip();
+    write_fixture(test_dir);
+    assert_int_equal(charts_on(test_dir), 0);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/charts/demo_time.svg", test_dir);
+    assert_true(test_file_at_least(path, 2000));
+    assert_int_not_equal(test_run("ls '%s'/charts/*.png >/dev/null 2>&1", test_dir), 0);
+    setenv("CHART_FORMATS", "svg gif", 1);
+    int rc = charts_on(test_dir);
+    unsetenv("CHART_FORMATS");
+    assert_int_not_equal(rc, 0);
+    char *text = output();
+    assert_non_null(strstr(text, "CHART_FORMATS='svg gif': give svg, png or both"));
+    free(text);
+}
+
+// Curves compressed by run-suite.sh (<name>.curves.csv.gz) are read as they are; a dense
+// curve is drawn as a line whose flat stretches are left out of the drawing (the points
+// themselves are all there with --points).
+static void test_gzipped_dense_curve(void **state)
+{
+    (void)state;
+    if (gnuplot_missing()) skip();
+    write_fixture(test_dir);
+    char conf[1024];
+    snprintf(conf, sizeof conf, "%s/conf", test_dir);
+    write_file(conf, "c.charts", "[c_scale]\nfile = c.curves\npractice = c\nx = step\ny = value\n"
+                                 "kind = lines\ntitle = scale\n");
+    char *curve = malloc(64 * 1024);
+    assert_non_null(curve);
+    size_t len = (size_t)snprintf(curve, 64 * 1024, "practice,variant,step,value\n");
+    for (int step = 1; step <= 1000; step++) // flat, one jump at 500
+        len += (size_t)snprintf(curve + len, 64 * 1024 - len, "c,v,%d,%d\n", step, step < 500 ? 65536 : 32768);
+    write_file(test_dir, "c.curves.csv", curve);
+    free(curve);
+    assert_int_equal(test_run("gzip -n '%s/c.curves.csv'", test_dir), 0);
+    assert_int_equal(test_run("python3 '%s/scripts/charts/render.py' --points '%s' '%s' >'%s/out.txt' 2>&1",
+                              test_suite_root(), test_dir, conf, test_dir), 0);
+    char *text = output();
+    assert_non_null(strstr(text, "c_scale\tv\t1\t65536.0\t"));
+    assert_non_null(strstr(text, "c_scale\tv\t1000\t32768.0\t"));
+    free(text);
+    assert_int_equal(charts_on(test_dir), 0);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/charts/c_scale.svg", test_dir);
+    size_t size = 0;
+    char *svg = test_read_file(path, &size);
+    assert_non_null(svg);
+    // four points drawn (the ends and both sides of the jump), no point symbols: the axes'
+    // 18 kB or so, where 1,000 point symbols were over 100 kB
+    assert_true(size < 25000);
     free(svg);
 }
 
@@ -340,6 +410,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_points_and_error_bars, test_setup_dir, test_teardown_dir),
         cmocka_unit_test_setup_teardown(test_charts_are_real_pngs_with_headline, test_setup_dir, test_teardown_dir),
+        cmocka_unit_test_setup_teardown(test_default_is_svg_only_and_formats_are_checked, test_setup_dir, test_teardown_dir),
+        cmocka_unit_test_setup_teardown(test_gzipped_dense_curve, test_setup_dir, test_teardown_dir),
         cmocka_unit_test_setup_teardown(test_quoted_and_dollar_paths_are_data, test_setup_dir, test_teardown_dir),
         cmocka_unit_test_setup_teardown(test_garbage_csv_is_an_error, test_setup_dir, test_teardown_dir),
         cmocka_unit_test_setup_teardown(test_committed_run_draws_from_descriptions, test_setup_dir, test_teardown_dir),

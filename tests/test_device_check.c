@@ -162,7 +162,7 @@ static void test_chart_tests_skip_without_gnuplot(void **state)
     assert_non_null(text);
     if (rc != 0) fail_msg("test_scripts without gnuplot: exit %d:\n%s", rc, text);
     assert_non_null(strstr(text, "skipped: gnuplot is not installed"));
-    assert_non_null(strstr(text, "[  SKIPPED ] test_charts_are_non_empty_pngs"));
+    assert_non_null(strstr(text, "[  SKIPPED ] test_charts_are_non_empty_svgs"));
     assert_non_null(strstr(text, "[       OK ] test_report_embeds_charts_and_speedups"));
     free(text);
     test_remove_tree(tmp);

@@ -319,8 +319,8 @@ static void test_zero_grad_and_batch_size_run_on_the_cpu(void **state)
                             "batch_size_memory", "batch_size_convergence_time",
                             "batch_size_convergence_images"};
     for (size_t i = 0; i < sizeof charts / sizeof charts[0]; i++) {
-        snprintf(path, sizeof path, "%s/charts/%s.png", dir, charts[i]);
-        if (!test_file_at_least(path, 5000)) fail_msg("no chart %s", path);
+        snprintf(path, sizeof path, "%s/charts/%s.svg", dir, charts[i]);
+        if (!test_file_at_least(path, 2000)) fail_msg("no chart %s", path);
     }
 }
 

@@ -198,6 +198,16 @@ std::set<std::string> TidyCsvTee::param_names() const
     return names;
 }
 
+// Whether a context key is a column of the tidy CSV: all but the library files
+// (`*_library`, paths the loader mapped), which were a quarter of a CSV results folder
+// repeated on every row; they stay in the JSON's context and in context.txt, and the
+// versions they carry are the `*_version` columns.
+static bool in_csv_context(const char *key)
+{
+    size_t n = strlen(key), suffix = strlen("_library");
+    return !(n >= suffix && strcmp(key + n - suffix, "_library") == 0);
+}
+
 bool TidyCsvTee::write_csv()
 {
     const SuiteContext &ctx = *ctx_;
@@ -212,7 +222,8 @@ bool TidyCsvTee::write_csv()
                       "time,cpu_time,time_unit,time_median,time_stddev,time_min,time_max,time_cv,cache";
     for (const auto &p : params) out += ",param_" + field(p);
     for (const auto &c : counter_names) out += "," + field(c);
-    for (int i = 0; i < ctx.count; i++) out += std::string(",ctx_") + ctx.keys[i];
+    for (int i = 0; i < ctx.count; i++)
+        if (in_csv_context(ctx.keys[i])) out += std::string(",ctx_") + ctx.keys[i];
     for (const auto &kv : g().extra_context) out += ",ctx_" + field(kv.first);
     out += "\n";
     for (const Results &res : results_) out += row(res, ctx, params, counter_names);
@@ -371,7 +382,8 @@ std::string TidyCsvTee::row(const Results &res, const SuiteContext &ctx, const s
         }
         out += "," + (has_times ? num(v) : std::string());
     }
-    for (int i = 0; i < ctx.count; i++) out += "," + field(ctx.values[i]);
+    for (int i = 0; i < ctx.count; i++)
+        if (in_csv_context(ctx.keys[i])) out += "," + field(ctx.values[i]);
     for (const auto &kv : g().extra_context) out += "," + field(kv.second);
     return out + "\n";
 }

@@ -32,9 +32,14 @@ namespace {
 // "skipped: ..." each time, and on a machine without a GPU those were most of a results
 // folder (16 MB for a CPU `make bench`); the tidy CSV keeps one row per skipped instance
 // with its reason, and the log its SKIPPED lines.
+// It holds each repetition, not the mean, median, stddev and cv Google Benchmark derives
+// from them (they are the tidy CSV's columns, and compare.py computes its own from the
+// repetitions): they were nearly half of what remained. With
+// --benchmark_report_aggregates_only=true, where no repetition is reported, it keeps them.
 class LockedFileReporter : public benchmark::BenchmarkReporter {
 public:
-    explicit LockedFileReporter(std::unique_ptr<benchmark::BenchmarkReporter> inner) : inner_(std::move(inner)) {}
+    LockedFileReporter(std::unique_ptr<benchmark::BenchmarkReporter> inner, bool keep_aggregates)
+        : inner_(std::move(inner)), keep_aggregates_(keep_aggregates) {}
 
     bool ReportContext(const Context &ctx) override
     {
@@ -53,7 +58,7 @@ public:
         std::vector<Run> ran;
         ran.reserve(runs.size());
         for (const Run &run : runs)
-            if (!is_skip(run)) ran.push_back(run);
+            if (!is_skip(run) && (keep_aggregates_ || run.run_type != Run::RT_Aggregate)) ran.push_back(run);
         if (!ran.empty()) inner_->ReportRuns(ran);
         GetOutputStream().flush();
     }
@@ -81,6 +86,7 @@ private:
     }
 
     std::unique_ptr<benchmark::BenchmarkReporter> inner_;
+    bool keep_aggregates_;
     std::mutex mutex_;
     bool finalized_ = false;
 };
@@ -131,7 +137,8 @@ std::unique_ptr<benchmark::BenchmarkReporter> make_file_reporter()
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
         if (format == "csv") inner = std::make_unique<benchmark::CSVReporter>();
 #pragma GCC diagnostic pop
-        file_reporter = std::make_unique<LockedFileReporter>(std::move(inner));
+        file_reporter = std::make_unique<LockedFileReporter>(std::move(inner),
+                                                             gb_bool_flag("benchmark_report_aggregates_only"));
         the_file_reporter = file_reporter.get();
     }
     return file_reporter;

@@ -4,6 +4,7 @@
 // default), the grammar of sweep-axis values (lists and lo:hi:*k / lo:hi:+k ranges), the
 // checks on Google Benchmark's own flags that the library would get wrong, and --help.
 // Everything else on the command line is handed to Google Benchmark as it came.
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -94,6 +95,18 @@ std::string gb_flag(const char *name, const char *fallback)
     for (const std::string &a : g().gb_args)
         if (a.compare(0, prefix.size(), prefix) == 0) value = a.substr(prefix.size());
     return value;
+}
+
+bool gb_bool_flag(const char *name)
+{
+    std::string bare = std::string("--") + name;
+    bool set = false;
+    for (const std::string &a : g().gb_args)
+        if (a == bare) set = true;
+    std::string v = gb_flag(name, set ? "true" : "false");
+    for (char &c : v) c = (char)tolower((unsigned char)c);
+    // Google Benchmark's truthy values (IsTruthyFlagValue)
+    return v == "1" || v == "t" || v == "true" || v == "y" || v == "yes" || v == "on";
 }
 
 namespace {

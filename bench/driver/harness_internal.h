@@ -144,6 +144,8 @@ bool parse_int64(const std::string &s, int64_t *out);
 std::string expand_axis(const Axis &a, std::vector<std::string> *out);
 // The value of --name=VALUE in the Google Benchmark arguments (last one wins).
 std::string gb_flag(const char *name, const char *fallback);
+// A Google Benchmark boolean flag: --name alone or --name=VALUE with a truthy VALUE.
+bool gb_bool_flag(const char *name);
 // The suite's part of --help (the library's follows from benchmark::Initialize).
 void print_help();
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""render.py: draws a results folder's charts with gnuplot, PNG and SVG (Python standard
-library only; scripts/charts.sh is the command to use).
+"""render.py: draws a results folder's charts with gnuplot, as SVG (and PNG, or PNG only,
+with CHART_FORMATS="svg png" or "png"; Python standard library only; scripts/charts.sh is
+the command to use).
 
   render.py RESULTS_DIR OUT_DIR DESCRIPTIONS_DIR CLAIMS_CSV
   render.py --points RESULTS_DIR DESCRIPTIONS_DIR   prints every described chart's points,
@@ -13,7 +14,7 @@ Two kinds of chart:
   RESULTS_DIR/<csvname>.csv. A description file holds sections:
 
       # comment
-      [amp_gemm_tflops]          # chart name -> OUT_DIR/amp_gemm_tflops.png and .svg
+      [amp_gemm_tflops]          # chart name -> OUT_DIR/amp_gemm_tflops.svg (and/or .png)
       practice = amp_gemm        # rows whose `practice` column is one of these (comma-separated)
       x = param_size             # a CSV column: axes are param_<axis>, counters by their name
       y = tflops                 # a CSV column; `time` = the time column, in ms
@@ -27,7 +28,8 @@ Two kinds of chart:
       ylabel = TFLOP/s
 
   Optional keys this renderer adds:
-      file = batch_size.curves   # read RESULTS_DIR/<file>.csv instead of <csvname>.csv
+      file = batch_size.curves   # read RESULTS_DIR/<file>.csv (or <file>.csv.gz: run-suite.sh
+                                 # compresses the curves) instead of <csvname>.csv
                                  # (a CSV without a status column: every row is drawn)
       yscale = 1e-9              # multiply y (and its error bars) by this: a unit change
                                  # such as bytes/s -> GB/s, never a constant of the C code
@@ -41,6 +43,11 @@ Two kinds of chart:
   failure, so a cut run draws what exists; a CSV that is not a results CSV is an error. A description naming a column the CSV lacks draws no
   chart and says so (a results folder older than the description); with --points it is
   an error, so a test of a description catches a typo.
+
+  A series of more than DENSE_POINTS points (a curve over training steps) is drawn as a
+  line without point symbols, and a point equal to both its neighbours (a flat stretch of
+  the loss scale or of a cumulative count) is left out: the line drawn is the same, and
+  the SVG of a 3,000-step curve is tens of kilobytes rather than hundreds.
 
   Error bars, where there are repetitions, from the first of:
     1. a sibling RESULTS_DIR/<csvname>.reps.csv, one row per repetition (practice, variant,
@@ -69,6 +76,7 @@ Exit status: 0 when every chart that has data was drawn, 1 when any CSV, descrip
 gnuplot run failed (the message says which), 2 for bad arguments.
 """
 import csv
+import gzip
 import math
 import os
 import re
@@ -84,8 +92,27 @@ KNOWN_KEYS = {"practice", "x", "y", "series", "filter", "kind", "logx", "logy", 
               "xlabel", "ylabel", "file", "yscale", "xformat", "labels"}
 COLORS = ["#4472c4", "#ed7d31", "#70ad47", "#7030a0", "#c00000", "#00a0b0", "#7f6000",
           "#a5a5a5", "#264478", "#9e480e"]
-PNG_TERM = "set terminal pngcairo size {w},{h} font ',13' linewidth 1.5 noenhanced"
-SVG_TERM = "set terminal svg size {w},{h} dynamic font ',13' linewidth 1.5 noenhanced"
+TERMINALS = {"png": "set terminal pngcairo size {w},{h} font ',13' linewidth 1.5 noenhanced",
+             "svg": "set terminal svg size {w},{h} dynamic font ',13' linewidth 1.5 noenhanced"}
+DENSE_POINTS = 200
+
+
+def chart_formats():
+    """The formats drawn: CHART_FORMATS, space- or comma-separated svg and png (default svg:
+    vector, and the lighter of the two for most charts)."""
+    names = os.environ.get("CHART_FORMATS", "svg").replace(",", " ").split()
+    bad = [n for n in names if n not in TERMINALS]
+    if bad or not names:
+        raise ValueError(f"CHART_FORMATS={os.environ.get('CHART_FORMATS', '')!r}: "
+                         "give svg, png or both (e.g. 'svg png')")
+    return list(dict.fromkeys(names))
+
+
+def without_flat_interior(pts):
+    """A dense series without the points equal (y, bars, noisy flag) to both neighbours."""
+    keep = [p for i, p in enumerate(pts)
+            if i == 0 or i == len(pts) - 1 or not (pts[i - 1][1:] == p[1:] == pts[i + 1][1:])]
+    return keep
 
 
 class ChartError(Exception):
@@ -149,9 +176,10 @@ def read_csv(path, need=("practice",)):
     """(header, rows as dicts) of a results CSV; ChartError when it is not one."""
     name = os.path.basename(path)
     try:
-        with open(path, newline="", encoding="utf-8") as f:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", newline="", encoding="utf-8") as f:
             table = list(csv.reader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as e:
         raise ChartError(f"{name}: cannot read it as CSV ({e})")
     if not table or not table[0]:
         raise EmptyCsv(f"{name}: empty file (a program cut before its first row?): nothing to draw from it")
@@ -350,7 +378,7 @@ def common_settings(d):
 
 
 def script_lines(name, d, points, tmp):
-    """gnuplot commands drawing one described chart into tmp/out.png and tmp/out.svg."""
+    """gnuplot commands drawing one described chart into tmp/out.<format>."""
     kind = d.get("kind", "lines")
     logx, logy, labels = truthy(d.get("logx", "no")), truthy(d.get("logy", "no")), truthy(d.get("labels", "no"))
     has_err = any(p[2] is not None for pts in points.values() for p in pts)
@@ -410,11 +438,15 @@ def script_lines(name, d, points, tmp):
         for j, (label, pts) in enumerate(points.items()):
             path = os.path.join(tmp, f"s{j}.dat")
             pts = sorted(pts, key=lambda p: float(p[0]))
+            dense = len(pts) > DENSE_POINTS
+            if dense:
+                pts = without_flat_interior(pts)
             with open(path, "w", encoding="utf-8") as f:
                 for x, y, low, high, noisy in pts:
                     f.write(f"{float(x)!r}\t{y!r}\t{nan(low)}\t{nan(high)}\t{'!' if noisy else '-'}\n")
             color = COLORS[j % len(COLORS)]
-            plots.append(f"{q(path)} using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc rgb {q(color)} title {q(label)}")
+            style = "lines lw 2" if dense else "linespoints lw 2 pt 7 ps 1.1"
+            plots.append(f"{q(path)} using 1:2 with {style} lc rgb {q(color)} title {q(label)}")
             if has_err:
                 plots.append(f"{q(path)} using 1:2:3:4 with yerrorbars pt 0 lc rgb {q(color)} notitle")
             if any_noisy:
@@ -427,8 +459,8 @@ def script_lines(name, d, points, tmp):
 
 def render_script(cmds, plots, tmp, width, height):
     text = "\n".join(cmds) + "\n"
-    for term, ext in ((PNG_TERM, "png"), (SVG_TERM, "svg")):
-        text += term.format(w=width, h=height) + "\n"
+    for ext in chart_formats():
+        text += TERMINALS[ext].format(w=width, h=height) + "\n"
         text += "set output " + q(os.path.join(tmp, "out." + ext)) + "\n"
         text += "plot " + ", \\\n     ".join(plots) + "\n"
         text += "set output\n"
@@ -443,9 +475,10 @@ def run_gnuplot(script, tmp, out_dir, name):
         done = subprocess.run(["gnuplot", path], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as e:
         raise ChartError(f"{name}: gnuplot did not run ({e})")
-    if done.returncode != 0 or not os.path.exists(os.path.join(tmp, "out.png")):
+    formats = chart_formats()
+    if done.returncode != 0 or not all(os.path.exists(os.path.join(tmp, "out." + ext)) for ext in formats):
         raise ChartError(f"{name}: gnuplot failed: {done.stderr.strip()[-2000:]}")
-    for ext in ("png", "svg"):
+    for ext in formats:
         shutil.move(os.path.join(tmp, "out." + ext), os.path.join(out_dir, f"{name}.{ext}"))
 
 
@@ -581,6 +614,11 @@ def main(argv):
         print("usage: render.py RESULTS_DIR OUT_DIR DESCRIPTIONS_DIR CLAIMS_CSV\n"
               "       render.py --points RESULTS_DIR DESCRIPTIONS_DIR", file=sys.stderr)
         return 2
+    try:
+        chart_formats()
+    except ValueError as e:
+        print(f"charts: {e}", file=sys.stderr)
+        return 2
     if points_only:
         results, out_dir, desc_dir, claims_path = argv[2], None, argv[3], None
     else:
@@ -596,9 +634,9 @@ def main(argv):
     tables = {}
     for fname in sorted(os.listdir(results)):
         path = os.path.join(results, fname)
-        if not fname.endswith(".csv") or not os.path.isfile(path) or fname.startswith("summary"):
+        if not fname.endswith((".csv", ".curves.csv.gz")) or not os.path.isfile(path) or fname.startswith("summary"):
             continue
-        stem = fname[:-4]
+        stem = fname[:-len(".csv.gz")] if fname.endswith(".gz") else fname[:-4]
         need = ("practice",) if stem.endswith(".curves") or stem.endswith(".reps") else ("practice", "status", "time")
         try:
             tables[stem] = read_csv(path, need)
