@@ -317,6 +317,20 @@ static int cpu_peak(const CoreConfig *cfg, CoreGradMode grad, int n, size_t *pea
     return rc;
 }
 
+// The most values one image puts in a single tensor: the input, the stem's output (the
+// ResNets' largest activation: later stages halve the size as they double the width) or
+// an MLP's hidden layer.
+static size_t largest_tensor_per_image(const CoreModelConfig *m)
+{
+    size_t in = (size_t)m->in_channels * m->image_size * m->image_size;
+    size_t act = (size_t)m->mlp_hidden;
+    if (m->kind == CORE_MODEL_RESNET) {
+        size_t size = (size_t)(m->image_size - 1) / m->stem_stride + 1;
+        act = (size_t)m->width * size * size;
+    }
+    return in > act ? in : act;
+}
+
 static void bench_max_batch(HarnessState *st, void *user)
 {
     const InferVariant *v = user;
@@ -335,6 +349,14 @@ static void bench_max_batch(HarnessState *st, void *user)
             largest = 0;
             fits = true;
             for (int n = 1; n <= cap && rc == 0 && fits; n *= 2) {
+                // cuDNN (and int-indexed kernels) take tensors of fewer than 2^31 values: the
+                // probe stops there rather than asking a library past its limit.
+                if ((size_t)n * largest_tensor_per_image(m) > INT32_MAX) {
+                    snprintf(stopped, sizeof stopped, "; stopped at %d: a tensor of %zu values "
+                             "(2^31 is cuDNN's limit), still fitting", n,
+                             (size_t)n * largest_tensor_per_image(m));
+                    break;
+                }
                 rc = probe_gpu(&cfg, v->grad, n, &fits);
                 if (rc == 0 && fits) largest = n;
                 // Another error past a batch that fitted (a library's limit on a tensor's
