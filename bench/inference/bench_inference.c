@@ -41,7 +41,8 @@
 #include "kernels/check.h"
 #include "kernels/clock.h"
 
-#define WARMUP 3               // untimed forwards before the clock (plans, autotuning)
+#define WARMUP 3               // untimed forwards before the clock on a GPU (plans,
+                               // autotuning, a graph's eager forward and capture); 1 on a CPU
 #define GRAD_CHECK_TOL 1e-6    // no_grad vs grad_on logits, relative L2: the same kernels in
                                // the same order on other buffers, so bit for bit (0) here
 #define GRAPH_CHECK_TOL 1e-5   // graph vs eager: the same kernels (cuDNN's forward algorithms
@@ -117,6 +118,9 @@ static const InferVariant cudnn_variants[] = {
 };
 
 // ---- shared pieces -----------------------------------------------------------------------------
+
+// Untimed forwards before the clock: a CPU core only allocates in its first.
+static int warmup(const CoreConfig *cfg) { return cfg->backend == CORE_BACKEND_CUDA ? WARMUP : 1; }
 
 // The run's backend and config (the variant applied); false when the run ended (skip/fail).
 static bool run_config(HarnessState *st, const InferVariant *v, CoreConfig *cfg)
@@ -227,7 +231,7 @@ static void bench_grad(HarnessState *st, void *user)
         return;
     }
     rc = core_create(&cfg, &core);
-    for (int i = 0; i < WARMUP && rc == 0; i++) rc = core_infer(core, &b, v->grad, NULL, NULL);
+    for (int i = 0; i < warmup(&cfg) && rc == 0; i++) rc = core_infer(core, &b, v->grad, NULL, NULL);
     if (rc == 0) rc = core_sync(core);
     int64_t batches = 0;
     double seconds = 0.0;
@@ -438,7 +442,7 @@ static int timed_requests(const CoreConfig *cfg, const CoreBatch *b, int request
     if (!logits) return -1;
     Core *core = NULL;
     int rc = core_create(cfg, &core);
-    for (int i = 0; i < WARMUP && rc == 0; i++) rc = core_infer(core, b, CORE_GRAD_OFF, logits, NULL);
+    for (int i = 0; i < warmup(cfg) && rc == 0; i++) rc = core_infer(core, b, CORE_GRAD_OFF, logits, NULL);
     if (rc == 0) rc = infer_requests(core, b, CORE_GRAD_OFF, requests, NULL, 0, logits, ms);
     if (rc == 0 && stats) rc = core_stats(core, stats);
     core_free(core);
@@ -493,7 +497,7 @@ static void bench_serving(HarnessState *st, void *user)
     char label[300];
     snprintf(label, sizeof label, "%s: %d single requests of %d images, each timed alone from a "
              "host batch to its logits on the host (no_grad, after %d warm-up requests)", v->name,
-             requests, cfg.batch_size, WARMUP);
+             requests, cfg.batch_size, warmup(&cfg));
     harness_set_label(st, label);
 }
 
@@ -541,7 +545,7 @@ static void bench_graphs(HarnessState *st, void *user)
     char label[300];
     snprintf(label, sizeof label, "%s: %d single requests of %d images (device-resident), logits "
              "back to the host, each timed alone (no_grad, after %d warm-up requests)", v->name,
-             requests, cfg.batch_size, WARMUP);
+             requests, cfg.batch_size, warmup(&cfg));
     harness_set_label(st, label);
 }
 
@@ -661,7 +665,7 @@ static void bench_precision(HarnessState *st, void *user)
     CoreBatch b = practice_batch_view(&pb, pb.n);
     Core *core = NULL;
     int rc = core_create(&cfg, &core);
-    for (int i = 0; i < WARMUP && rc == 0; i++) rc = core_infer(core, &b, CORE_GRAD_OFF, NULL, NULL);
+    for (int i = 0; i < warmup(&cfg) && rc == 0; i++) rc = core_infer(core, &b, CORE_GRAD_OFF, NULL, NULL);
     if (rc == 0) rc = core_sync(core);
     int64_t batches = 0;
     double seconds = 0.0;
