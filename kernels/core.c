@@ -252,6 +252,22 @@ int core_eval(Core *core, const CoreBatch *batch, CoreEvalResult *result)
     return core->ops->eval(core, batch, result);
 }
 
+int core_infer(Core *core, const CoreBatch *batch, CoreGradMode grad, float *logits,
+               CoreEvalResult *result)
+{
+    if (!batch || batch->n <= 0 || !batch->images)
+        return error_set(ERROR_BAD_USAGE, "core_infer: empty batch or NULL images");
+    if (batch->memory == CORE_MEMORY_DEVICE && core->backend != CORE_BACKEND_CUDA)
+        return error_set(ERROR_BAD_USAGE, "core_infer: device memory batch on the CPU backend");
+    if (grad != CORE_GRAD_ON && grad != CORE_GRAD_OFF)
+        return error_set(ERROR_BAD_USAGE, "core_infer: grad mode %d is neither CORE_GRAD_ON nor "
+                         "CORE_GRAD_OFF", (int)grad);
+    if (!core->ops->infer)
+        return error_set(ERROR_BAD_USAGE, "core_infer: the %s backend has no inference forward",
+                         core_backend_name(core->backend));
+    return core->ops->infer(core, batch, grad, logits, result);
+}
+
 int core_loss_grad(Core *core, const CoreBatch *batch, float *loss, float *grad)
 {
     TRY(check_batch(core, batch));

@@ -215,6 +215,34 @@ int core_create(const CoreConfig *cfg, Core **out);
 int core_step(Core *core, const CoreBatch *batch, CoreStepResult *result);
 // Evaluates (BN in inference mode, no update): mean loss and accuracy of the batch.
 int core_eval(Core *core, const CoreBatch *batch, CoreEvalResult *result);
+// Whether an inference forward (core_infer) keeps what a backward would need, as a PyTorch
+// forward under autograd does, or runs as under torch.no_grad() / torch.inference_mode().
+typedef enum {
+    CORE_GRAD_ON,  // autograd on (no no_grad): the training memory plan, every activation a
+                   // backward reads (and the arena for the gradients) held for the whole pass
+    CORE_GRAD_OFF, // no_grad: an inference plan (model_plan.h, training = false, reuse) that
+                   // frees each activation once its consumers ran, so buffers are reused
+} CoreGradMode;
+
+// An inference forward (BN with its running statistics, as model.eval(); nothing updated)
+// of n images: the logits (n x classes, fp32, host memory) into `logits` unless NULL and,
+// when the batch has labels and result is not NULL, the mean loss and accuracy into result
+// (without labels result gets n and NaN loss and accuracy). batch->labels may be NULL. The
+// call returns once its results are on the host (with neither logits nor labels: once the
+// work is queued; core_sync waits for it). `grad` chooses the memory plan: CORE_GRAD_ON the
+// training plan (core_step's, core_eval's), CORE_GRAD_OFF the inference plan. A change of
+// plan (a core_infer of the other mode, or a core_step / core_eval after a CORE_GRAD_OFF
+// one) frees the activation arena and allocates the new plan's at its exact size, and
+// restarts the peak counts there, so CoreStats.activation_bytes is the plan of the last
+// pass and peak_bytes (CUDA: device_used_bytes too) the peak since the last change of plan:
+// the mode used last (plus the model's own buffers, and any larger batch met since).
+// Precision and layout apply on CUDA as for training; conv_algo chooses the algorithms
+// (autotuning times every pass a plan needs, forward and backward). With cuda_graph: the
+// first call of each (batch, image size, mode) runs eagerly, the next one captures the
+// forward as a CUDA graph, the rest replay it (see CoreConfig.cuda_graph), counted in
+// CoreStats' graph_captures, graph_replays, eager_steps and capture_ms with core_step's.
+int core_infer(Core *core, const CoreBatch *batch, CoreGradMode grad, float *logits,
+               CoreEvalResult *result);
 // Training-mode forward (and backward when grad != NULL) without updating anything:
 // writes the mean loss and the unscaled fp32 gradient of every parameter (param_count).
 int core_loss_grad(Core *core, const CoreBatch *batch, float *loss, float *grad);

@@ -233,6 +233,8 @@ typedef struct CpuCore {
     float *params, *grads, *mom, *stats, *saved;
     ModelPlan plan;        // where activations and gradients live (model_plan.h)
     int plan_n, plan_size; // the (batch, image size) of plan; 0: none yet
+    bool plan_infer;       // plan is core_infer's inference plan (CORE_GRAD_OFF), else the
+                           // training plan
     float *arena;          // the plan's arena; it only grows
     size_t arena_cap;      // bytes of arena
     float *act[MODEL_MAX_TENSORS], *dact[MODEL_MAX_TENSORS]; // views into arena (NULL: none)
@@ -282,15 +284,21 @@ static void free_activations(CpuCore *c)
     memset(c->dact, 0, sizeof c->dact);
 }
 
-// The memory plan for n samples of the current image size, made once per (n, size); the
-// arena is reallocated only when a plan needs more than it holds.
-static int ensure_capacity(Core *core, int n)
+// The memory plan for n samples of the current image size, made once per (n, size, kind:
+// training or inference); the arena is reallocated only when a plan needs more than it
+// holds, or at its exact size when the kind changes (the peak restarts there: core_infer).
+static int ensure_capacity(Core *core, int n, bool inference)
 {
     CpuCore *c = cpu(core);
     const ModelGraph *g = &core->graph;
-    if (n == c->plan_n && g->shapes[0].h == c->plan_size) return 0;
-    ModelPlanOptions o = {.training = true, .reuse = c->fast,
+    if (n == c->plan_n && g->shapes[0].h == c->plan_size && inference == c->plan_infer) return 0;
+    ModelPlanOptions o = {.training = !inference, .reuse = c->fast,
                           .fuse = c->fast && core->cfg.pointwise == CORE_POINTWISE_FUSED};
+    if (inference != c->plan_infer) {
+        free_activations(c);
+        c->peak = c->bytes;
+        c->plan_infer = inference;
+    }
     c->plan_n = c->plan_size = 0;  // until everything below succeeds
     TRY(model_plan_make(g, n, sizeof(float), &o, &c->plan));
     if (c->plan.arena_bytes > c->arena_cap) {
@@ -331,12 +339,15 @@ static int ensure_workspace(CpuCore *c, const ModelGraph *g)
     return 0;
 }
 
-// Buffers for a batch of n on the thread count in force.
-static int prepare(Core *core, int n)
+// Buffers for a pass of n on the thread count in force: the training plan, or core_infer's
+// inference plan.
+static int prepare_pass(Core *core, int n, bool inference)
 {
-    TRY(ensure_capacity(core, n));
+    TRY(ensure_capacity(core, n, inference));
     return ensure_workspace(cpu(core), &core->graph);
 }
+
+static int prepare(Core *core, int n) { return prepare_pass(core, n, false); }
 
 static void forward(Core *core, int n, FwdMode mode)
 {
@@ -531,6 +542,29 @@ static int cpu_eval(Core *core, const CoreBatch *b, CoreEvalResult *r)
     return 0;
 }
 
+// core_infer: the eval forward on the plan of `grad`; the loss only with labels.
+static int cpu_infer(Core *core, const CoreBatch *b, CoreGradMode grad, float *logits,
+                     CoreEvalResult *r)
+{
+    CpuCore *c = cpu(core);
+    const ModelGraph *g = &core->graph;
+    TRY(prepare_pass(core, b->n, grad == CORE_GRAD_OFF));
+    c->input = b->images;
+    forward(core, b->n, FWD_INFER);
+    int classes = g->shapes[g->logits].c;
+    if (logits) memcpy(logits, c->act[g->logits], (size_t)b->n * classes * sizeof(float));
+    if (!r) return 0;
+    *r = (CoreEvalResult){.loss = NAN, .accuracy = NAN, .n = b->n};
+    if (b->labels) {
+        int correct = 0;
+        double loss = softmax_ce_cpu(b->n, classes, c->act[g->logits], b->labels, 1.0f, NULL,
+                                     &correct);
+        r->loss = (float)(loss / b->n);
+        r->accuracy = (float)correct / b->n;
+    }
+    return 0;
+}
+
 static int cpu_loss_grad(Core *core, const CoreBatch *b, float *loss, float *grad)
 {
     CpuCore *c = cpu(core);
@@ -605,6 +639,7 @@ static const CoreOps cpu_ops = {
     .stats = cpu_stats, .params_get = cpu_params_get, .params_set = cpu_params_set,
     .inject = cpu_inject, .destroy = cpu_destroy,
     .forward_backward = cpu_forward_backward, .update = cpu_update, .buffers = cpu_buffers,
+    .infer = cpu_infer,
 };
 
 int core_cpu_init(Core *core)

@@ -8,6 +8,7 @@
 // (kernels/model_plan.h): kept only while backward needs them, ReLUs and adds in place,
 // the residual add's gradient passed on without a copy. With CORE_POINTWISE_FUSED, BN+ReLU
 // and add+ReLU run as one kernel each (layers_cuda.cuh).
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,11 @@ typedef struct CudaCore {
     size_t in_cap[2];            // floats of in_stage[i]
     size_t lab_cap[2];           // labels of lab_stage[i]
     int cur_n, cur_size;         // the (n, image size) the plans are for; 0: none
+    bool plan_infer;             // plan is core_infer's inference plan (CORE_GRAD_OFF)
+    unsigned replans;            // prepare's re-plans so far (a captured graph's buffers
+                                 // and algorithms are those of one plan)
+    float *logits32;             // core_infer: fp32 logits of a non-fp32 pass
+    size_t logits32_cap;         // floats of logits32
     unsigned plan_generation;    // conv_cache_generation() when they were made
     DevScalars *dsc;             // device scalars
     DevScalars *hsc;             // pinned host mirror
@@ -85,6 +91,7 @@ typedef struct CudaCore {
     ConvTuneStats tune;
     cudaEvent_t grad_ready[MODEL_MAX_OPS]; // per op, recorded after its gradients (DDP hooks)
     StepGraph graph;             // cuda_graph
+    StepGraph infer_graph;       // cuda_graph: core_infer's captured forward
 } CudaCore;
 
 // cuBLAS's workspace per handle, as PyTorch sizes it on Hopper and later (4 MiB x 8;
@@ -169,13 +176,20 @@ static int grow(CudaCore *c, void **p, size_t *cap, size_t need, size_t elem)
 // The memory plan for n samples of the current image size, its arena (activations and
 // their gradients), the staged input and the upload buffers; a buffer is reallocated only
 // when it must grow (a larger batch or larger images).
-static int alloc_activations(Core *core, int n)
+static int alloc_activations(Core *core, int n, bool inference)
 {
     CudaCore *c = cu(core);
     const ModelGraph *g = &core->graph;
     size_t es = dtype_size(c->dt);
-    ModelPlanOptions o = {true, true, core->cfg.pointwise == CORE_POINTWISE_FUSED};
+    ModelPlanOptions o = {!inference, true, core->cfg.pointwise == CORE_POINTWISE_FUSED};
     TRY(model_plan_make(g, n, es, &o, &c->plan));
+    if (inference != c->plan_infer) {  // the other plan's arena, at its exact size; the
+        DEV_FREE(c, c->arena, c->arena_cap);  // peaks restart (core_infer)
+        c->arena_cap = 0;
+        c->peak = c->bytes;
+        c->device_used_peak = 0;
+        c->plan_infer = inference;
+    }
     TRY(grow(c, &c->arena, &c->arena_cap, c->plan.arena_bytes, 1));
     for (int t = 1; t < MODEL_MAX_TENSORS; t++) {
         size_t a = c->plan.act_off[t], d = c->plan.dact_off[t];
@@ -197,18 +211,21 @@ static ChanGeom geom(const Core *core, int t, int n);
 // Buffers for n samples of the current image size (reallocated only when they grow) and
 // conv plans for exactly that shape. Plans are made again for a new (n, size), and after
 // core_conv_cache_clear (a new cache generation).
-static int prepare(Core *core, int n)
+static int prepare_pass(Core *core, int n, bool inference)
 {
     CudaCore *c = cu(core);
     const ModelGraph *g = &core->graph;
     int size = g->shapes[0].h;
     unsigned generation = conv_cache_generation();
-    if (n == c->cur_n && size == c->cur_size && generation == c->plan_generation) return 0;
+    if (n == c->cur_n && size == c->cur_size && generation == c->plan_generation &&
+        inference == c->plan_infer)
+        return 0;
     CUDA_TRY(cudaStreamSynchronize(c->s));
     CUDA_TRY(cudaStreamSynchronize(c->cs));
     c->cur_n = 0;  // until everything below succeeds
     c->cur_size = 0;
-    if (alloc_activations(core, n) != 0) {
+    c->replans++;
+    if (alloc_activations(core, n, inference) != 0) {
         char why[1024];
         ErrorKind kind = error_kind();
         snprintf(why, sizeof why, "%s", error_message());
@@ -255,6 +272,9 @@ static int prepare(Core *core, int n)
     return sample_device_used(c);
 }
 
+// The training plan's buffers (core_step, core_eval, core_loss_grad).
+static int prepare(Core *core, int n) { return prepare_pass(core, n, false); }
+
 static ChanGeom geom(const Core *core, int t, int n)
 {
     ModelShape s = core->graph.shapes[t];
@@ -270,8 +290,9 @@ static int stage_host_batch(Core *core, const CoreBatch *b, int i)
     CUDA_TRY(cudaStreamWaitEvent(c->cs, c->consumed[i], 0));
     CUDA_TRY(cudaMemcpyAsync(c->in_stage[i], b->images, in_elems(core, b->n) * sizeof(float),
                              cudaMemcpyHostToDevice, c->cs));
-    CUDA_TRY(cudaMemcpyAsync(c->lab_stage[i], b->labels, (size_t)b->n * sizeof(int32_t),
-                             cudaMemcpyHostToDevice, c->cs));
+    if (b->labels)  // core_infer's batches may have none
+        CUDA_TRY(cudaMemcpyAsync(c->lab_stage[i], b->labels, (size_t)b->n * sizeof(int32_t),
+                                 cudaMemcpyHostToDevice, c->cs));
     CUDA_TRY(cudaEventRecord(c->copied[i], c->cs));
     CUDA_TRY(cudaStreamWaitEvent(c->s, c->copied[i], 0));
     return 0;
@@ -657,8 +678,9 @@ static int stage_static_batch(Core *core, const CoreBatch *b)
     } else {
         CUDA_TRY(cudaMemcpyAsync(c->in_stage[0], b->images, in_elems(core, b->n) * sizeof(float),
                                  cudaMemcpyDeviceToDevice, c->s));
-        CUDA_TRY(cudaMemcpyAsync(c->lab_stage[0], b->labels, (size_t)b->n * sizeof(int32_t),
-                                 cudaMemcpyDeviceToDevice, c->s));
+        if (b->labels)  // core_infer's batches may have none
+            CUDA_TRY(cudaMemcpyAsync(c->lab_stage[0], b->labels, (size_t)b->n * sizeof(int32_t),
+                                     cudaMemcpyDeviceToDevice, c->s));
     }
     c->labels = c->lab_stage[0];
     return 0;
@@ -713,9 +735,10 @@ static int graph_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *
         return error_set(ERROR_BAD_USAGE, "cuda_graph: gradient hooks are set");
     CUDA_TRY(cudaSetDevice(c->device));
     int n0 = c->cur_n, size0 = c->cur_size;
-    unsigned generation0 = c->plan_generation;
+    unsigned generation0 = c->plan_generation, replans0 = c->replans;
     TRY(prepare(core, b->n));
-    bool replanned = c->cur_n != n0 || c->cur_size != size0 || c->plan_generation != generation0;
+    bool replanned = c->cur_n != n0 || c->cur_size != size0 || c->plan_generation != generation0 ||
+                     c->replans != replans0;
     uintptr_t key[STEP_GRAPH_KEY_MAX];
     int len = graph_key(core, key);
     if (replanned || len != sg->key_len || memcmp(key, sg->key, (size_t)len * sizeof key[0]) != 0) {
@@ -776,6 +799,143 @@ static int cuda_eval(Core *core, const CoreBatch *b, CoreEvalResult *r)
     return 0;
 }
 
+// ---- core_infer: the eval forward on the plan of its grad mode, eager or replayed ---------
+//
+// The device work (infer_work) never synchronises: the input conversion, the weight casts,
+// the forward with BN's running statistics, the loss and accuracy sums when the batch has
+// labels, and the fp32 copy of the logits when the pass is not fp32. With cuda_graph it is
+// captured as the training step is (graph_step): the first call of each key runs eagerly,
+// the next captures, the rest replay, with the batch copied into staging slot 0 first. The
+// key is the training step's (every buffer, the shape) plus the re-plan count (a change of
+// mode re-plans), the mode, whether there are labels, and the fp32 logits buffer.
+
+static int infer_work(Core *core, int n, bool labels)
+{
+    CudaCore *c = cu(core);
+    const ModelGraph *g = &core->graph;
+    int classes = g->shapes[g->logits].c;
+    TRY(cast_weights(core));
+    if (labels) {
+        CUDA_TRY(cudaMemsetAsync(&c->dsc->eval_loss, 0, sizeof(float), c->s));
+        CUDA_TRY(cudaMemsetAsync(&c->dsc->eval_correct, 0, sizeof(int), c->s));
+    }
+    TRY(forward(core, n, FWD_INFER));
+    if (labels)
+        TRY(cuda_softmax_ce(c->act[g->logits], c->dt, c->labels, n, classes, NULL, NULL,
+                            &c->dsc->eval_loss, &c->dsc->eval_correct, c->s));
+    if (c->dt != DT_F32) {
+        ChanGeom lg = {n, classes, 1, false};  // (n, classes): the same in either layout
+        TRY(cuda_convert_output(c->act[g->logits], c->logits32, c->dt, lg, c->s));
+    }
+    return 0;
+}
+
+static int infer_graph_key(Core *core, CoreGradMode grad, bool labels, uintptr_t *key)
+{
+    CudaCore *c = cu(core);
+    int k = graph_key(core, key);
+    key[k++] = (uintptr_t)c->replans << 2 | (uintptr_t)(grad == CORE_GRAD_OFF) << 1 | labels;
+    key[k++] = (uintptr_t)c->logits32;
+    return k;
+}
+
+// Captures infer_work of n samples (tensor 0 from staging slot 0) into sg->exec.
+static int infer_graph_capture(Core *core, StepGraph *sg, int n, bool labels)
+{
+    CudaCore *c = cu(core);
+    double t0 = clock_seconds();
+    CUDA_TRY(cudaStreamBeginCapture(c->s, cudaStreamCaptureModeThreadLocal));
+    int rc = set_input(core, c->in_stage[0], n);
+    if (rc == 0) rc = infer_work(core, n, labels);
+    cudaGraph_t graph = NULL;
+    cudaError_t end = cudaStreamEndCapture(c->s, &graph);  // always: leaves capture mode
+    if (rc == 0 && end != cudaSuccess)
+        rc = check_cuda_failed(end, __FILE__, __LINE__, "cudaStreamEndCapture");
+    if (rc == 0) {
+        cudaError_t e = cudaGraphInstantiate(&sg->exec, graph, 0);
+        if (e != cudaSuccess) {
+            sg->exec = NULL;
+            rc = check_cuda_failed(e, __FILE__, __LINE__, "cudaGraphInstantiate");
+        }
+    }
+    if (graph) cudaGraphDestroy(graph);
+    if (rc != 0) {
+        (void)cudaGetLastError();
+        return error_wrap("capturing the inference forward (batch %d, %dx%d) as a CUDA graph; "
+                          "nothing ran", n, c->cur_size, c->cur_size);
+    }
+    sg->captures++;
+    sg->capture_ms += 1e3 * (clock_seconds() - t0);
+    return 0;
+}
+
+// The batch on the device and infer_work queued: eagerly, or as a graph capture/replay.
+static int infer_queue(Core *core, const CoreBatch *b, CoreGradMode grad, bool labels)
+{
+    CudaCore *c = cu(core);
+    StepGraph *sg = &c->infer_graph;
+    if (!core->cfg.cuda_graph) {
+        TRY(upload(core, b));
+        int rc = infer_work(core, b->n, labels);
+        if (release_batch(core, b) != 0 && rc == 0) rc = -1;
+        return rc;
+    }
+    uintptr_t key[STEP_GRAPH_KEY_MAX];
+    int len = infer_graph_key(core, grad, labels, key);
+    if (len != sg->key_len || memcmp(key, sg->key, (size_t)len * sizeof key[0]) != 0) {
+        graph_drop(sg);
+        memcpy(sg->key, key, (size_t)len * sizeof key[0]);
+        sg->key_len = len;
+        sg->eager_done = false;
+    }
+    if (!sg->eager_done) {  // plans and every lazy library set-up, never inside a capture
+        TRY(upload(core, b));
+        int rc = infer_work(core, b->n, labels);
+        if (release_batch(core, b) != 0 && rc == 0) rc = -1;
+        TRY(rc);
+        sg->eager_done = true;
+        sg->eager_steps++;
+        return 0;
+    }
+    TRY(stage_static_batch(core, b));
+    int rc = sg->exec ? 0 : infer_graph_capture(core, sg, b->n, labels);
+    if (rc == 0) {
+        cudaError_t e = cudaGraphLaunch(sg->exec, c->s);
+        if (e != cudaSuccess) rc = check_cuda_failed(e, __FILE__, __LINE__, "cudaGraphLaunch");
+    }
+    if (release_batch(core, b) != 0 && rc == 0) rc = -1;
+    TRY(rc);
+    sg->replays++;
+    return 0;
+}
+
+static int cuda_infer(Core *core, const CoreBatch *b, CoreGradMode grad, float *logits,
+                      CoreEvalResult *r)
+{
+    CudaCore *c = cu(core);
+    const ModelGraph *g = &core->graph;
+    int classes = g->shapes[g->logits].c;
+    bool labels = b->labels != NULL && r != NULL;
+    CUDA_TRY(cudaSetDevice(c->device));
+    TRY(prepare_pass(core, b->n, grad == CORE_GRAD_OFF));
+    size_t count = (size_t)b->n * classes;
+    if (c->dt != DT_F32) TRY(grow(c, (void **)&c->logits32, &c->logits32_cap, count, sizeof(float)));
+    TRY(infer_queue(core, b, grad, labels));
+    if (logits) {
+        const void *src = c->dt == DT_F32 ? c->act[g->logits] : (const void *)c->logits32;
+        CUDA_TRY(cudaMemcpyAsync(logits, src, count * sizeof(float), cudaMemcpyDeviceToHost, c->s));
+    }
+    if (labels) TRY(read_scalars(c));  // synchronises
+    else if (logits) CUDA_TRY(cudaStreamSynchronize(c->s));
+    if (!r) return 0;
+    *r = (CoreEvalResult){.loss = NAN, .accuracy = NAN, .n = b->n};
+    if (labels) {
+        r->loss = c->hsc->eval_loss;
+        r->accuracy = (float)c->hsc->eval_correct / (float)b->n;
+    }
+    return 0;
+}
+
 static int cuda_loss_grad(Core *core, const CoreBatch *b, float *loss, float *grad)
 {
     CudaCore *c = cu(core);
@@ -825,10 +985,10 @@ static int cuda_stats(Core *core, CoreStats *st)
     st->autotune_ms = c->tune.tune_ms;
     st->algo_cache_hits = c->tune.hits;
     st->algo_cache_misses = c->tune.misses;
-    st->graph_captures = c->graph.captures;
-    st->graph_replays = c->graph.replays;
-    st->eager_steps = c->graph.eager_steps;
-    st->capture_ms = c->graph.capture_ms;
+    st->graph_captures = c->graph.captures + c->infer_graph.captures;
+    st->graph_replays = c->graph.replays + c->infer_graph.replays;
+    st->eager_steps = c->graph.eager_steps + c->infer_graph.eager_steps;
+    st->capture_ms = c->graph.capture_ms + c->infer_graph.capture_ms;
     return 0;
 }
 
@@ -869,6 +1029,9 @@ static void cuda_destroy(Core *core)
     if (c->s) cudaStreamSynchronize(c->s);
     if (c->cs) cudaStreamSynchronize(c->cs);
     graph_drop(&c->graph);  // before the buffers its kernels point to
+    graph_drop(&c->infer_graph);
+    DEV_FREE(c, c->logits32, c->logits32_cap * sizeof(float));
+    c->logits32_cap = 0;
     free_activations(core);
     size_t np = g->n_params;
     DEV_FREE(c, c->params, np * sizeof(float));
@@ -945,6 +1108,7 @@ static const CoreOps cuda_ops = {
     .stats = cuda_stats, .params_get = cuda_params_get, .params_set = cuda_params_set,
     .inject = cuda_inject, .conv_algos = cuda_conv_algos, .destroy = cuda_destroy,
     .forward_backward = cuda_forward_backward, .update = cuda_update, .buffers = cuda_buffers,
+    .infer = cuda_infer,
 };
 
 static int cuda_init_state(Core *core)

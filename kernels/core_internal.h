@@ -27,6 +27,9 @@ typedef struct CoreOps {
     int (*update)(Core *core, float lr, CoreStepResult *result);
     // core_buffers: the BN running statistics and the stream they are used on (CPU: NULL).
     float *(*buffers)(Core *core, void **stream);
+    // core_infer: an eval-mode forward on the plan of `grad` (never NULL).
+    int (*infer)(Core *core, const CoreBatch *batch, CoreGradMode grad, float *logits,
+                 CoreEvalResult *result);
 } CoreOps;
 
 struct Core {

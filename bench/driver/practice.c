@@ -120,6 +120,15 @@ int practice_selftest_mode(Selftest *out)
     return 0;
 }
 
+int practice_selftest_broken(bool *broken)
+{
+    Selftest mode = SELFTEST_NONE;
+    *broken = false;
+    if (practice_selftest_mode(&mode) != 0) return -1;
+    *broken = mode != SELFTEST_NONE;
+    return 0;
+}
+
 // ---- the benchmark -------------------------------------------------------------------------------
 
 static void run_practice(HarnessState *st, void *user)

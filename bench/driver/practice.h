@@ -182,6 +182,12 @@ void practice_batch_free(PracticeBatch *b);
 // Its first n images as a CoreBatch.
 CoreBatch practice_batch_view(const PracticeBatch *b, int n);
 
+// For a program's own checks (beyond PRACTICE_CHECK_PARAMS): whether --practice_selftest
+// asks for a broken tuned variant (frozen or skip_all), which the program must then make
+// (e.g. dropping the tuned result it checks) so that its check fails. 0, or -1 (bad usage,
+// naming the flag) for an unknown value.
+int practice_selftest_broken(bool *broken);
+
 // A one-off cost (capture, autotuning) against a saving per step: adds the counters
 // saving_ms_per_step, pays_off and, when it pays off, break_even_steps (cost / saving, 0
 // when it costs nothing). Returns the steps to break even, or -1 when it never pays back.

@@ -1,0 +1,57 @@
+// infer_common.h: what the inference practices (bench_inference.c) share: timed single
+// requests through core_infer with their latency percentiles, the held-out batch, a trained
+// model state copied between cores of different precision or layout, and the comparison of
+// two sets of logits (relative L2 and top-1 agreement) that every check uses, with the
+// self-test's breakage of the tuned logits.
+#ifndef INFER_COMMON_H
+#define INFER_COMMON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// `requests` calls of core_infer on batch b, each timed alone from the call to its result on
+// the host (logits read back when `logits` is not NULL, else core_sync): ms[i] per request.
+// The image size of request i is sizes[i % size_count] when sizes is not NULL.
+int infer_requests(Core *core, const CoreBatch *b, CoreGradMode grad, int requests,
+                   const int *sizes, int size_count, float *logits, double *ms);
+
+// The p-th percentile (0..100, nearest rank) of n values (sorted in place).
+double infer_percentile(double *v, int n, double p);
+
+// Host memory for a batch of n images at cfg's image size: the held-out batch of the checks
+// (synthetic, an index no timed batch uses), with its labels.
+typedef struct InferHeldOut { float *images; int32_t *labels; int n; } InferHeldOut;
+int infer_held_out(const CoreConfig *cfg, int n, InferHeldOut *h);
+void infer_held_out_free(InferHeldOut *h);
+// Its n images as a host CoreBatch.
+CoreBatch infer_held_out_batch(const InferHeldOut *h);
+
+// The model state a check compares on: `steps` SGD steps of cfg on synthetic host batches
+// from the seed's initial weights (so that the logits separate the classes), then the
+// parameters and BN running statistics read out (host memory, malloc'd).
+typedef struct InferState { float *params, *stats; size_t n_params, n_stats; } InferState;
+int infer_state_train(const CoreConfig *cfg, int steps, InferState *s);
+// Puts a state into a core of the same model (any backend, precision, layout).
+int infer_state_load(Core *core, const InferState *s);
+void infer_state_free(InferState *s);
+
+// How far `got` (n x classes) is from `want`: ||got - want|| / ||want|| and the fraction of
+// rows whose arg-max agrees (NaN anywhere: rel = INFINITY).
+void infer_compare(const float *want, const float *got, int n, int classes, double *rel,
+                   double *top1);
+
+// --practice_selftest: when it asks for a broken tuned variant, overwrites the tuned logits
+// (count values) with zeros, as if the tuned forward had produced nothing. 0 or -1.
+int infer_selftest_break(float *logits, size_t count, bool *broken);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,167 @@
+// test_bench_inference.c: the inference practices (build/bench_inference). It lists every
+// family's variants over the machine's default axes; bad option values are refused. On the
+// tiny preset (few requests, short runs): the CPU rows run (grad_on and no_grad with their
+// plan's bytes, no_grad checked bit for bit against grad_on; the largest batch; fp32 serving
+// latencies; the fp32 forward) and every GPU-only row skips naming "no CUDA device" (on a
+// GPU every row runs and passes its check). --practice_selftest=frozen and =skip_all fail
+// the checked rows (exit status 1) with the check's reason.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/support.h"
+
+#define PROGRAM "bench_inference"
+#define TINY_ARGS "--preset=tiny --harness_axis=batch=1,8 --serving_requests=8 " \
+                  "--benchmark_min_time=0.01"
+
+static void test_lists_every_family(void **state)
+{
+    (void)state;
+    char *list = test_bench_list(PROGRAM);
+    assert_non_null(list);
+    const char *want[] = {
+        "inference_grad/grad_on/preset:tiny/batch:1/", "inference_grad/no_grad/preset:small/batch:256/",
+        "inference_grad_max_batch/no_grad/preset:small/batch:0/",
+        "inference_serving/fp32/preset:tiny/batch:1/", "inference_serving/bf16/preset:small/batch:32/",
+        "inference_precision/fp16_nhwc/preset:tiny/batch:0/", "inference_precision/nhwc/preset:small/",
+        "inference_graphs/graph/preset:resnet18/batch:16/",
+        "inference_cudnn/autotune/preset:small/batch:0/shapes:varying/"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(list, want[i])) fail_msg("--benchmark_list_tests lacks %s", want[i]);
+    // CPU: grad 2 x 2 presets x 5 batches, max batch 2 x 2, serving 4 x 2 x 6, precision
+    // 6 x 2, graphs 2 x 3 x 5, cudnn 2 x 3 x 2; a GPU adds resnet18 and larger batches.
+    int expect = test_gpu_present() ? 36 + 6 + 108 + 18 + 30 + 12 : 20 + 4 + 48 + 12 + 30 + 12;
+    assert_int_equal(test_count_lines(list), expect);
+    free(list);
+}
+
+static void test_bad_option_values_are_refused(void **state)
+{
+    (void)state;
+    const char *bad[] = {"--serving_requests=0", "--max_batch_cap=0", "--serving_requests=x"};
+    test_bad_options_refused(PROGRAM, bad, sizeof bad / sizeof bad[0], "");
+}
+
+static void cell(const char *csv, const char *line, const char *name, char *out, size_t size)
+{
+    int col = test_csv_column(csv, name);
+    if (col < 0) fail_msg("no column %s", name);
+    assert_true(test_csv_field(line, col, out, size));
+}
+
+// Rows that run without a GPU: the fp32 and NCHW ones of the CPU's families.
+static bool runs_on_cpu(const char *practice, const char *variant)
+{
+    if (strcmp(practice, "inference_grad") == 0 || strcmp(practice, "inference_grad_max_batch") == 0)
+        return true;
+    return (strcmp(practice, "inference_serving") == 0 || strcmp(practice, "inference_precision") == 0) &&
+           strcmp(variant, "fp32") == 0;
+}
+
+static double value(const char *csv, const char *pv, const char *params, const char *name)
+{
+    char v[64];
+    if (!test_csv_row_value(csv, pv, params, name, v, sizeof v))
+        fail_msg("no %s in the row %s %s", name, pv, params);
+    printf("%s %s: %s = %s\n", pv, params, name, v);
+    return atof(v);
+}
+
+static void test_tiny_rows_run_or_skip(void **state)
+{
+    (void)state;
+    char *csv = test_bench_csv(PROGRAM, TINY_ARGS);
+    assert_non_null(csv);
+    bool gpu = test_gpu_present();
+    int rows = 0, ran = 0;
+    for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        char practice[64], variant[64], status[32], reason[512];
+        cell(csv, line + 1, "practice", practice, sizeof practice);
+        cell(csv, line + 1, "variant", variant, sizeof variant);
+        cell(csv, line + 1, "status", status, sizeof status);
+        cell(csv, line + 1, "reason", reason, sizeof reason);
+        rows++;
+        if (gpu || runs_on_cpu(practice, variant)) {
+            if (strcmp(status, "ok") != 0) fail_msg("%s/%s: %s %s", practice, variant, status, reason);
+            ran++;
+        } else {
+            if (strcmp(status, "skipped") != 0 || strncmp(reason, "no CUDA device", 14) != 0)
+                fail_msg("%s/%s without a GPU: %s '%s'", practice, variant, status, reason);
+        }
+    }
+    // 2 batches: grad 4, max batch 4, serving 8, precision 12, graphs 4, cudnn 8
+    assert_int_equal(rows, 40);
+    if (!gpu) assert_int_equal(ran, 4 + 4 + 2 + 2);
+    const char *b8 = "preset:tiny;batch:8";
+    // no_grad: the same logits as grad_on (bit for bit), a smaller arena and peak.
+    assert_true(value(csv, "inference_grad,no_grad", b8, "check_rel_diff") == 0.0);
+    assert_true(value(csv, "inference_grad,no_grad", b8, "check_top1_agreement") == 1.0);
+    double on = value(csv, "inference_grad,grad_on", b8, "activation_mib");
+    double off = value(csv, "inference_grad,no_grad", b8, "activation_mib");
+    assert_true(off > 0.0 && off < on);
+    assert_true(value(csv, "inference_grad,no_grad", b8, "peak_mib") <
+                value(csv, "inference_grad,grad_on", b8, "peak_mib"));
+    assert_true(value(csv, "inference_grad,grad_on", b8, "ms_per_batch") > 0.0);
+    // The largest batch: no_grad's is larger.
+    const char *b1 = "preset:tiny;batch:1";
+    assert_true(value(csv, "inference_grad_max_batch,no_grad", b1, "max_batch") >
+                value(csv, "inference_grad_max_batch,grad_on", b1, "max_batch"));
+    // Serving: percentiles in order.
+    double p50 = value(csv, "inference_serving,fp32", b8, "latency_p50_ms");
+    double p99 = value(csv, "inference_serving,fp32", b8, "latency_p99_ms");
+    assert_true(p50 > 0.0 && p99 >= p50);
+    assert_true(value(csv, "inference_serving,fp32", b8, "images_per_second") > 0.0);
+    free(csv);
+}
+
+// Under the self-test the checked rows (no_grad on a CPU; every tuned row on a GPU) fail,
+// naming the check.
+static void expect_selftest_fails(const char *mode)
+{
+    char args[300];
+    snprintf(args, sizeof args, "--preset=tiny --harness_axis=batch=8 --serving_requests=4 "
+             "--benchmark_min_time=0.01 --practice_selftest=%s", mode);
+    int status = -1;
+    char *csv = test_bench_csv_exit(PROGRAM, args, &status);
+    assert_non_null(csv);
+    assert_int_equal(status, 1);
+    char reason[512];
+    assert_true(test_csv_row_value(csv, "inference_grad,no_grad", "preset:tiny;batch:8", "reason",
+                                   reason, sizeof reason));
+    printf("selftest=%s: %s\n", mode, reason);
+    assert_non_null(strstr(reason, "differ from grad_on's"));
+    assert_non_null(strstr(reason, "--practice_selftest"));
+    char st[32];
+    assert_true(test_csv_row_value(csv, "inference_grad,no_grad", "preset:tiny;batch:8", "status",
+                                   st, sizeof st));
+    assert_string_equal(st, "error");
+    assert_true(test_csv_row_value(csv, "inference_grad,grad_on", "preset:tiny;batch:8", "status",
+                                   st, sizeof st));
+    assert_string_equal(st, "ok");
+    free(csv);
+}
+
+static void test_selftest_fails_the_checks(void **state)
+{
+    (void)state;
+    expect_selftest_fails("frozen");
+    expect_selftest_fails("skip_all");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lists_every_family),
+        cmocka_unit_test(test_bad_option_values_are_refused),
+        cmocka_unit_test(test_tiny_rows_run_or_skip),
+        cmocka_unit_test(test_selftest_fails_the_checks),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
