@@ -128,7 +128,14 @@ typedef struct CoreConfig {
                                 // again just before their backward (BN with the same batch
                                 // statistics, running statistics updated once), the last runs
                                 // plainly; k >= units (CORE_CHECKPOINT_EACH_UNIT): every unit
-                                // but the head is its own segment (checkpoint() around each block)
+                                // but the head is its own segment (checkpoint() around each block).
+                                // Training is bit-identical on the CPU backends. Unlike PyTorch,
+                                // whose checkpoint reruns BN in training mode and so updates
+                                // running_mean/var (and num_batches_tracked) a second time
+                                // (pytorch/pytorch#96136; fairscale's checkpoint_wrapper patches
+                                // BN to avoid it). Combines with cuda_graph (the recompute is
+                                // more device work in the captured step) and with the split
+                                // step, gradient hooks and every precision
     int batch_size;             // the expected batch; used for LR scaling and presizing
     size_t workspace_limit;     // max cuDNN workspace bytes per convolution (0: 256 MiB)
     bool deterministic;         // only deterministic cuDNN algorithms (for tests that compare
