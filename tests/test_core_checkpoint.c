@@ -3,7 +3,10 @@
 // same inputs, so on each CPU backend a checkpointed core must train bit for bit as a plain
 // one: the loss of every step, the gradient, the parameters after several steps, the BN
 // running statistics (updated once per step, not again by the recompute) and the eval loss
-// that reads them. The arena must shrink by a stated factor on the deeper presets, the fast
+// that reads them; also with fp16 loss scaling, set_to_none and clipping, and through the split
+// step accumulating micro-batches. The reference keeps every tensor in its own buffer, so
+// there the recomputed values come on top (its arena grows); the fast backend's plan reuses
+// bytes, so a recompute that did not run, or landed on live bytes, shows there. The arena must shrink by a stated factor on the deeper presets, the fast
 // backend must match the reference with checkpointing on, a negative segment count is bad
 // usage, and on a GPU the CUDA backend (eager and as a captured CUDA graph) must train as
 // its own plain core does. GPU tests skip visibly without a device.
@@ -119,22 +122,28 @@ static void expect_identical(const Trace *plain, const Trace *ck, const char *wh
         fail_msg("%s: eval loss %.9g vs %.9g", what, ck->eval_loss, plain->eval_loss);
 }
 
-static void check_identical(const char *preset, CoreBackend be, int batch, int segments,
-                            CorePointwise pw)
+static void check_config_identical(CoreConfig cfg, int segments, const char *what)
 {
-    CoreConfig cfg = config(preset, be, batch, 0);
-    cfg.pointwise = pw;
+    cfg.checkpoint_segments = 0;
     Trace plain = trace_run(&cfg);
     cfg.checkpoint_segments = segments;
     Trace ck = trace_run(&cfg);
-    char what[128];
-    snprintf(what, sizeof what, "%s %s batch %d segments %d %s", preset, core_backend_name(be),
-             batch, segments, core_pointwise_name(pw));
     expect_identical(&plain, &ck, what);
     printf("%s: identical over %d steps; activation bytes %zu -> %zu\n", what, STEPS,
            plain.stats.activation_bytes, ck.stats.activation_bytes);
     trace_free(&plain);
     trace_free(&ck);
+}
+
+static void check_identical(const char *preset, CoreBackend be, int batch, int segments,
+                            CorePointwise pw)
+{
+    CoreConfig cfg = config(preset, be, batch, 0);
+    cfg.pointwise = pw;
+    char what[128];
+    snprintf(what, sizeof what, "%s %s batch %d segments %d %s", preset, core_backend_name(be),
+             batch, segments, core_pointwise_name(pw));
+    check_config_identical(cfg, segments, what);
 }
 
 // The units a checkpoint_sequential sees: stem, each block, head (ResNet); each hidden
@@ -184,6 +193,48 @@ static void test_fast_identical(void **state)
     check_identical("small", CORE_BACKEND_CPU, 8, 3, CORE_POINTWISE_FUSED);
     check_identical("mlp", CORE_BACKEND_CPU, 16, 2, CORE_POINTWISE_SEPARATE);
     core_cpu_set_threads(0);
+}
+
+// Other paths through the step: fp16 with GradScaler (the CPU runs its loss scaling),
+// set_to_none, clipping; and the split step accumulating two micro-batches (no_sync
+// gradient accumulation) before one update.
+static void test_other_paths_identical(void **state)
+{
+    (void)state;
+    CoreConfig cfg = config("tiny", CORE_BACKEND_CPU, 16, 0);
+    cfg.precision = CORE_PRECISION_FP16;
+    cfg.zero_grad = CORE_ZERO_GRAD_SET_TO_NONE;
+    cfg.optim.clip_norm = 1.0f;
+    check_config_identical(cfg, CORE_CHECKPOINT_EACH_UNIT, "tiny cpu fp16 set_to_none clip 1");
+    cfg = config("small", CORE_BACKEND_CPU_REF, 2, 0);
+    float *params[2] = {NULL, NULL};
+    size_t np = 0;
+    for (int k = 0; k < 2; k++) {
+        cfg.checkpoint_segments = k ? 2 : 0;
+        Core *core = NULL;
+        assert_int_equal(core_create(&cfg, &core), 0);
+        np = core_param_count(core);
+        const CoreModelConfig *m = &cfg.model;
+        size_t img = (size_t)m->in_channels * m->image_size * m->image_size;
+        float *images = malloc(2 * img * sizeof(float));
+        int32_t labels[2];
+        params[k] = malloc(np * sizeof(float));
+        assert_true(images && params[k]);
+        SynthTask task = {m->in_channels, m->image_size, m->num_classes, 0.5f, 1};
+        CoreBatch b = {images, labels, 2, CORE_MEMORY_HOST};
+        for (int micro = 0; micro < 2; micro++) {
+            synth_batch(&task, (uint64_t)micro, 2, images, labels);
+            assert_int_equal(core_forward_backward(core, &b, micro > 0), 0);
+        }
+        CoreStepResult r;
+        assert_int_equal(core_apply_update(core, 4, &r), 0);
+        assert_int_equal(core_params_get(core, params[k], np), 0);
+        core_free(core);
+        free(images);
+    }
+    assert_true(same(params[0], params[1], np));
+    free(params[0]);
+    free(params[1]);
 }
 
 // Fast against the reference, both checkpointed: test_cpu_fast.c's tolerances (relative L2).
@@ -373,6 +424,7 @@ int main(void)
         cmocka_unit_test(test_units),
         cmocka_unit_test(test_reference_identical),
         cmocka_unit_test(test_fast_identical),
+        cmocka_unit_test(test_other_paths_identical),
         cmocka_unit_test(test_fast_matches_reference),
         cmocka_unit_test(test_arena_smaller),
         cmocka_unit_test(test_segments_and_usage),
