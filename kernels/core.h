@@ -64,6 +64,9 @@ typedef enum {
 
 typedef enum { CORE_MODEL_RESNET, CORE_MODEL_MLP } CoreModelKind;
 
+// CoreConfig.checkpoint_segments for a checkpoint around every unit but the head.
+#define CORE_CHECKPOINT_EACH_UNIT 1024
+
 typedef enum { CORE_LR_CONSTANT, CORE_LR_COSINE, CORE_LR_STEP } CoreLrDecay;
 
 typedef enum { CORE_MEMORY_HOST, CORE_MEMORY_DEVICE } CoreMemory;
@@ -117,6 +120,22 @@ typedef struct CoreConfig {
     int readback_interval;      // K for CORE_READBACK_DEFERRED
     CorePointwise pointwise;    // fused pointwise ops (CUDA and the fast CPU backend; the
                                 // reference backend always runs them separately)
+    int checkpoint_segments;    // activation checkpointing, as torch.utils.checkpoint's
+                                // checkpoint_sequential(units, k) over the model's units (ResNet:
+                                // the stem, each basic block, the head; MLP: each hidden layer,
+                                // the head): 0 or 1 off; k: the first k - 1 segments of units / k
+                                // units keep only their input in forward and run their forward
+                                // again just before their backward (BN with the same batch
+                                // statistics, running statistics updated once), the last runs
+                                // plainly; k >= units (CORE_CHECKPOINT_EACH_UNIT): every unit
+                                // but the head is its own segment (checkpoint() around each block).
+                                // Training is bit-identical on the CPU backends. Unlike PyTorch,
+                                // whose checkpoint reruns BN in training mode and so updates
+                                // running_mean/var (and num_batches_tracked) a second time
+                                // (pytorch/pytorch#96136; fairscale's checkpoint_wrapper patches
+                                // BN to avoid it). Combines with cuda_graph (the recompute is
+                                // more device work in the captured step) and with the split
+                                // step, gradient hooks and every precision
     int batch_size;             // the expected batch; used for LR scaling and presizing
     size_t workspace_limit;     // max cuDNN workspace bytes per convolution (0: 256 MiB)
     bool deterministic;         // only deterministic cuDNN algorithms (for tests that compare
@@ -191,6 +210,8 @@ typedef struct CoreStats {
     int fused_ops;            // pointwise pairs (BN+ReLU, add+ReLU) the current plan runs as
                               // one op each: 0 unless CORE_POINTWISE_FUSED on a backend that
                               // fuses (CUDA, fast CPU); 0 before the first plan
+    int checkpointed_segments; // checkpoint_segments: segments the current plan recomputes in
+                              // backward (0: none, or before the first plan)
 } CoreStats;
 
 // The cuDNN algorithms actually in use for one convolution shape (CUDA backend).

@@ -292,8 +292,10 @@ static int ensure_capacity(Core *core, int n, bool inference)
     CpuCore *c = cpu(core);
     const ModelGraph *g = &core->graph;
     if (n == c->plan_n && g->shapes[0].h == c->plan_size && inference == c->plan_infer) return 0;
+    // an inference pass recomputes nothing: there is no backward
     ModelPlanOptions o = {.training = !inference, .reuse = c->fast,
-                          .fuse = c->fast && core->cfg.pointwise == CORE_POINTWISE_FUSED};
+                          .fuse = c->fast && core->cfg.pointwise == CORE_POINTWISE_FUSED,
+                          .checkpoint_segments = inference ? 0 : core->cfg.checkpoint_segments};
     if (inference != c->plan_infer) {
         free_activations(c);
         c->peak = c->bytes;
@@ -349,13 +351,14 @@ static int prepare_pass(Core *core, int n, bool inference)
 
 static int prepare(Core *core, int n) { return prepare_pass(core, n, false); }
 
-static void forward(Core *core, int n, FwdMode mode)
+// Ops first..end-1 forward (only those the plan recomputes when recompute_only).
+static void forward_ops(Core *core, int n, FwdMode mode, int first, int end, bool recompute_only)
 {
     CpuCore *c = cpu(core);
     const CpuLayers *L = c->layers;
     const CpuWorkspace *ws = &c->ws;
     const ModelGraph *g = &core->graph;
-    for (int i = 0; i < g->n_ops; i++) {
+    for (int i = first; i < end; i++) {
         const ModelOp *op = &g->ops[i];
         const ModelPlanOp *po = &c->plan.ops[i];
         const float *x = tensor(c, op->in);
@@ -363,7 +366,8 @@ static void forward(Core *core, int n, FwdMode mode)
         ModelShape s = g->shapes[op->in];
         int hw = s.h * s.w;
         size_t count = (size_t)n * model_tensor_size(g, op->in);
-        if (po->fused_away) continue;  // the op before wrote its output
+        if (po->fused_away || (recompute_only && !po->recompute)) continue;  // fused: the op
+                                                                             // before wrote it
         switch (op->kind) {
         case OP_CONV: {
             ConvShape cs = model_conv_shape(g, op, n);
@@ -395,6 +399,39 @@ static void forward(Core *core, int n, FwdMode mode)
     }
 }
 
+// ---- activation checkpointing (CoreConfig.checkpoint_segments) ----------------------
+
+// Every activation view back at its forward bytes (after a backward that recomputed).
+static void views_forward(CpuCore *c)
+{
+    for (int t = 1; t < MODEL_MAX_TENSORS; t++)
+        if (c->plan.rec_off[t] != MODEL_PLAN_NONE)
+            c->act[t] = c->plan.act_off[t] == MODEL_PLAN_NONE ? NULL
+                                                              : (float *)((char *)c->arena + c->plan.act_off[t]);
+}
+
+// Before the backward of op `last`, the last op of a checkpointed segment: the segment's
+// recomputed tensors move to their recomputed bytes and its ops run forward again in
+// training mode without touching the running statistics (the batch statistics come out
+// the same: same input, same kernels), as torch.utils.checkpoint reruns the segment.
+static void recompute_segment(Core *core, int n, int last)
+{
+    CpuCore *c = cpu(core);
+    int first = c->plan.ops[last].segment_first;
+    for (int j = first; j <= last; j++) {
+        int t = core->graph.ops[j].out;
+        if (c->plan.rec_off[t] != MODEL_PLAN_NONE) c->act[t] = (float *)((char *)c->arena + c->plan.rec_off[t]);
+    }
+    forward_ops(core, n, FWD_TRAIN_NO_STATS, first, last + 1, true);
+}
+
+// The whole forward, every activation at its forward bytes.
+static void forward(Core *core, int n, FwdMode mode)
+{
+    views_forward(cpu(core));
+    forward_ops(core, n, mode, 0, core->graph.n_ops, false);
+}
+
 // Gradients of all parameters into c->grads (added when accum_params, else written);
 // each op's are reported to the gradients-ready hook as soon as they are final.
 static int backward(Core *core, int n, bool accum_params)
@@ -406,6 +443,7 @@ static int backward(Core *core, int n, bool accum_params)
     for (int i = g->n_ops - 1; i >= 0; i--) {
         const ModelOp *op = &g->ops[i];
         const ModelPlanOp *po = &c->plan.ops[i];
+        if (po->recompute_before) recompute_segment(core, n, i);
         const float *x = tensor(c, op->in), *dy = c->dact[op->out];
         float *dx = op->in_grad ? c->dact[op->in] : NULL;
         ModelShape s = g->shapes[op->in];
@@ -445,6 +483,7 @@ static int backward(Core *core, int n, bool accum_params)
         }
         TRY(core_report_grads_ready(core, i, c->grads, NULL, NULL));
     }
+    views_forward(c);
     return 0;
 }
 
@@ -590,6 +629,7 @@ static int cpu_stats(Core *core, CoreStats *s)
     s->peak_bytes = c->peak;
     s->activation_bytes = c->plan_n ? c->plan.arena_bytes : 0;
     s->fused_ops = c->plan_n ? core_plan_fused_ops(&core->graph, &c->plan) : 0;
+    s->checkpointed_segments = c->plan_n ? c->plan.checkpointed_segments : 0;
     s->skipped_steps = c->skipped;
     s->loss_scale = core->cfg.precision == CORE_PRECISION_FP16 ? c->scaler.scale : 1.0f;
     s->growth_tracker = c->scaler.growth_tracker;

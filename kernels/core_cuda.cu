@@ -181,7 +181,10 @@ static int alloc_activations(Core *core, int n, bool inference)
     CudaCore *c = cu(core);
     const ModelGraph *g = &core->graph;
     size_t es = dtype_size(c->dt);
-    ModelPlanOptions o = {!inference, true, core->cfg.pointwise == CORE_POINTWISE_FUSED};
+    // an inference pass recomputes nothing: there is no backward
+    ModelPlanOptions o = {.training = !inference, .reuse = true,
+                          .fuse = core->cfg.pointwise == CORE_POINTWISE_FUSED,
+                          .checkpoint_segments = inference ? 0 : core->cfg.checkpoint_segments};
     TRY(model_plan_make(g, n, es, &o, &c->plan));
     if (inference != c->plan_infer) {  // the other plan's arena, at its exact size; the
         DEV_FREE(c, c->arena, c->arena_cap);  // peaks restart (core_infer)
@@ -376,20 +379,22 @@ static cublasComputeType_t gemm_compute(const Core *core)
                                                       : CUBLAS_COMPUTE_32F;
 }
 
-static int forward(Core *core, int n, FwdMode mode)
+// Ops first..end-1 forward (only those the plan recomputes when recompute_only).
+static int forward_ops(Core *core, int n, FwdMode mode, int first, int end, bool recompute_only)
 {
     CudaCore *c = cu(core);
     const ModelGraph *g = &core->graph;
     cudaDataType ct = dtype_cuda(c->dt);
     const float one = 1.0f, zero = 0.0f;
-    for (int i = 0; i < g->n_ops; i++) {
+    for (int i = first; i < end; i++) {
         const ModelOp *op = &g->ops[i];
         const ModelPlanOp *po = &c->plan.ops[i];
         const void *x = tensor(core, op->in);
         void *y = c->act[op->out];
         ChanGeom gi = geom(core, op->in, n);
         size_t count = (size_t)n * model_tensor_size(g, op->in);
-        if (po->fused_away) continue;  // the op before wrote its output
+        if (po->fused_away || (recompute_only && !po->recompute)) continue;  // fused: the op
+                                                                             // before wrote it
         switch (op->kind) {
         case OP_CONV:
             TRY(conv_forward(&c->plans[i], c->dnn, x, weight(core, op), y, c->ws, c->ws_size));
@@ -425,6 +430,39 @@ static int forward(Core *core, int n, FwdMode mode)
     return 0;
 }
 
+// ---- activation checkpointing (CoreConfig.checkpoint_segments) ----------------------
+
+// Every activation view back at its forward bytes (after a backward that recomputed).
+static void views_forward(CudaCore *c)
+{
+    for (int t = 1; t < MODEL_MAX_TENSORS; t++)
+        if (c->plan.rec_off[t] != MODEL_PLAN_NONE)
+            c->act[t] = c->plan.act_off[t] == MODEL_PLAN_NONE ? NULL
+                                                              : (void *)((char *)c->arena + c->plan.act_off[t]);
+}
+
+// Before the backward of op `last`, the last op of a checkpointed segment: the segment's
+// recomputed tensors move to their recomputed bytes and its ops run forward again in
+// training mode without touching the running statistics, as in core_cpu.c. Device work
+// only (no host synchronisation), so a captured step (cuda_graph) records it as it is.
+static int recompute_segment(Core *core, int n, int last)
+{
+    CudaCore *c = cu(core);
+    int first = c->plan.ops[last].segment_first;
+    for (int j = first; j <= last; j++) {
+        int t = core->graph.ops[j].out;
+        if (c->plan.rec_off[t] != MODEL_PLAN_NONE) c->act[t] = (void *)((char *)c->arena + c->plan.rec_off[t]);
+    }
+    return forward_ops(core, n, FWD_TRAIN_NO_STATS, first, last + 1, true);
+}
+
+// The whole forward, every activation at its forward bytes.
+static int forward(Core *core, int n, FwdMode mode)
+{
+    views_forward(cu(core));
+    return forward_ops(core, n, mode, 0, core->graph.n_ops, false);
+}
+
 static int backward(Core *core, int n, bool accum_params)
 {
     CudaCore *c = cu(core);
@@ -434,6 +472,7 @@ static int backward(Core *core, int n, bool accum_params)
     for (int i = g->n_ops - 1; i >= 0; i--) {
         const ModelOp *op = &g->ops[i];
         const ModelPlanOp *po = &c->plan.ops[i];
+        if (po->recompute_before) TRY(recompute_segment(core, n, i));
         const void *x = tensor(core, op->in);
         const void *dy = c->dact[op->out];
         void *dx = op->in_grad ? c->dact[op->in] : NULL;
@@ -505,6 +544,7 @@ static int backward(Core *core, int n, bool accum_params)
             TRY(core_report_grads_ready(core, i, c->grads, (void *)c->grad_ready[i], (void *)c->s));
         }
     }
+    views_forward(c);
     return 0;
 }
 
@@ -978,6 +1018,7 @@ static int cuda_stats(Core *core, CoreStats *st)
     st->peak_bytes = c->peak;
     st->activation_bytes = c->cur_n ? c->plan.arena_bytes : 0;
     st->fused_ops = c->cur_n ? core_plan_fused_ops(&core->graph, &c->plan) : 0;
+    st->checkpointed_segments = c->cur_n ? c->plan.checkpointed_segments : 0;
     st->device_used_bytes = c->device_used_peak;
     st->skipped_steps = c->hsc->skipped;
     st->loss_scale = core->cfg.precision == CORE_PRECISION_FP16 ? c->hsc->scale : 1.0f;

@@ -1,7 +1,10 @@
 // model_plan.c: the liveness plan of model_plan.h. Three passes over the timeline's events
 // (which value each op reads, writes, accumulates into or passes on): lifetimes of the
 // values, their assignment to buffers (in place, aliased, or new), then offsets for the
-// buffers. Values are activations A(t) = t and gradients D(t) = MODEL_MAX_TENSORS + t.
+// buffers. Values are activations A(t) = t, gradients D(t) = MODEL_MAX_TENSORS + t and, with
+// checkpointing, recomputed activations R(t) = 2 * MODEL_MAX_TENSORS + t: a tensor of a
+// checkpointed segment is two values, its forward one (dead once the forward has read it)
+// and the one recomputed just before the segment's backward (what backward reads).
 #include "kernels/model_plan.h"
 
 #include <stdint.h>
@@ -10,11 +13,12 @@
 
 #include "kernels/check.h"
 
-#define N_VALUES (2 * MODEL_MAX_TENSORS)
-#define MAX_EVENTS (16 * MODEL_MAX_OPS + 8)
+#define N_VALUES (3 * MODEL_MAX_TENSORS)
+#define MAX_EVENTS (24 * MODEL_MAX_OPS + 8)
 
 static int act_value(int t) { return t; }
 static int grad_value(int t) { return MODEL_MAX_TENSORS + t; }
+static int rec_value(int t) { return 2 * MODEL_MAX_TENSORS + t; }
 
 typedef enum {
     EV_READ,   // value read
@@ -33,6 +37,7 @@ typedef struct Event {
 typedef struct Timeline {
     Event ev[MAX_EVENTS];
     int count, end;  // events; last time
+    bool rec[MODEL_MAX_TENSORS]; // checkpointing: backward reads R(t), not A(t)
 } Timeline;
 
 static void push(Timeline *tl, EventKind kind, int time, int value, int from, int op, int slot)
@@ -61,41 +66,56 @@ static void grad_write(Timeline *tl, int time, int in, bool accum, int inplace)
     else push(tl, EV_WRITE, time, grad_value(in), inplace, -1, 0);
 }
 
+// The activation value of tensor t that backward (and a recompute) reads.
+static int saved_value(const Timeline *tl, int t) { return tl->rec[t] ? rec_value(t) : act_value(t); }
+
+// The events of op i's forward at `time`; a recompute reads and writes the recomputed values.
+static void op_forward_events(const ModelGraph *g, const ModelPlan *p, Timeline *tl, int i,
+                              int time, bool recompute)
+{
+    const ModelOp *op = &g->ops[i];
+    const ModelPlanOp *po = &p->ops[i];
+    int in = op->in > 0 ? (recompute ? saved_value(tl, op->in) : act_value(op->in)) : -1;
+    if (in >= 0) push(tl, EV_READ, time, in, -1, -1, 0);
+    if (op->in2 > 0)
+        push(tl, EV_READ, time, recompute ? saved_value(tl, op->in2) : act_value(op->in2), -1, -1, 0);
+    int inplace = (op->kind == OP_RELU || op->kind == OP_ADD) ? in : -1;
+    int out = recompute ? rec_value(op->out) : act_value(op->out);
+    push(tl, EV_WRITE, time, out, inplace, -1, 0);
+    if (po->relu_fused) {
+        int next = g->ops[i + 1].out;
+        push(tl, EV_VIEW, time, recompute ? rec_value(next) : act_value(next), out, -1, 0);
+    }
+}
+
 static void forward_events(const ModelGraph *g, const ModelPlan *p, Timeline *tl)
 {
-    for (int i = 0; i < g->n_ops; i++) {
-        const ModelOp *op = &g->ops[i];
-        const ModelPlanOp *po = &p->ops[i];
-        if (po->fused_away) continue;  // the op before wrote its output
-        if (op->in > 0) push(tl, EV_READ, i, act_value(op->in), -1, -1, 0);
-        if (op->in2 > 0) push(tl, EV_READ, i, act_value(op->in2), -1, -1, 0);
-        int inplace = -1;
-        if (op->kind == OP_RELU && op->in > 0) inplace = act_value(op->in);
-        if (op->kind == OP_ADD && op->in > 0) inplace = act_value(op->in);
-        push(tl, EV_WRITE, i, act_value(op->out), inplace, -1, 0);
-        if (po->relu_fused)
-            push(tl, EV_VIEW, i, act_value(g->ops[i + 1].out), act_value(op->out), -1, 0);
-    }
+    for (int i = 0; i < g->n_ops; i++)  // a fused-away op: the op before wrote its output
+        if (!p->ops[i].fused_away) op_forward_events(g, p, tl, i, i, false);
 }
 
 static void backward_events(const ModelGraph *g, const ModelPlan *p, Timeline *tl)
 {
-    int f = g->n_ops;
+    int time = g->n_ops;  // the loss's; each recomputed op and each backward op takes the next
     for (int i = g->n_ops - 1; i >= 0; i--) {
         const ModelOp *op = &g->ops[i];
         const ModelPlanOp *po = &p->ops[i];
-        int time = 2 * f - i, dy = grad_value(op->out);
+        if (po->recompute_before)
+            for (int j = po->segment_first; j <= i; j++)
+                if (p->ops[j].recompute) op_forward_events(g, p, tl, j, ++time, true);
+        int dy = grad_value(op->out);
+        time++;
         bool dx = op->in_grad && op->in > 0;
         switch (op->kind) {
         case OP_CONV:
         case OP_LINEAR:
-            if (op->in > 0) push(tl, EV_READ, time, act_value(op->in), -1, -1, 0);
+            if (op->in > 0) push(tl, EV_READ, time, saved_value(tl, op->in), -1, -1, 0);
             push(tl, EV_READ, time, dy, -1, -1, 0);
             if (dx) grad_write(tl, time, op->in, op->in_accum, -1);
             break;
         case OP_BN:
-            if (op->in > 0) push(tl, EV_READ, time, act_value(op->in), -1, -1, 0);
-            if (po->relu_fused) push(tl, EV_READ, time, act_value(g->ops[i + 1].out), -1, -1, 0);
+            if (op->in > 0) push(tl, EV_READ, time, saved_value(tl, op->in), -1, -1, 0);
+            if (po->relu_fused) push(tl, EV_READ, time, saved_value(tl, g->ops[i + 1].out), -1, -1, 0);
             push(tl, EV_READ, time, dy, -1, -1, 0);
             if (dx) grad_write(tl, time, op->in, op->in_accum, dy);
             break;
@@ -104,7 +124,7 @@ static void backward_events(const ModelGraph *g, const ModelPlan *p, Timeline *t
                 push(tl, EV_VIEW, time, grad_value(op->in), dy, -1, 0);
                 break;
             }
-            push(tl, EV_READ, time, act_value(op->out), -1, -1, 0);
+            push(tl, EV_READ, time, saved_value(tl, op->out), -1, -1, 0);
             push(tl, EV_READ, time, dy, -1, -1, 0);
             if (dx) grad_write(tl, time, op->in, op->in_accum, dy);
             break;
@@ -127,6 +147,83 @@ static void backward_events(const ModelGraph *g, const ModelPlan *p, Timeline *t
     }
 }
 
+// ---- checkpointing: units, segments and what each segment recomputes ------------------
+
+// The op that writes each tensor (-1: none, the input).
+static void producers(const ModelGraph *g, int *prod)
+{
+    for (int t = 0; t < MODEL_MAX_TENSORS; t++) prod[t] = -1;
+    for (int i = 0; i < g->n_ops; i++) prod[g->ops[i].out] = i;
+}
+
+int model_plan_units(const ModelGraph *g, int *first, int max)
+{
+    int prod[MODEL_MAX_TENSORS], count = 0;
+    producers(g, prod);
+    for (int k = 0; k < g->n_ops; k++) {
+        bool cut = k == 0;
+        if (k > 0 && g->ops[k - 1].kind == OP_RELU) {
+            cut = true;  // unless a later op reads a value from before k other than ops[k-1].out
+            for (int j = k; j < g->n_ops && cut; j++) {
+                int ins[2] = {g->ops[j].in, g->ops[j].in2};
+                for (int q = 0; q < 2; q++)
+                    if (ins[q] > 0 && prod[ins[q]] < k && ins[q] != g->ops[k - 1].out) cut = false;
+            }
+        }
+        if (cut) {
+            if (count < max) first[count] = k;
+            count++;
+        }
+    }
+    return count;
+}
+
+// Marks what checkpointed segment [a, b) recomputes: walking back from its last op, a value
+// made inside the segment (other than the segment's output, which is kept) is recomputed
+// when its backward or an op recomputed after it reads it; rec[t]: backward reads R(t).
+static void plan_segment(const ModelGraph *g, ModelPlan *p, const int *prod, int a, int b, bool *rec)
+{
+    int kept = g->ops[b - 1].out;
+    bool need[MODEL_MAX_TENSORS] = {false};
+#define INTERIOR(t) ((t) > 0 && prod[(t)] >= a && prod[(t)] < b && (t) != kept)
+#define NEED(t) do { if (INTERIOR(t)) need[(t)] = true; } while (0)
+    for (int j = b - 1; j >= a; j--) {
+        const ModelOp *op = &g->ops[j];
+        ModelPlanOp *po = &p->ops[j];
+        if (op->kind == OP_CONV || op->kind == OP_LINEAR || op->kind == OP_BN) NEED(op->in);
+        if (op->kind == OP_BN && po->relu_fused) NEED(g->ops[j + 1].out);
+        if (op->kind == OP_RELU && !po->bwd_fused) NEED(op->out);
+        if (po->fused_away) continue;  // the op before computes it
+        int view = po->relu_fused ? g->ops[j + 1].out : -1;
+        bool needed = (INTERIOR(op->out) && need[op->out]) || (view > 0 && INTERIOR(view) && need[view]);
+        if (!needed || op->out == kept || view == kept) continue;
+        po->recompute = true;
+        rec[op->out] = true;
+        if (view > 0) rec[view] = true;
+        NEED(op->in);
+        if (op->in2 > 0) NEED(op->in2);
+    }
+#undef NEED
+#undef INTERIOR
+    p->ops[b - 1].recompute_before = true;
+    p->ops[b - 1].segment_first = a;
+    p->checkpointed_segments++;
+}
+
+// checkpoint_sequential(units, k): k - 1 segments of units / k units each are checkpointed,
+// the rest runs plainly.
+static void plan_checkpoint(const ModelGraph *g, ModelPlan *p, bool *rec)
+{
+    int first[MODEL_MAX_OPS + 1], prod[MODEL_MAX_TENSORS];
+    int units = model_plan_units(g, first, MODEL_MAX_OPS);
+    int k = p->options.checkpoint_segments < units ? p->options.checkpoint_segments : units;
+    if (!p->options.training || k <= 1) return;
+    producers(g, prod);
+    int size = units / k;
+    for (int s = 0; s < k - 1; s++)
+        plan_segment(g, p, prod, first[s * size], first[(s + 1) * size], rec);
+}
+
 static void timeline_make(const ModelGraph *g, const ModelPlan *p, Timeline *tl)
 {
     tl->count = 0;
@@ -136,7 +233,7 @@ static void timeline_make(const ModelGraph *g, const ModelPlan *p, Timeline *tl)
     if (p->options.training) {
         push(tl, EV_WRITE, f, grad_value(g->logits), -1, -1, 0);
         backward_events(g, p, tl);
-        tl->end = 2 * f;
+        tl->end = tl->ev[tl->count - 1].time;
     } else {
         tl->end = f;
     }
@@ -311,11 +408,15 @@ int model_plan_make(const ModelGraph *g, int n, size_t elem_size, const ModelPla
     if (n <= 0 || elem_size == 0)
         return error_set(ERROR_BAD_USAGE, "model_plan: batch %d and element size %zu must be > 0",
                          n, elem_size);
+    if (o->checkpoint_segments < 0)
+        return error_set(ERROR_BAD_USAGE, "model_plan: checkpoint_segments %d must be >= 0",
+                         o->checkpoint_segments);
     memset(p, 0, sizeof *p);
     p->options = *o;
     p->n = n;
     p->elem_size = elem_size;
-    for (int t = 0; t < MODEL_MAX_TENSORS; t++) p->act_off[t] = p->dact_off[t] = MODEL_PLAN_NONE;
+    for (int t = 0; t < MODEL_MAX_TENSORS; t++)
+        p->act_off[t] = p->dact_off[t] = p->rec_off[t] = MODEL_PLAN_NONE;
     for (int t = 1; t < g->n_tensors; t++) {
         size_t elems = model_tensor_size(g, t);
         if (elems > SIZE_MAX / 4 / elem_size / (size_t)n)
@@ -338,6 +439,8 @@ int model_plan_make(const ModelGraph *g, int n, size_t elem_size, const ModelPla
         free(tl); free(pl);
         return error_set(ERROR_OUT_OF_MEMORY, "model_plan: out of memory");
     }
+    memset(tl->rec, 0, sizeof tl->rec);
+    plan_checkpoint(g, p, tl->rec);
     timeline_make(g, p, tl);
     pl->tl = tl;
     lifetimes(pl);
@@ -348,6 +451,7 @@ int model_plan_make(const ModelGraph *g, int n, size_t elem_size, const ModelPla
         for (int t = 1; t < g->n_tensors; t++) {
             if (pl->buf[act_value(t)] >= 0) p->act_off[t] = pl->buf_off[pl->buf[act_value(t)]];
             if (pl->buf[grad_value(t)] >= 0) p->dact_off[t] = pl->buf_off[pl->buf[grad_value(t)]];
+            if (pl->buf[rec_value(t)] >= 0) p->rec_off[t] = pl->buf_off[pl->buf[rec_value(t)]];
         }
     }
     free(tl);

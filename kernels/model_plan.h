@@ -34,6 +34,11 @@ typedef struct ModelPlanOptions {
     bool reuse;     // reuse and alias buffers; false: every activation and gradient in its
                     // own buffer for the whole pass (the keep-everything layout)
     bool fuse;      // BN+ReLU and add+ReLU as one op each
+    int checkpoint_segments; // activation checkpointing (training only): 0 or 1 none; k:
+                    // checkpoint_sequential over the graph's units (model_plan_units) in
+                    // k segments of units / k units (k > units: units); the first k - 1
+                    // keep only their input, the rest is dropped after the forward and
+                    // recomputed just before the segment's backward; the last runs plainly
 } ModelPlanOptions;
 
 // What the plan changes in how an op runs.
@@ -44,6 +49,12 @@ typedef struct ModelPlanOp {
                       // the BN's dy is the ReLU's dy, and it reads the ReLU's output y)
     bool in_alias;    // add backward: the gradient of `in` is dy's buffer itself (no copy)
     bool in2_alias;   // the same for in2
+    bool recompute;   // checkpointing: runs forward again (training mode, running statistics
+                      // untouched) before its segment's backward, into rec_off
+    bool recompute_before; // the last op of a checkpointed segment: before its backward, the
+                      // ops segment_first..this one with `recompute` set run forward again,
+                      // in order, reading and writing rec_off where a tensor has one
+    int segment_first;
 } ModelPlanOp;
 
 typedef struct ModelPlan {
@@ -53,7 +64,10 @@ typedef struct ModelPlan {
     size_t act_off[MODEL_MAX_TENSORS];    // byte offset of tensor t's activation (NONE for 0)
     size_t dact_off[MODEL_MAX_TENSORS];   // byte offset of its gradient (NONE: not needed)
     size_t tensor_bytes[MODEL_MAX_TENSORS]; // n * elements * elem_size (unaligned)
+    size_t rec_off[MODEL_MAX_TENSORS];  // checkpointing: byte offset of tensor t's recomputed
+                                        // activation, what backward reads (NONE: not recomputed)
     ModelPlanOp ops[MODEL_MAX_OPS];
+    int checkpointed_segments;          // segments recomputed in backward (0: none)
     size_t arena_bytes;     // the arena this plan needs
     size_t keep_all_bytes;  // every activation and gradient in its own buffer (no plan)
     size_t live_peak_bytes; // most bytes of buffers live at one time: no placement of these
@@ -67,6 +81,11 @@ int model_plan_make(const ModelGraph *g, int n, size_t elem_size, const ModelPla
 // Whether op i of g (a BN or an add) can take the ReLU after it: the next op is a ReLU of
 // its output and nothing else reads that output.
 bool model_plan_fusable(const ModelGraph *g, int i);
+// The graph's units for checkpointing, as a sequential model's modules: writes the first op
+// of each (at most max) and returns their count. A unit ends after a ReLU whose output is
+// the only value later ops read (ResNet: the stem, each basic block, then the head of
+// pooling and classifier; MLP: each hidden layer, then the classifier).
+int model_plan_units(const ModelGraph *g, int *first, int max);
 
 #ifdef __cplusplus
 }

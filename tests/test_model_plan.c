@@ -5,8 +5,10 @@
 // fails when a clobbered value is read again, when an op's write lands on a value the same
 // op reads (except the in-place forms the kernels allow: a ReLU or add forward over an
 // input, a ReLU or BN backward writing dx over dy without accumulating, with exactly the
-// same bytes), or when a value lies outside the arena. Every preset, fused and separate,
-// training and eval, reused and keep-everything, fp16 and fp32 sizes. It also prints the
+// same bytes), or when a value lies outside the arena. With activation checkpointing it also
+// runs each checkpointed segment's recompute just before that segment's backward, as the
+// backends do, and backward reads the recomputed values. Every preset, fused and separate,
+// training and eval, reused and keep-everything, checkpointed or not, fp16 and fp32 sizes. It also prints the
 // resnet18 figures of the README (planned bytes against keep-everything and against what
 // PyTorch's autograd saves), and checks a core's plan per (batch, image size).
 #include <stdarg.h>
@@ -29,16 +31,20 @@ enum { NOT_WRITTEN, INTACT, CLOBBERED };
 typedef struct Sim {
     const ModelGraph *g;
     const ModelPlan *p;
-    int state[2 * MODEL_MAX_TENSORS];
+    int state[3 * MODEL_MAX_TENSORS];
     char why[256];
 } Sim;
 
 static int A(int t) { return t; }
 static int D(int t) { return MODEL_MAX_TENSORS + t; }
+static int R(int t) { return 2 * MODEL_MAX_TENSORS + t; }  // recomputed (checkpointing)
+// The activation value backward reads: the recomputed one where the plan has it.
+static int S(const Sim *s, int t) { return t > 0 && s->p->rec_off[t] != MODEL_PLAN_NONE ? R(t) : A(t); }
 
 static size_t off_of(const Sim *s, int v)
 {
     int t = v % MODEL_MAX_TENSORS;
+    if (v >= 2 * MODEL_MAX_TENSORS) return s->p->rec_off[t];
     return v < MODEL_MAX_TENSORS ? s->p->act_off[t] : s->p->dact_off[t];
 }
 
@@ -69,7 +75,8 @@ static const char *name(int v)
     static char buf[4][32];
     static int k;
     k = (k + 1) % 4;
-    snprintf(buf[k], sizeof buf[k], "%s[%d]", v < MODEL_MAX_TENSORS ? "act" : "grad",
+    snprintf(buf[k], sizeof buf[k], "%s[%d]",
+             v < MODEL_MAX_TENSORS ? "act" : v < 2 * MODEL_MAX_TENSORS ? "grad" : "rec",
              v % MODEL_MAX_TENSORS);
     return buf[k];
 }
@@ -105,8 +112,8 @@ static bool writes(Sim *s, int v, bool accum, const int *in, int n_in, int inpla
         if (accum || in[k] != inplace || !same_bytes(s, v, in[k]))
             return reject(s, "op %d writes %s over %s, which it reads", op, name(v), name(in[k]));
     }
-    for (int w = 1; w < 2 * MODEL_MAX_TENSORS; w++)
-        if (w != v && w != MODEL_MAX_TENSORS && s->state[w] == INTACT && overlap(s, v, w))
+    for (int w = 1; w < 3 * MODEL_MAX_TENSORS; w++)
+        if (w != v && w % MODEL_MAX_TENSORS != 0 && s->state[w] == INTACT && overlap(s, v, w))
             s->state[w] = CLOBBERED;
     s->state[v] = INTACT;
     return true;
@@ -121,30 +128,42 @@ static bool view(Sim *s, int v, int from, int op)
     return true;
 }
 
+// Forward op i: of the forward pass, or of a checkpointed segment's recompute (its values
+// the recomputed ones, its inputs those backward reads).
+static bool forward_op(Sim *s, int i, bool recompute)
+{
+    const ModelGraph *g = s->g;
+    const ModelOp *op = &g->ops[i];
+    const ModelPlanOp *po = &s->p->ops[i];
+    if (po->fused_away) {
+        if (i == 0 || !s->p->ops[i - 1].relu_fused || op->kind != OP_RELU)
+            return reject(s, "op %d fused away without a fused op before it", i);
+        return true;
+    }
+    int x = recompute ? S(s, op->in) : A(op->in), out = recompute ? R(op->out) : A(op->out);
+    int in[2] = {op->in > 0 ? x : A(0), op->in2 > 0 ? (recompute ? S(s, op->in2) : A(op->in2)) : A(0)};
+    if (recompute && s->p->rec_off[op->out] == MODEL_PLAN_NONE)
+        return reject(s, "op %d is recomputed into no place", i);
+    if (!reads(s, in, 2, i)) return false;
+    bool elementwise = op->kind == OP_RELU || op->kind == OP_ADD;
+    int inplace = -1;
+    if (elementwise) inplace = op->in > 0 && same_bytes(s, out, in[0]) ? in[0] : in[1];
+    if (!writes(s, out, false, in, 2, inplace, i)) return false;
+    if (po->relu_fused) {
+        if (i + 1 >= g->n_ops || g->ops[i + 1].kind != OP_RELU || g->ops[i + 1].in != op->out ||
+            !s->p->ops[i + 1].fused_away)
+            return reject(s, "op %d fuses a ReLU that is not there", i);
+        int next = g->ops[i + 1].out;
+        if (!view(s, recompute ? R(next) : A(next), out, i)) return false;
+    }
+    return true;
+}
+
 static bool forward(Sim *s)
 {
     const ModelGraph *g = s->g;
-    for (int i = 0; i < g->n_ops; i++) {
-        const ModelOp *op = &g->ops[i];
-        const ModelPlanOp *po = &s->p->ops[i];
-        if (po->fused_away) {
-            if (i == 0 || !s->p->ops[i - 1].relu_fused || op->kind != OP_RELU)
-                return reject(s, "op %d fused away without a fused op before it", i);
-            continue;
-        }
-        int in[2] = {A(op->in), op->in2 >= 0 ? A(op->in2) : A(0)};
-        if (!reads(s, in, 2, i)) return false;
-        bool elementwise = op->kind == OP_RELU || op->kind == OP_ADD;
-        int inplace = -1;
-        if (elementwise) inplace = op->in > 0 && same_bytes(s, A(op->out), A(op->in)) ? A(op->in) : in[1];
-        if (!writes(s, A(op->out), false, in, 2, inplace, i)) return false;
-        if (po->relu_fused) {
-            if (i + 1 >= g->n_ops || g->ops[i + 1].kind != OP_RELU || g->ops[i + 1].in != op->out ||
-                !s->p->ops[i + 1].fused_away)
-                return reject(s, "op %d fuses a ReLU that is not there", i);
-            if (!view(s, A(g->ops[i + 1].out), A(op->out), i)) return false;
-        }
-    }
+    for (int i = 0; i < g->n_ops; i++)
+        if (!forward_op(s, i, false)) return false;
     int logits = A(g->logits);
     return reads(s, &logits, 1, g->n_ops);
 }
@@ -157,17 +176,20 @@ static bool backward(Sim *s)
     for (int i = g->n_ops - 1; i >= 0; i--) {
         const ModelOp *op = &g->ops[i];
         const ModelPlanOp *po = &s->p->ops[i];
+        if (po->recompute_before)  // the segment's recompute, as the backends run it
+            for (int j = po->segment_first; j <= i; j++)
+                if (s->p->ops[j].recompute && !forward_op(s, j, true)) return false;
         bool dx = op->in_grad && op->in > 0;
         int in[3] = {D(op->out), A(0), A(0)};
         int n_in = 1, inplace = -1;
         switch (op->kind) {
         case OP_CONV:
         case OP_LINEAR:
-            in[1] = A(op->in); n_in = 2;
+            in[1] = S(s, op->in); n_in = 2;
             break;
         case OP_BN:
-            in[1] = A(op->in); n_in = 2;
-            if (po->relu_fused) in[n_in++] = A(g->ops[i + 1].out);
+            in[1] = S(s, op->in); n_in = 2;
+            if (po->relu_fused) in[n_in++] = S(s, g->ops[i + 1].out);
             inplace = D(op->out);
             break;
         case OP_RELU:
@@ -177,7 +199,7 @@ static bool backward(Sim *s)
                 if (!view(s, D(op->in), D(op->out), i)) return false;
                 continue;
             }
-            in[1] = A(op->out); n_in = 2;
+            in[1] = S(s, op->out); n_in = 2;
             inplace = D(op->out);
             break;
         case OP_ADD:
@@ -210,7 +232,9 @@ static bool plan_valid(const ModelGraph *g, const ModelPlan *p, char *why, size_
     s->g = g;
     s->p = p;
     bool ok = forward(s) && (!p->options.training || backward(s));
-    if (ok && p->arena_bytes > p->keep_all_bytes) ok = reject(s, "arena larger than keeping everything");
+    // (keep-everything with checkpointing also keeps the recomputed values: more bytes)
+    if (ok && p->arena_bytes > p->keep_all_bytes && (p->options.reuse || !p->checkpointed_segments))
+        ok = reject(s, "arena larger than keeping everything");
     if (ok && p->live_peak_bytes > p->arena_bytes) ok = reject(s, "arena below the live peak");
     snprintf(why, size, "%s", s->why);
     free(s);
@@ -235,16 +259,22 @@ static void test_every_plan_is_safe(void **state)
     assert_non_null(p);
     for (size_t k = 0; k < sizeof presets / sizeof presets[0]; k++) {
         build(presets[k], g);
-        for (int mode = 0; mode < 8; mode++) {
-            ModelPlanOptions o = {.training = mode & 1, .reuse = mode & 2, .fuse = mode & 4};
+        for (int mode = 0; mode < 24; mode++) {  // checkpointing: none, 2 segments, every unit
+            static const int segments[3] = {0, 2, CORE_CHECKPOINT_EACH_UNIT};
+            ModelPlanOptions o = {.training = mode & 1, .reuse = mode & 2, .fuse = mode & 4,
+                                  .checkpoint_segments = segments[mode / 8]};
             for (int n = 1; n <= 64; n *= 4)
                 for (size_t es = 2; es <= 4; es += 2) {
                     char why[256];
                     if (model_plan_make(g, n, es, &o, p) != 0) fail_msg("%s", error_message());
                     if (!plan_valid(g, p, why, sizeof why))
-                        fail_msg("%s n=%d elem=%zu training=%d reuse=%d fuse=%d: %s", presets[k], n, es,
-                                 o.training, o.reuse, o.fuse, why);
-                    if (!o.reuse) assert_true(p->arena_bytes == p->keep_all_bytes || o.fuse || !o.training);
+                        fail_msg("%s n=%d elem=%zu training=%d reuse=%d fuse=%d segments=%d: %s",
+                                 presets[k], n, es, o.training, o.reuse, o.fuse, o.checkpoint_segments, why);
+                    if (!o.reuse)
+                        assert_true(p->arena_bytes == p->keep_all_bytes || o.fuse || !o.training ||
+                                    p->checkpointed_segments > 0);
+                    if (o.training && o.checkpoint_segments > 1 && k != 1)  // ResNets: something
+                        assert_true(p->checkpointed_segments > 0);         // to checkpoint
                 }
         }
     }
@@ -280,6 +310,24 @@ static void test_checker_catches_broken_plans(void **state)
     // Every gradient on one buffer.
     broken = *p;
     for (int t = 1; t < g->n_tensors; t++) broken.dact_off[t] = 0;
+    assert_false(plan_valid(g, &broken, why, sizeof why));
+    print_message("caught: %s\n", why);
+    // Checkpointing: the first block's recomputed conv output over the stem's output, the
+    // kept boundary that conv reads.
+    o.checkpoint_segments = CORE_CHECKPOINT_EACH_UNIT;
+    assert_int_equal(model_plan_make(g, 4, 4, &o, p), 0);
+    assert_true(plan_valid(g, p, why, sizeof why));
+    int first[8];
+    assert_true(model_plan_units(g, first, 8) >= 3);
+    int kept = g->ops[first[1] - 1].out, conv = first[1];
+    assert_true(p->ops[conv].recompute);
+    broken = *p;
+    broken.rec_off[g->ops[conv].out] = broken.act_off[kept];
+    assert_false(plan_valid(g, &broken, why, sizeof why));
+    print_message("caught: %s\n", why);
+    // ... and a recompute that is never run: backward reads values nobody wrote.
+    broken = *p;
+    for (int i = 0; i < g->n_ops; i++) broken.ops[i].recompute_before = false;
     assert_false(plan_valid(g, &broken, why, sizeof why));
     print_message("caught: %s\n", why);
     free(p);

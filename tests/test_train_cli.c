@@ -55,7 +55,7 @@ static void test_help_lists_every_practice(void **state)
                            "--lr", "--lr-decay", "cosine", "--warmup", "--step-size",
                            "--linear-scaling", "--clip-norm", "--momentum", "--weight-decay",
                            "--backend", "--preset", "--init-scale", "--growth-interval",
-                           "cpu-ref", "--threads"};
+                           "cpu-ref", "--threads", "--checkpoint-segments"};
     assert_help_mentions(flags, sizeof flags / sizeof flags[0]);
 }
 

@@ -167,8 +167,11 @@ int main(int argc, char **argv)
            core_zero_grad_name(cfg.zero_grad), core_conv_algo_name(cfg.conv_algo),
            core_readback_name(cfg.readback), cfg.batch_size, m->image_size, m->image_size,
            m->num_classes, st.param_count);
-    printf("train: pointwise %s, activations and their gradients %.1f MiB (memory plan)\n",
+    printf("train: pointwise %s, activations and their gradients %.1f MiB (memory plan)",
            core_pointwise_name(cfg.pointwise), st.activation_bytes / 1048576.0);
+    if (st.checkpointed_segments > 0)
+        printf(", %d segments recomputed in backward (activation checkpointing)", st.checkpointed_segments);
+    printf("\n");
     if (st.backend == CORE_BACKEND_CPU)
         printf("train: cpu threads %d (%s)\n", core_cpu_threads(), core_cpu_kernels());
     else if (st.backend == CORE_BACKEND_CPU_REF)

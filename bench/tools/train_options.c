@@ -86,6 +86,9 @@ static void usage(FILE *f)
         "                         overwrites) (default memset)\n"
         "  --pointwise P          separate (BN, add and ReLU each a kernel, PyTorch eager) |\n"
         "                         fused (BN+ReLU and add+ReLU one op each) (default separate)\n"
+        "  --checkpoint-segments K  activation checkpointing, as checkpoint_sequential(units, K)\n"
+        "                         over the stem, each block and the head: 0 off (default);\n"
+        "                         1024: a checkpoint around every unit but the head\n"
         "  --conv-algo A          heuristic | autotune (time candidates per shape, cached)\n"
         "  --readback R           every_step (sync on the loss each step, like .item()) |\n"
         "                         deferred (accumulate on the device) (default every_step)\n"
@@ -140,7 +143,7 @@ enum {
     OPT_INIT_SCALE, OPT_GROWTH, OPT_WORKSPACE, OPT_MIN_LR, OPT_DATA, OPT_DATA_DIR,
     OPT_DATASET_PRESET, OPT_NUM_WORKERS, OPT_SKIP_BAD, OPT_HOLDOUT, OPT_CROP_SCALE,
     OPT_DETERMINISTIC, OPT_VERBOSE, OPT_THREADS, OPT_LOADER_TIMEOUT, OPT_MAX_PIXELS, OPT_HELP,
-    OPT_DDP, OPT_NPROC, OPT_POINTWISE, OPT_CUDA_GRAPH,
+    OPT_DDP, OPT_NPROC, OPT_POINTWISE, OPT_CUDA_GRAPH, OPT_CHECKPOINT,
 };
 
 static const struct option options[] = {
@@ -166,7 +169,8 @@ static const struct option options[] = {
     {"max-image-pixels", 1, 0, OPT_MAX_PIXELS},
     {"threads", 1, 0, OPT_THREADS}, {"help", 0, 0, OPT_HELP},
     {"ddp", 0, 0, OPT_DDP}, {"nproc-per-node", 1, 0, OPT_NPROC},
-    {"cuda-graph", 0, 0, OPT_CUDA_GRAPH}, {0, 0, 0, 0},
+    {"cuda-graph", 0, 0, OPT_CUDA_GRAPH}, {"checkpoint-segments", 1, 0, OPT_CHECKPOINT},
+    {0, 0, 0, 0},
 };
 
 static int parse_fail(const char *flag, const char *value)
@@ -233,6 +237,7 @@ int train_parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
     // The flags that only set a number (at least min; the floats' min is 0).
     const struct { int opt; int *field; int min; } int_flags[] = {
         {OPT_BATCH, &cfg->batch_size, 1}, {OPT_IMAGE, &cfg->model.image_size, 1},
+        {OPT_CHECKPOINT, &cfg->checkpoint_segments, 0},
         {OPT_WIDTH, &cfg->model.width, 1}, {OPT_LOG, &a->log_every, 1},
         {OPT_EVAL, &a->eval_batches, 0}, {OPT_DEVICE, &cfg->device, 0},
         {OPT_INTERVAL, &cfg->readback_interval, 1}, {OPT_WARMUP, &cfg->optim.warmup_steps, 0},

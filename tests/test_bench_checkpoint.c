@@ -1,0 +1,140 @@
+// test_bench_checkpoint.c: the activation-checkpointing practice (build/bench_checkpoint).
+// It lists keep_all (baseline), checkpoint and checkpoint_sqrt (tuned) and the max-batch
+// rows; tiny at batch 8 runs on whatever backend this machine has (the fast CPU backend
+// without a GPU): every row ok, the tuned rows checkpointed segments, hold fewer activation
+// bytes than keep_all and pass the update check (on the CPU bit for bit: difference 0);
+// --practice_selftest=frozen and =skip_all fail the tuned rows; the max-batch rows skip
+// with "no CUDA device" without a GPU (with one they run, capped small).
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/support.h"
+
+#define TINY "--preset=tiny --harness_axis=batch=8 --benchmark_filter='^checkpoint/' --benchmark_min_time=0.01"
+
+static const char *const tuned[] = {"checkpoint", "checkpoint_sqrt"};
+
+static void test_lists_variants(void **state)
+{
+    (void)state;
+    char *list = test_bench_list("bench_checkpoint");
+    assert_non_null(list);
+    assert_non_null(strstr(list, "checkpoint/keep_all/preset:tiny/"));
+    assert_non_null(strstr(list, "checkpoint/checkpoint/preset:small/"));
+    assert_non_null(strstr(list, "checkpoint/checkpoint_sqrt/preset:tiny/"));
+    assert_non_null(strstr(list, "checkpoint_max_batch/keep_all/"));
+    assert_non_null(strstr(list, "checkpoint_max_batch/checkpoint/"));
+    free(list);
+}
+
+static double value(const char *csv, const char *variant, const char *name)
+{
+    char out[64] = "", pv[64];
+    snprintf(pv, sizeof pv, "checkpoint,%s", variant);
+    if (!test_csv_row_value(csv, pv, "preset:tiny;batch:8", name, out, sizeof out))
+        fail_msg("no %s for %s", name, variant);
+    return atof(out);
+}
+
+static void expect_text(const char *csv, const char *variant, const char *name, const char *want)
+{
+    char out[1024] = "", pv[64];
+    snprintf(pv, sizeof pv, "checkpoint,%s", variant);
+    if (!test_csv_row_value(csv, pv, "preset:tiny;batch:8", name, out, sizeof out))
+        fail_msg("no %s for %s", name, variant);
+    if (!strstr(out, want)) fail_msg("%s %s = '%s', want '%s'", variant, name, out, want);
+}
+
+static void test_tiny_runs_and_checks(void **state)
+{
+    (void)state;
+    char *csv = test_bench_csv("bench_checkpoint", TINY);
+    assert_non_null(csv);
+    bool gpu = test_gpu_present();
+    expect_text(csv, "keep_all", "status", "ok");
+    double base = value(csv, "keep_all", "activation_bytes");
+    assert_true(base > 0);
+    assert_true(value(csv, "keep_all", "checkpointed_segments") == 0);
+    for (int i = 0; i < 2; i++) {
+        expect_text(csv, tuned[i], "status", "ok");
+        double bytes = value(csv, tuned[i], "activation_bytes"), rel = value(csv, tuned[i], "check_rel_diff");
+        printf("%s: activation bytes %.0f (keep_all %.0f, %.2fx), %.0f segments, update difference %g\n",
+               tuned[i], bytes, base, bytes / base, value(csv, tuned[i], "checkpointed_segments"), rel);
+        assert_true(value(csv, tuned[i], "checkpointed_segments") > 0);
+        assert_true(bytes < base);
+        assert_true(value(csv, tuned[i], "wrong") == 0);
+        assert_true(value(csv, tuned[i], "check_baseline_moved") > 0);
+        if (!gpu) assert_true(rel == 0.0);  // the CPU's recompute is bit for bit
+        assert_true(value(csv, tuned[i], "step_ms") > 0);
+        assert_true(value(csv, tuned[i], "peak_bytes") > 0);
+    }
+    free(csv);
+}
+
+static void expect_selftest_fails(const char *mode, const char *reason)
+{
+    char args[400];
+    snprintf(args, sizeof args, "%s --practice_selftest=%s", TINY, mode);
+    int status = -1;
+    char *csv = test_bench_csv_exit("bench_checkpoint", args, &status);
+    assert_non_null(csv);
+    assert_int_equal(status, 1);
+    expect_text(csv, "keep_all", "status", "ok");
+    for (int i = 0; i < 2; i++) {
+        char why[1024] = "";
+        char pv[64];
+        snprintf(pv, sizeof pv, "checkpoint,%s", tuned[i]);
+        test_csv_row_value(csv, pv, "preset:tiny;batch:8", "reason", why, sizeof why);
+        printf("%s %s: %s\n", mode, tuned[i], why);
+        expect_text(csv, tuned[i], "status", "error");
+        expect_text(csv, tuned[i], "reason", reason);
+    }
+    free(csv);
+}
+
+static void test_self_tests_fail_the_check(void **state)
+{
+    (void)state;
+    expect_selftest_fails("frozen", "the update differs by 1 of the baseline's update");
+    expect_selftest_fails("skip_all", "skipped 3 of 3 steps (overflow)");
+}
+
+// The larger batch it enables: GPU rows; without a GPU each skips with "no CUDA device".
+static void test_max_batch_rows(void **state)
+{
+    (void)state;
+    char *csv = test_bench_csv("bench_checkpoint", "--benchmark_filter='^checkpoint_max_batch/' "
+                               "--harness_axis=preset=tiny --checkpoint_max_batch_cap=256 "
+                               "--checkpoint_max_steps=1");
+    assert_non_null(csv);
+    bool gpu = test_gpu_present();
+    char why[512] = "";
+    int rows = test_rows_ok_or_skipped(csv, gpu, why, sizeof why);
+    if (rows < 0) fail_msg("%s", why);
+    assert_int_equal(rows, 3);
+    if (gpu) {  // tiny fits up to the cap in every mode
+        char out[64] = "";
+        assert_true(test_csv_row_value(csv, "checkpoint_max_batch,checkpoint", "preset:tiny;batch:0",
+                                       "max_batch", out, sizeof out));
+        assert_true(atof(out) == 256);
+    }
+    free(csv);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lists_variants),
+        cmocka_unit_test(test_tiny_runs_and_checks),
+        cmocka_unit_test(test_self_tests_fail_the_check),
+        cmocka_unit_test(test_max_batch_rows),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
