@@ -85,6 +85,10 @@ typedef struct CoreModelConfig {
     int stem_stride;
     int mlp_hidden;
     int mlp_layers;
+    bool conv_bias;     // every convolution has a per-channel bias (PyTorch's Conv2d default,
+                        // bias=True); false: bias=False, the tuning guide's advice before a BN
+    bool no_batch_norm; // no BN ops at all: conv -> ReLU, the projection shortcut a conv
+                        // alone (the shape of a BN-folded inference network, core_fold_bn)
 } CoreModelConfig;
 
 // SGD with momentum and weight decay, LR schedule, gradient clipping.

@@ -17,6 +17,7 @@
 #include "kernels/conv_cudnn.cuh"
 #include "kernels/conv_select.h"
 #include "kernels/core_internal.h"
+#include "kernels/conv_bias_cuda.cuh"
 #include "kernels/layers_cuda.cuh"
 #include "kernels/model_plan.h"
 #include "kernels/optim_cuda.cuh"
@@ -372,6 +373,8 @@ static int forward(Core *core, int n, FwdMode mode)
         switch (op->kind) {
         case OP_CONV:
             TRY(conv_forward(&c->plans[i], c->dnn, x, weight(core, op), y, c->ws, c->ws_size));
+            if (op->bias)  // fp32 bias onto the compute-type output, in its layout
+                TRY(cuda_conv_bias_add(y, c->params + op->b_off, c->dt, geom(core, op->out, n), c->s));
             break;
         case OP_BN: {
             float *gamma = c->params + op->w_off, *beta = c->params + op->b_off;
@@ -421,6 +424,9 @@ static int backward(Core *core, int n, bool accum_params)
         switch (op->kind) {
         case OP_CONV: {
             const ConvPlan *p = &c->plans[i];
+            if (op->bias)  // before dx may reuse dy's bytes
+                TRY(cuda_conv_bias_grad(dy, c->grads + op->b_off, accum_params, c->dt,
+                                        geom(core, op->out, n), c->s));
             if (dx)
                 TRY(conv_backward_data(p, c->dnn, weight(core, op), dy, dx, op->in_accum, c->ws,
                                        c->ws_size));
