@@ -88,7 +88,8 @@ typedef struct CoreModelConfig {
     bool conv_bias;     // every convolution has a per-channel bias (PyTorch's Conv2d default,
                         // bias=True); false: bias=False, the tuning guide's advice before a BN
     bool no_batch_norm; // no BN ops at all: conv -> ReLU, the projection shortcut a conv
-                        // alone (the shape of a BN-folded inference network, core_fold_bn)
+                        // alone (the shape of a BN-folded inference network, core_fold_bn);
+                        // both false by default; the MLP (no convolution, no BN) ignores them
 } CoreModelConfig;
 
 // SGD with momentum and weight decay, LR schedule, gradient clipping.

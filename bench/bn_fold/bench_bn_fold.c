@@ -10,8 +10,9 @@
 //   `folded`, a conv_bias + no_batch_norm core holding core_fold_bn of that model. Time
 //   per batch (wall clock around core_eval, which reads its result back) and images/s.
 // Check (on the folded row): both models evaluate the same held-out batch of HELD_OUT
-//   images: the loss within BN_FOLD_LOSS_TOL (relative; counter check_rel_diff) and the
-//   same accuracy (check_accuracy_diff). --practice_selftest=frozen leaves the folded core
+//   images: the loss within BN_FOLD_CPU_TOL (CUDA: BN_FOLD_GPU_TOL) relative (counter
+//   check_rel_diff) and the same accuracy (CUDA: within BN_FOLD_GPU_FLIPS images;
+//   check_accuracy_diff). --practice_selftest=frozen leaves the folded core
 //   unfolded (its own initial weights), =skip_all folds it without the running
 //   statistics: the check must fail the folded row either way.
 // Counters beside the time: images_per_second, batch_ms, param_count, activation_mib (the
@@ -28,12 +29,17 @@
 #include "kernels/synth.h"
 
 // The folded conv computes x*(w*s) + ((b - mean)*s + beta) where the BN model computes
-// (x*w + b - mean)*s + beta: the same up to the rounding of a few operations per output
-// (CPU measured: 0 to 1e-6 relative on the loss, tests/test_core_fold.c); on CUDA the two
-// networks' convolutions may also take different cuDNN algorithms (TF32 rounding in
-// fp32). A fold that ignores the running statistics moves the loss by ~1e-2 (tiny,
-// measured), an unfolded core by O(1).
-#define BN_FOLD_LOSS_TOL 1e-3
+// (x*w + b - mean)*s + beta: the same up to the rounding of a few operations per output.
+// CPU: measured 0 to 1e-7 relative on the held-out loss (tiny, small; also
+// tests/test_core_fold.c); asserted at 1e-4 with the same accuracy. CUDA in the default
+// fp32 precision: cuDNN rounds the convolutions' inputs and weights to TF32 (10 bits), and
+// w*s rounds differently from w: as tests/test_core_gpu.c's fp32 loss tolerance against
+// the CPU (5e-3), and the top-1 of a near-tie may flip: at most BN_FOLD_GPU_FLIPS of the
+// HELD_OUT images. A fold without the running statistics moves the loss by 2.4e-2, an
+// unfolded core by 1.6e-2 (tiny, measured): caught by either tolerance.
+#define BN_FOLD_CPU_TOL 1e-4
+#define BN_FOLD_GPU_TOL 5e-3
+#define BN_FOLD_GPU_FLIPS 2
 #define TRAIN_STEPS 4
 #define TRAIN_BATCH 16
 #define HELD_OUT 64
@@ -125,11 +131,15 @@ static int check_fold(HarnessState *st, Core *bn, Core *folded, const CoreConfig
     double acc = fabs((double)b.accuracy - a.accuracy);
     harness_counter(st, "check_rel_diff", rel, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "check_accuracy_diff", acc, HARNESS_COUNTER_PLAIN);
-    *wrong = !(rel <= BN_FOLD_LOSS_TOL) || acc != 0.0;
+    bool gpu = cfg->backend == CORE_BACKEND_CUDA;
+    double tol = gpu ? BN_FOLD_GPU_TOL : BN_FOLD_CPU_TOL;
+    double acc_tol = gpu ? (BN_FOLD_GPU_FLIPS + 0.5) / HELD_OUT : 0.0;
+    *wrong = !(rel <= tol) || !(acc <= acc_tol);
     if (*wrong)
         snprintf(msg, size, "the folded model's held-out loss %.7g differs from the BN model's "
-                 "%.7g by %.3g (relative; tolerance %g), accuracy %.4f vs %.4f (must be equal)",
-                 b.loss, a.loss, rel, BN_FOLD_LOSS_TOL, b.accuracy, a.accuracy);
+                 "%.7g by %.3g (relative; tolerance %g), accuracy %.4f vs %.4f (tolerance %d "
+                 "of %d images)", b.loss, a.loss, rel, tol, b.accuracy, a.accuracy,
+                 gpu ? BN_FOLD_GPU_FLIPS : 0, HELD_OUT);
     return 0;
 }
 
