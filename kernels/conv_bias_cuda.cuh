@@ -11,9 +11,14 @@
 
 // y (N, C, HW of g) += b[c], in place.
 int cuda_conv_bias_add(void *y, const float *b, DType dt, ChanGeom g, cudaStream_t s);
-// db (fp32, C) (=|+= by accum) = the sum of dy over N and HW: one block per channel,
-// fp32 per-thread sums merged in a fixed order.
+// Floats of device scratch cuda_conv_bias_grad needs for a gradient of geometry g.
+size_t cuda_conv_bias_scratch_floats(ChanGeom g);
+// db (fp32, C) (=|+= by accum) = the sum of dy over N and HW. The N*HW rows of each channel
+// are split into S parts (enough blocks to fill the GPU when C is small), each block sums
+// its part in fp32 and merges its threads in a fixed order into one partial per (part,
+// channel) in scratch; a finishing kernel adds each channel's S partials in order. No
+// float atomics: the same result bit for bit run to run.
 int cuda_conv_bias_grad(const void *dy, float *db, bool accum, DType dt, ChanGeom g,
-                        cudaStream_t s);
+                        float *scratch, cudaStream_t s);
 
 #endif

@@ -49,7 +49,8 @@ typedef struct CudaCore {
     bool nhwc;                   // activation layout (ResNet only; MLP always NCHW)
     bool staged;                 // weights cast/permuted per step; conv dW gathered back
     float *params, *grads, *mom, *stats, *saved;
-    float *bn_scratch;           // BN reductions' scratch (cuda_bn_scratch_floats)
+    float *bn_scratch;           // BN reductions' scratch (cuda_bn_scratch_floats), also the
+                                 // conv biases' gradient's (cuda_conv_bias_scratch_floats)
     size_t bn_scratch_cap;       // floats of bn_scratch
     void *wc;                    // compute-type weight copy (staged)
     void *gc;                    // compute-type conv filter gradient (staged); always the
@@ -222,6 +223,10 @@ static int prepare(Core *core, int n)
         const ModelOp *op = &g->ops[i];
         if (op->kind == OP_BN) {
             size_t need = cuda_bn_scratch_floats(geom(core, op->in, n));
+            if (need > bn_need) bn_need = need;
+        }
+        if (op->kind == OP_CONV && op->bias) {  // its gradient's reduction shares the scratch
+            size_t need = cuda_conv_bias_scratch_floats(geom(core, op->out, n));
             if (need > bn_need) bn_need = need;
         }
         if (op->kind != OP_CONV) continue;
@@ -426,7 +431,7 @@ static int backward(Core *core, int n, bool accum_params)
             const ConvPlan *p = &c->plans[i];
             if (op->bias)  // before dx may reuse dy's bytes
                 TRY(cuda_conv_bias_grad(dy, c->grads + op->b_off, accum_params, c->dt,
-                                        geom(core, op->out, n), c->s));
+                                        geom(core, op->out, n), c->bn_scratch, c->s));
             if (dx)
                 TRY(conv_backward_data(p, c->dnn, weight(core, op), dy, dx, op->in_accum, c->ws,
                                        c->ws_size));
