@@ -171,7 +171,7 @@ int core_step(Core *core, const CoreBatch *batch, CoreStepResult *result)
 static size_t op_param_count(const ModelOp *op)
 {
     switch (op->kind) {
-    case OP_CONV: return (size_t)op->cout * op->cin * op->k * op->k;
+    case OP_CONV: return (size_t)op->cout * op->cin * op->k * op->k + (op->bias ? op->cout : 0);
     case OP_BN: return 2 * (size_t)op->cin;
     case OP_LINEAR: return (size_t)op->cout * op->cin + (size_t)op->cout;
     default: return 0;

@@ -88,6 +88,11 @@ typedef struct CoreModelConfig {
     int stem_stride;
     int mlp_hidden;
     int mlp_layers;
+    bool conv_bias;     // every convolution has a per-channel bias (PyTorch's Conv2d default,
+                        // bias=True); false: bias=False, the tuning guide's advice before a BN
+    bool no_batch_norm; // no BN ops at all: conv -> ReLU, the projection shortcut a conv
+                        // alone (the shape of a BN-folded inference network, core_fold_bn);
+                        // both false by default; the MLP (no convolution, no BN) ignores them
 } CoreModelConfig;
 
 // SGD with momentum and weight decay, LR schedule, gradient clipping.
@@ -301,6 +306,27 @@ int core_inject_grad_fault(Core *core, float value);
 float core_lr_at(const CoreOptimConfig *optim, int batch_size, int step);
 // Frees everything; NULL is fine.
 void core_free(Core *core);
+
+// ---- BN folding (inference) -------------------------------------------------------------
+// Folds every BN of bn_core into the convolution before it, using its running statistics
+// (eval-mode BN), and writes the result into folded_core: per output channel k,
+//   w'[k] = w[k] * gamma[k] / sqrt(var[k] + eps),
+//   b'[k] = (b[k] - mean[k]) * gamma[k] / sqrt(var[k] + eps) + beta[k]
+// (b = 0 when bn_core's convolutions have no bias); linear layers are copied. folded_core
+// must be a ResNet created from the same model config with conv_bias = true and
+// no_batch_norm = true (bn_core: BN on, conv_bias either way); anything else is
+// ERROR_BAD_USAGE. core_eval of folded_core then equals bn_core's up to float rounding.
+// Parameters are set with core_params_set (folded_core's momentum is reset). Any backends.
+int core_fold_bn(Core *bn_core, Core *folded_core);
+// Testing aid for the checks that must catch a wrong fold: the same with one deliberate
+// mistake.
+typedef enum {
+    CORE_FOLD_EXACT,                // core_fold_bn
+    CORE_FOLD_FLAW_NO_RUNNING_STATS, // mean 0, var 1 (the initial statistics) instead of
+                                     // the running ones
+    CORE_FOLD_FLAW_NO_EPS,          // 1 / sqrt(var) without eps
+} CoreFoldMode;
+int core_fold_bn_mode(Core *bn_core, Core *folded_core, CoreFoldMode mode);
 
 // ---- split step and gradient hooks (DistributedDataParallel, gradient accumulation) ----
 // core_step = core_forward_backward(accumulate = false) + core_apply_update(lr_batch = n).

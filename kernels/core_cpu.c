@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "kernels/check.h"
+#include "kernels/conv_bias_cpu.h"
 #include "kernels/core_internal.h"
 #include "kernels/layers_cpu.h"
 #include "kernels/layers_cpu_fast.h"
@@ -349,6 +350,25 @@ static int prepare_pass(Core *core, int n, bool inference)
     return ensure_workspace(cpu(core), &core->graph);
 }
 
+// A convolution's bias (CoreModelConfig.conv_bias), added in place over its output; the
+// reference and the fast backend each with their own loops.
+static void conv_bias_fwd(CpuCore *c, const ModelGraph *g, const ModelOp *op, int n)
+{
+    ModelShape o = g->shapes[op->out];
+    if (c->fast) conv_bias_fwd_fast(&c->ws, n, o.c, o.h * o.w, c->params + op->b_off, c->act[op->out]);
+    else conv_bias_fwd_cpu(n, o.c, o.h * o.w, c->params + op->b_off, c->act[op->out]);
+}
+
+// Its gradient: the sum of dy over N, H, W (=|+= by accum).
+static void conv_bias_bwd(CpuCore *c, const ModelGraph *g, const ModelOp *op, int n, bool accum)
+{
+    ModelShape o = g->shapes[op->out];
+    const float *dy = c->dact[op->out];
+    float *db = c->grads + op->b_off;
+    if (c->fast) conv_bias_bwd_fast(&c->ws, n, o.c, o.h * o.w, dy, db, accum);
+    else conv_bias_bwd_cpu(n, o.c, o.h * o.w, dy, db, accum);
+}
+
 static int prepare(Core *core, int n) { return prepare_pass(core, n, false); }
 
 // Ops first..end-1 forward (only those the plan recomputes when recompute_only).
@@ -372,6 +392,7 @@ static void forward_ops(Core *core, int n, FwdMode mode, int first, int end, boo
         case OP_CONV: {
             ConvShape cs = model_conv_shape(g, op, n);
             L->conv_fwd(ws, &cs, x, c->params + op->w_off, y);
+            if (op->bias) conv_bias_fwd(c, g, op, n);
             break;
         }
         case OP_BN:
@@ -452,6 +473,7 @@ static int backward(Core *core, int n, bool accum_params)
         switch (op->kind) {
         case OP_CONV: {
             ConvShape cs = model_conv_shape(g, op, n);
+            if (op->bias) conv_bias_bwd(c, g, op, n, accum_params);  // before dx may reuse dy
             L->conv_bwd(ws, &cs, x, dy, c->params + op->w_off, dx, op->in_accum,
                         c->grads + op->w_off, accum_params);
             break;

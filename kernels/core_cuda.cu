@@ -18,6 +18,7 @@
 #include "kernels/conv_cudnn.cuh"
 #include "kernels/conv_select.h"
 #include "kernels/core_internal.h"
+#include "kernels/conv_bias_cuda.cuh"
 #include "kernels/layers_cuda.cuh"
 #include "kernels/model_plan.h"
 #include "kernels/optim_cuda.cuh"
@@ -49,7 +50,8 @@ typedef struct CudaCore {
     bool nhwc;                   // activation layout (ResNet only; MLP always NCHW)
     bool staged;                 // weights cast/permuted per step; conv dW gathered back
     float *params, *grads, *mom, *stats, *saved;
-    float *bn_scratch;           // BN reductions' scratch (cuda_bn_scratch_floats)
+    float *bn_scratch;           // BN reductions' scratch (cuda_bn_scratch_floats), also the
+                                 // conv biases' gradient's (cuda_conv_bias_scratch_floats)
     size_t bn_scratch_cap;       // floats of bn_scratch
     void *wc;                    // compute-type weight copy (staged)
     void *gc;                    // compute-type conv filter gradient (staged); always the
@@ -243,6 +245,10 @@ static int prepare_pass(Core *core, int n, bool inference)
             size_t need = cuda_bn_scratch_floats(geom(core, op->in, n));
             if (need > bn_need) bn_need = need;
         }
+        if (op->kind == OP_CONV && op->bias) {  // its gradient's reduction shares the scratch
+            size_t need = cuda_conv_bias_scratch_floats(geom(core, op->out, n));
+            if (need > bn_need) bn_need = need;
+        }
         if (op->kind != OP_CONV) continue;
         ConvShape shape = model_conv_shape(g, op, n);
         const CoreConfig *cfg = &core->cfg;
@@ -398,6 +404,8 @@ static int forward_ops(Core *core, int n, FwdMode mode, int first, int end, bool
         switch (op->kind) {
         case OP_CONV:
             TRY(conv_forward(&c->plans[i], c->dnn, x, weight(core, op), y, c->ws, c->ws_size));
+            if (op->bias)  // fp32 bias onto the compute-type output, in its layout
+                TRY(cuda_conv_bias_add(y, c->params + op->b_off, c->dt, geom(core, op->out, n), c->s));
             break;
         case OP_BN: {
             float *gamma = c->params + op->w_off, *beta = c->params + op->b_off;
@@ -481,6 +489,9 @@ static int backward(Core *core, int n, bool accum_params)
         switch (op->kind) {
         case OP_CONV: {
             const ConvPlan *p = &c->plans[i];
+            if (op->bias)  // before dx may reuse dy's bytes
+                TRY(cuda_conv_bias_grad(dy, c->grads + op->b_off, accum_params, c->dt,
+                                        geom(core, op->out, n), c->bn_scratch, c->s));
             if (dx)
                 TRY(conv_backward_data(p, c->dnn, weight(core, op), dy, dx, op->in_accum, c->ws,
                                        c->ws_size));

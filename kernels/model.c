@@ -37,7 +37,7 @@ static ModelOp *new_op(ModelGraph *g, ModelOpKind kind, int in)
 }
 
 // Each helper returns the output tensor id, or -1 when the graph is full.
-static int add_conv(ModelGraph *g, int in, int cout, int k, int stride)
+static int add_conv(ModelGraph *g, int in, int cout, int k, int stride, bool bias)
 {
     ModelShape s = g->shapes[in];
     ModelOp *op = new_op(g, OP_CONV, in);
@@ -46,6 +46,10 @@ static int add_conv(ModelGraph *g, int in, int cout, int k, int stride)
     int h = (s.h + 2 * op->pad - k) / stride + 1, w = (s.w + 2 * op->pad - k) / stride + 1;
     op->w_off = g->n_params;
     g->n_params += (size_t)cout * s.c * k * k;
+    if ((op->bias = bias)) {
+        op->b_off = g->n_params;
+        g->n_params += (size_t)cout;
+    }
     size_t col = (size_t)s.c * k * k * h * w;
     if (col > g->max_col) g->max_col = col;
     return op->out = new_tensor(g, cout, h, w);
@@ -62,6 +66,12 @@ static int add_bn(ModelGraph *g, int in)
     op->stat_off = g->n_stats; g->n_stats += 2 * (size_t)s.c;
     op->save_off = g->n_saved; g->n_saved += 2 * (size_t)s.c;
     return op->out = new_tensor(g, s.c, s.h, s.w);
+}
+
+// A BN after a conv, or nothing (the tensor itself) in a model without BN.
+static int add_norm(ModelGraph *g, const CoreModelConfig *m, int in)
+{
+    return m->no_batch_norm ? in : add_bn(g, in);
 }
 
 static int add_unary(ModelGraph *g, ModelOpKind kind, int in)
@@ -98,8 +108,8 @@ static int add_linear(ModelGraph *g, int in, int cout)
 static int build_resnet(const CoreModelConfig *m, ModelGraph *g)
 {
     int t = 0;
-    CHAIN(add_conv(g, t, m->width, m->stem_kernel, m->stem_stride));
-    CHAIN(add_bn(g, t));
+    CHAIN(add_conv(g, t, m->width, m->stem_kernel, m->stem_stride, m->conv_bias));
+    CHAIN(add_norm(g, m, t));
     CHAIN(add_unary(g, OP_RELU, t));
     for (int s = 0; s < m->stages; s++) {
         int ch = m->width << s;
@@ -107,15 +117,15 @@ static int build_resnet(const CoreModelConfig *m, ModelGraph *g)
             int stride = (s > 0 && b == 0) ? 2 : 1;
             int x = t, shortcut = x;
             if (stride != 1 || g->shapes[x].c != ch) {
-                CHAIN(add_conv(g, x, ch, 1, stride));
-                CHAIN(add_bn(g, t));
+                CHAIN(add_conv(g, x, ch, 1, stride, m->conv_bias));
+                CHAIN(add_norm(g, m, t));
                 shortcut = t;
             }
-            CHAIN(add_conv(g, x, ch, 3, stride));
-            CHAIN(add_bn(g, t));
+            CHAIN(add_conv(g, x, ch, 3, stride, m->conv_bias));
+            CHAIN(add_norm(g, m, t));
             CHAIN(add_unary(g, OP_RELU, t));
-            CHAIN(add_conv(g, t, ch, 3, 1));
-            CHAIN(add_bn(g, t));
+            CHAIN(add_conv(g, t, ch, 3, 1, m->conv_bias));
+            CHAIN(add_norm(g, m, t));
             CHAIN(add_add(g, t, shortcut));
             CHAIN(add_unary(g, OP_RELU, t));
         }
@@ -191,6 +201,10 @@ void model_init(const ModelGraph *g, uint64_t seed, float *params, float *stats)
             size_t fan_in = (size_t)op->cin * op->k * op->k, n = fan_in * op->cout;
             float std = sqrtf(2.0f / (float)fan_in);
             for (size_t j = 0; j < n; j++) params[op->w_off + j] = std * rng_normal_float(&r);
+            float bound = 1.0f / sqrtf((float)fan_in);  // nn.Conv2d's bias init
+            if (op->bias)
+                for (int j = 0; j < op->cout; j++)
+                    params[op->b_off + j] = bound * (2.0f * rng_uniform_float(&r) - 1.0f);
         } else if (op->kind == OP_BN) {
             for (int c = 0; c < op->cin; c++) {
                 params[op->w_off + c] = 1.0f;

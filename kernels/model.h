@@ -1,6 +1,7 @@
 // model.h: the network as a flat list of ops over numbered tensors, shared by both
-// backends. Parameters live in one flat fp32 array (conv weights KCRS, BN gamma then
-// beta, linear weight [out][in] then bias), so zero-grad, clipping, the inf/nan check
+// backends. Parameters live in one flat fp32 array (conv weights KCRS, then with
+// CoreModelConfig.conv_bias the conv's bias of cout right after its weight: b_off = w_off +
+// cout*cin*k*k; BN gamma then beta, linear weight [out][in] then bias), so zero-grad, clipping, the inf/nan check
 // and SGD each touch one buffer. Tensor 0 is the input; shapes are per sample.
 #ifndef MODEL_H
 #define MODEL_H
@@ -30,7 +31,9 @@ typedef struct ModelOp {
     int in, in2, out;        // tensor ids; in2 only for OP_ADD
     int cin, cout;           // conv: channels; linear: features; BN: cin = channels
     int k, stride, pad;      // conv
-    size_t w_off, b_off;     // params: conv/linear weight, linear bias; BN gamma/beta
+    size_t w_off, b_off;     // params: conv/linear weight, conv (when bias)/linear bias;
+                             // BN gamma/beta
+    bool bias;               // conv: has a bias at b_off = w_off + cout*cin*k*k (conv_bias)
     size_t stat_off;         // BN: running mean at stat_off, running var at +cin
     size_t save_off;         // BN: batch mean at save_off, inv std at +cin (per step)
     bool in_grad;            // backward must produce the gradient of `in`
@@ -54,7 +57,8 @@ int model_build(const CoreModelConfig *cfg, ModelGraph *g);
 ConvShape model_conv_shape(const ModelGraph *g, const ModelOp *op, int n);
 // Elements per sample of tensor t.
 size_t model_tensor_size(const ModelGraph *g, int t);
-// Initial parameters (He-normal convs, PyTorch-style uniform linears, BN 1/0) and
+// Initial parameters (He-normal convs; conv biases, linears PyTorch-style uniform in
+// +-1/sqrt(fan_in), a conv's bias drawn right after its weight; BN 1/0) and
 // running statistics (mean 0, var 1), deterministic in seed.
 void model_init(const ModelGraph *g, uint64_t seed, float *params, float *stats);
 

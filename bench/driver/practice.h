@@ -118,6 +118,13 @@ typedef struct Practice {
     const PracticeSource *source;     // a practice's own batches (NULL: synthetic or images)
     const char *label;                // extra label text
     const PracticeHooks *hooks;       // NULL: none
+    // PRACTICE_CHECK_PARAMS between variants with different parameter sets (e.g. a bias more
+    // per convolution; NULL: the same set, compared whole): the parameters of cfg's model
+    // that the baseline's also has, as indices into cfg's flat parameter order, in an order
+    // common to every variant; returns their count and writes them to index unless it is
+    // NULL. The check then starts the tuned run from the baseline's initial values of these
+    // (the rest keeps its own initialisation) and compares the updates of these alone.
+    size_t (*shared_params)(const CoreConfig *cfg, size_t *index);
 } Practice;
 
 // Registers one benchmark per variant of p (they must outlive harness_run).

@@ -1,7 +1,8 @@
 // practice_check.c: the practice driver's check of every tuned variant against its
-// baseline (practice_internal.h): both from the same seed on the same synthetic batches,
-// the tuned run's update (parameters after k steps minus at the start) compared with the
-// baseline's in relative L2; GradScaler's skipped-step rule (the start-up explains at
+// baseline (practice_internal.h): both from the same seed on the same synthetic batches
+// (variants with different parameter sets: the parameters of Practice.shared_params, the
+// tuned run starting from the baseline's values of them), the tuned run's update
+// (parameters after k steps minus at the start) compared with the baseline's in relative L2; GradScaler's skipped-step rule (the start-up explains at
 // most log2(init_scale) skips before an update, then a rerun from the settled scale must
 // skip nothing); the --practice_selftest breakage (a frozen update, every step an
 // overflow) that the check must catch; and the verdict as a failure message.
@@ -74,7 +75,43 @@ static void check_run_free(CheckRun *r)
     *r = (CheckRun){0};
 }
 
-static int check_run(const CoreConfig *cfg, int k, Selftest selftest, CheckRun *out)
+// Practice.shared_params: the shared parameters' indices in cfg's order (malloc'd into
+// *index) and their count.
+static int shared_index(size_t (*shared)(const CoreConfig *, size_t *), const CoreConfig *cfg,
+                        size_t total, size_t **index, size_t *count)
+{
+    *count = shared(cfg, NULL);
+    *index = malloc((*count ? *count : 1) * sizeof **index);
+    if (!*index) return error_set(ERROR_OUT_OF_MEMORY, "check: out of memory (host)");
+    if (shared(cfg, *index) != *count) goto bad;
+    for (size_t i = 0; i < *count; i++)
+        if ((*index)[i] >= total) goto bad;
+    return 0;
+bad:
+    free(*index);
+    *index = NULL;
+    return error_set(ERROR_BAD_USAGE, "check: the practice's shared parameters do not fit its model");
+}
+
+// Keeps the shared parameters of v (in their common order), in place.
+static void keep_shared(float *v, const size_t *index, size_t count, float *tmp)
+{
+    for (size_t i = 0; i < count; i++) tmp[i] = v[index[i]];
+    memcpy(v, tmp, count * sizeof *v);
+}
+
+// Sets the shared parameters of core to start (in their common order).
+static int set_shared(Core *core, const float *start, const size_t *index, size_t count, float *tmp)
+{
+    TRY(core_params_get(core, tmp, core_param_count(core)));
+    for (size_t i = 0; i < count; i++) tmp[index[i]] = start[i];
+    return core_params_set(core, tmp, core_param_count(core));
+}
+
+// With `shared` (Practice.shared_params), out holds the shared parameters alone; a run
+// with `start` begins from those values of them.
+static int check_run(const CoreConfig *cfg, int k, Selftest selftest,
+                     size_t (*shared)(const CoreConfig *, size_t *), const float *start, CheckRun *out)
 {
     *out = (CheckRun){0};
     Core *core = NULL;
@@ -89,6 +126,9 @@ static int check_run(const CoreConfig *cfg, int k, Selftest selftest, CheckRun *
     out->after = malloc(out->count * sizeof(float));
     int rc = images && labels && out->before && out->after
                  ? 0 : error_set(ERROR_OUT_OF_MEMORY, "check: out of memory (host)");
+    size_t *index = NULL, shared_count = 0;
+    if (rc == 0 && shared) rc = shared_index(shared, cfg, out->count, &index, &shared_count);
+    if (rc == 0 && start) rc = set_shared(core, start, index, shared_count, out->after);
     if (rc == 0) rc = core_params_get(core, out->before, out->count);
     int driver_skipped = 0;
     for (int s = 0; s < k && rc == 0; s++) {
@@ -101,6 +141,17 @@ static int check_run(const CoreConfig *cfg, int k, Selftest selftest, CheckRun *
     if (rc == 0) rc = core_stats(core, &cs);
     if (rc == 0) rc = core_params_get(core, out->after, out->count);
     if (rc == 0) out->skipped = cs.skipped_steps + driver_skipped;
+    if (rc == 0 && shared) {
+        float *tmp = malloc((shared_count ? shared_count : 1) * sizeof(float));
+        if (!tmp) rc = error_set(ERROR_OUT_OF_MEMORY, "check: out of memory (host)");
+        if (tmp) {
+            keep_shared(out->before, index, shared_count, tmp);
+            keep_shared(out->after, index, shared_count, tmp);
+            out->count = shared_count;
+        }
+        free(tmp);
+    }
+    free(index);
     if (rc == 0 && selftest == SELFTEST_FROZEN) memcpy(out->after, out->before, out->count * sizeof(float));
     free(images);
     free(labels);
@@ -177,12 +228,16 @@ double practice_update_rel_diff(const float *before, const float *base_after, co
 // of 2: the same maths), so that its update is compared step for step, and that run must
 // skip nothing. 0 or -1.
 int practice_check_against_baseline(const CoreConfig *base, const CoreConfig *tuned, int k,
-                                    Selftest selftest, CheckResult *r)
+                                    Selftest selftest, size_t (*shared)(const CoreConfig *, size_t *),
+                                    CheckResult *r)
 {
     *r = (CheckResult){0};
     CheckRun b = {0}, t = {0};
-    TRY(check_run(base, k, SELFTEST_NONE, &b));
-    int rc = check_run(tuned, k, selftest, &t);
+    if (shared && shared(base, NULL) != shared(tuned, NULL))
+        return error_set(ERROR_BAD_USAGE, "check: the variants share different numbers of parameters");
+    TRY(check_run(base, k, SELFTEST_NONE, shared, NULL, &b));
+    const float *start = shared ? b.before : NULL;  // the tuned run from the baseline's start
+    int rc = check_run(tuned, k, selftest, shared, start, &t);
     if (rc == 0 && b.count != t.count)
         rc = error_set(ERROR_BAD_USAGE, "check: the variants have different parameter counts");
     if (rc == 0) {
@@ -206,7 +261,7 @@ int practice_check_against_baseline(const CoreConfig *base, const CoreConfig *tu
             r->skipped = leading;
             r->steps = leading + 1;
             check_run_free(&t);
-            rc = check_run(&settled, k, selftest, &t);
+            rc = check_run(&settled, k, selftest, shared, start, &t);
             if (rc == 0) r->skipped_after = t.skipped;
         }
     }

@@ -84,9 +84,12 @@ typedef struct CheckResult {
 // `scratch` held when the precision has no scaler, counted in *driver_skipped).
 int practice_run_step(Core *core, const CoreBatch *b, Selftest selftest, bool fp16, float *scratch,
                       int *driver_skipped);
-// Compares the tuned config with the baseline's after k steps from the same seed. 0 or -1.
+// Compares the tuned config with the baseline's after k steps from the same seed (with
+// shared != NULL, Practice.shared_params: the shared parameters from the baseline's start).
+// 0 or -1.
 int practice_check_against_baseline(const CoreConfig *base, const CoreConfig *tuned, int k,
-                                    Selftest selftest, CheckResult *r);
+                                    Selftest selftest, size_t (*shared)(const CoreConfig *, size_t *),
+                                    CheckResult *r);
 // The check's verdict as a failure message; false when the tuned run passed.
 bool practice_check_failed(const Practice *p, const CheckResult *r, int k, char *msg, size_t size);
 

@@ -72,7 +72,7 @@ void practice_run_throughput(HarnessState *st, const Practice *p, const Practice
     if (checked) {
         CoreConfig bc = *cfg;
         if (practice_config(st, cfg->backend, base->change, &bc) != 0 ||
-            practice_check_against_baseline(&bc, cfg, k, selftest, &check) != 0) {
+            practice_check_against_baseline(&bc, cfg, k, selftest, p->shared_params, &check) != 0) {
             practice_fail_or_skip(st, "checking against the baseline");
             src->close(src->ctx);
             return;

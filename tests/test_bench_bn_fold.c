@@ -1,0 +1,150 @@
+// test_bench_bn_fold.c: the bn_fold inference practice (build/bench_bn_fold). It lists bn
+// (baseline) and folded (tuned) over its presets and batch axis; tiny runs on whatever
+// backend this machine has (the fast CPU backend without a GPU): every row ok, the folded
+// rows checked against the BN model on a held-out batch (wrong = 0, check_rel_diff within
+// the program's tolerance, the same accuracy) with fewer parameters (no BN) and less
+// activation memory; --practice_selftest=frozen (the folded core left unfolded) and
+// =skip_all (folded without the running statistics) fail every folded row (exit 1) while
+// the bn rows stay ok.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/support.h"
+
+// The program's BN_FOLD_CPU_TOL (CUDA: BN_FOLD_GPU_TOL).
+#define CPU_TOL 1e-4
+#define GPU_TOL 5e-3
+#define TINY_ARGS "--benchmark_filter='preset:tiny/' --benchmark_min_time=0.01"
+#define TINY_BATCHES 3  // the CPU's batch axis: 1, 8, 32
+
+static void test_lists_variants_and_batches(void **state)
+{
+    (void)state;
+    char *list = test_bench_list("bench_bn_fold");
+    assert_non_null(list);
+    assert_non_null(strstr(list, "bn_fold/bn/preset:tiny/batch:1/"));
+    assert_non_null(strstr(list, "bn_fold/folded/preset:tiny/batch:1/"));
+    assert_non_null(strstr(list, "bn_fold/folded/preset:tiny/batch:8/"));
+    assert_non_null(strstr(list, "bn_fold/folded/preset:small/"));
+    assert_null(strstr(list, "preset:mlp"));  // no BN
+    free(list);
+}
+
+static void field(const char *line, const char *csv, const char *name, char *out, size_t size)
+{
+    int col = test_csv_column(csv, name);
+    if (col < 0) fail_msg("no column %s", name);
+    assert_true(test_csv_field(line, col, out, size));
+}
+
+static void test_tiny_runs_and_checks(void **state)
+{
+    (void)state;
+    char *csv = test_bench_csv("bench_bn_fold", TINY_ARGS);
+    assert_non_null(csv);
+    int bn_rows = 0, folded_rows = 0;
+    double params_bn = 0, params_folded = 0;
+    for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        char status[32], variant[32], wrong[32], rel[32], acc[32], params[32], ms[32], batch[32],
+            mib[32];
+        field(line + 1, csv, "status", status, sizeof status);
+        field(line + 1, csv, "variant", variant, sizeof variant);
+        assert_string_equal(status, "ok");
+        field(line + 1, csv, "param_count", params, sizeof params);
+        field(line + 1, csv, "batch_ms", ms, sizeof ms);
+        field(line + 1, csv, "batch", batch, sizeof batch);
+        field(line + 1, csv, "activation_mib", mib, sizeof mib);
+        assert_true(atof(ms) > 0.0);
+        printf("%s batch %s: %s ms per batch, activations %s MiB\n", variant, batch, ms, mib);
+        if (strcmp(variant, "bn") == 0) {
+            params_bn = atof(params);
+            bn_rows++;
+            continue;
+        }
+        assert_string_equal(variant, "folded");
+        params_folded = atof(params);
+        field(line + 1, csv, "wrong", wrong, sizeof wrong);
+        field(line + 1, csv, "check_rel_diff", rel, sizeof rel);
+        field(line + 1, csv, "check_accuracy_diff", acc, sizeof acc);
+        double tol = test_gpu_present() ? GPU_TOL : CPU_TOL;
+        printf("  folded vs bn: loss relative difference %s (tolerance %g), accuracy difference %s\n",
+               rel, tol, acc);
+        assert_string_equal(wrong, "0");
+        assert_true(atof(rel) <= tol);
+        if (!test_gpu_present()) assert_true(atof(acc) == 0.0);
+        folded_rows++;
+    }
+    assert_int_equal(bn_rows, TINY_BATCHES);
+    assert_int_equal(folded_rows, TINY_BATCHES);
+    assert_true(params_folded > 0 && params_folded < params_bn);  // gamma, beta gone
+    free(csv);
+}
+
+static void expect_selftest_fails(const char *mode)
+{
+    char args[300];
+    snprintf(args, sizeof args, "%s --practice_selftest=%s", TINY_ARGS, mode);
+    int status = -1;
+    char *csv = test_bench_csv_exit("bench_bn_fold", args, &status);
+    assert_non_null(csv);
+    printf("--practice_selftest=%s: exit status %d\n", mode, status);
+    assert_int_equal(status, 1);
+    int failed = 0;
+    for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        char status_text[32], variant[32], reason[1024];
+        field(line + 1, csv, "status", status_text, sizeof status_text);
+        field(line + 1, csv, "variant", variant, sizeof variant);
+        if (strcmp(variant, "bn") == 0) {
+            assert_string_equal(status_text, "ok");
+            continue;
+        }
+        field(line + 1, csv, "reason", reason, sizeof reason);
+        if (failed == 0) printf("  folded: %s\n", reason);
+        assert_string_equal(status_text, "error");
+        assert_non_null(strstr(reason, "differs from the BN model's"));
+        failed++;
+    }
+    assert_int_equal(failed, TINY_BATCHES);
+    free(csv);
+}
+
+static void test_selftest_frozen_fails(void **state)
+{
+    (void)state;
+    expect_selftest_fails("frozen");
+}
+
+static void test_selftest_skip_all_fails(void **state)
+{
+    (void)state;
+    expect_selftest_fails("skip_all");
+}
+
+static void test_bad_selftest_refused(void **state)
+{
+    (void)state;
+    int status = -1;
+    char *csv = test_bench_csv_exit("bench_bn_fold", TINY_ARGS " --practice_selftest=bogus", &status);
+    printf("--practice_selftest=bogus: exit status %d\n", status);
+    assert_int_not_equal(status, 0);
+    free(csv);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lists_variants_and_batches),
+        cmocka_unit_test(test_tiny_runs_and_checks),
+        cmocka_unit_test(test_selftest_frozen_fails),
+        cmocka_unit_test(test_selftest_skip_all_fails),
+        cmocka_unit_test(test_bad_selftest_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

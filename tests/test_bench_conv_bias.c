@@ -1,0 +1,132 @@
+// test_bench_conv_bias.c: the conv_bias practice (build/bench_conv_bias). It lists bias
+// (baseline) and no_bias (tuned) for its presets; tiny runs on whatever backend this
+// machine has (the fast CPU backend without a GPU): both rows ok, the no_bias row checked
+// against the bias row over the shared parameters (wrong = 0, check_rel_diff within the
+// program's tolerance and > 0 only by rounding), with one bias per output channel more in
+// the baseline; --practice_selftest=frozen and =skip_all fail the no_bias row (exit 1)
+// while the bias row stays ok.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "tests/support.h"
+
+// The program's CONV_BIAS_TOL.
+#define TOL 1e-2
+#define TINY_ARGS "--benchmark_filter='preset:tiny/' --benchmark_min_time=0.01"
+
+static void test_lists_both_variants(void **state)
+{
+    (void)state;
+    char *list = test_bench_list("bench_conv_bias");
+    assert_non_null(list);
+    assert_non_null(strstr(list, "conv_bias/bias/preset:tiny/"));
+    assert_non_null(strstr(list, "conv_bias/no_bias/preset:tiny/"));
+    assert_non_null(strstr(list, "conv_bias/no_bias/preset:small/"));
+    assert_null(strstr(list, "preset:mlp"));  // no convolution
+    free(list);
+}
+
+static void field(const char *line, const char *csv, const char *name, char *out, size_t size)
+{
+    int col = test_csv_column(csv, name);
+    if (col < 0) fail_msg("no column %s", name);
+    assert_true(test_csv_field(line, col, out, size));
+}
+
+static void test_tiny_runs_and_checks(void **state)
+{
+    (void)state;
+    char *csv = test_bench_csv("bench_conv_bias", TINY_ARGS);
+    assert_non_null(csv);
+    int rows = 0;
+    double params_bias = 0, params_none = 0, step_bias = 0, step_none = 0;
+    for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        char status[32], variant[32], wrong[32], rel[32], moved[32], params[32], step[32];
+        field(line + 1, csv, "status", status, sizeof status);
+        field(line + 1, csv, "variant", variant, sizeof variant);
+        assert_string_equal(status, "ok");
+        field(line + 1, csv, "param_count", params, sizeof params);
+        field(line + 1, csv, "step_ms", step, sizeof step);
+        if (strcmp(variant, "bias") == 0) {
+            params_bias = atof(params);
+            step_bias = atof(step);
+        } else {
+            assert_string_equal(variant, "no_bias");
+            params_none = atof(params);
+            step_none = atof(step);
+            field(line + 1, csv, "wrong", wrong, sizeof wrong);
+            field(line + 1, csv, "check_rel_diff", rel, sizeof rel);
+            field(line + 1, csv, "check_baseline_moved", moved, sizeof moved);
+            printf("no_bias vs bias: update relative difference %s (tolerance %g), the "
+                   "baseline moved %s of its parameters\n", rel, TOL, moved);
+            assert_string_equal(wrong, "0");
+            assert_true(atof(rel) <= TOL);
+            assert_true(atof(moved) > 0.0);
+        }
+        rows++;
+    }
+    printf("tiny: step_ms bias %.3f, no_bias %.3f; parameters %.0f vs %.0f\n", step_bias,
+           step_none, params_bias, params_none);
+    assert_int_equal(rows, 2);
+    assert_true(params_bias > params_none && params_none > 0);
+    free(csv);
+}
+
+// A broken no_bias run (its update dropped, or every step an overflow) fails its row.
+static void expect_selftest_fails(const char *mode)
+{
+    char args[300];
+    snprintf(args, sizeof args, "%s --practice_selftest=%s", TINY_ARGS, mode);
+    int status = -1;
+    char *csv = test_bench_csv_exit("bench_conv_bias", args, &status);
+    assert_non_null(csv);
+    printf("--practice_selftest=%s: exit status %d\n", mode, status);
+    assert_int_equal(status, 1);
+    int seen = 0;
+    for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        char status_text[32], variant[32], reason[1024];
+        field(line + 1, csv, "status", status_text, sizeof status_text);
+        field(line + 1, csv, "variant", variant, sizeof variant);
+        if (strcmp(variant, "bias") == 0) {
+            assert_string_equal(status_text, "ok");
+            continue;
+        }
+        field(line + 1, csv, "reason", reason, sizeof reason);
+        printf("  no_bias: %s\n", reason);
+        assert_string_equal(status_text, "error");
+        assert_true(strstr(reason, "differ from the baseline") || strstr(reason, "skipped"));
+        seen++;
+    }
+    assert_int_equal(seen, 1);
+    free(csv);
+}
+
+static void test_selftest_frozen_fails(void **state)
+{
+    (void)state;
+    expect_selftest_fails("frozen");
+}
+
+static void test_selftest_skip_all_fails(void **state)
+{
+    (void)state;
+    expect_selftest_fails("skip_all");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lists_both_variants),
+        cmocka_unit_test(test_tiny_runs_and_checks),
+        cmocka_unit_test(test_selftest_frozen_fails),
+        cmocka_unit_test(test_selftest_skip_all_fails),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
