@@ -216,12 +216,20 @@ int core_report_before_update(Core *core, float *grads, void *stream)
 
 int core_forward_backward(Core *core, const CoreBatch *batch, bool accumulate)
 {
+    return core_forward_backward_weighted(core, batch, accumulate, 1.0f);
+}
+
+int core_forward_backward_weighted(Core *core, const CoreBatch *batch, bool accumulate, float loss_weight)
+{
+    if (!(loss_weight > 0.0f) || !isfinite(loss_weight))
+        return error_set(ERROR_BAD_USAGE, "core_forward_backward_weighted: loss_weight %g must be "
+                         "finite and > 0", (double)loss_weight);
     TRY(check_batch(core, batch));
     if (!core->ops->forward_backward)
         return error_set(ERROR_BAD_USAGE, "core_forward_backward: the %s backend has no split step",
                          core_backend_name(core->backend));
     core->hooks_armed = true;
-    int rc = core->ops->forward_backward(core, batch, accumulate);
+    int rc = core->ops->forward_backward(core, batch, accumulate, loss_weight);
     core->hooks_armed = false;
     core->grads_pending = rc == 0;  // a failed backward leaves partial gradients
     return rc;

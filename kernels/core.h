@@ -363,6 +363,15 @@ int core_set_grad_hooks(Core *core, const CoreGradHooks *hooks);
 // held, or are added to them when accumulate (no_sync accumulation). Loss and accuracy
 // count per call and are read back by core_apply_update.
 int core_forward_backward(Core *core, const CoreBatch *batch, bool accumulate);
+// The same with the gradient of loss_weight x the batch's mean loss (the loss and accuracy
+// read back stay unweighted): PyTorch's (loss / K).backward() for one of K accumulated
+// micro-batches is loss_weight = 1/K (generally micro-batch size / whole batch), so the K
+// gradients sum to the whole batch's mean gradient, as one step on it has. Without it the
+// accumulated gradient is the sum of the K micro-batch means, K times that (DDP's no_sync
+// divides by world x accumulation_steps in its all-reduce instead). fp16: the GradScaler's
+// scale multiplies it as it does the loss. loss_weight must be finite and > 0.
+int core_forward_backward_weighted(Core *core, const CoreBatch *batch, bool accumulate,
+                                   float loss_weight);
 // The update after core_forward_backward: before_update hook, GradScaler check, clipping,
 // SGD at the learning rate of this step for lr_batch images (the global batch under DDP).
 // ERROR_BAD_USAGE unless a core_forward_backward succeeded since the last update (a

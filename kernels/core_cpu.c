@@ -510,8 +510,9 @@ static int backward(Core *core, int n, bool accum_params)
 }
 
 // Forward, loss and backward of one (micro-)batch; gradients replace those held or, when
-// accumulate, are added to them. Loss and accuracy join the read-back window.
-static int cpu_forward_backward(Core *core, const CoreBatch *b, bool accumulate)
+// accumulate, are added to them (of loss_weight x the mean loss). Loss and accuracy join
+// the read-back window.
+static int cpu_forward_backward(Core *core, const CoreBatch *b, bool accumulate, float loss_weight)
 {
     CpuCore *c = cpu(core);
     const CoreConfig *cfg = &core->cfg;
@@ -524,7 +525,7 @@ static int cpu_forward_backward(Core *core, const CoreBatch *b, bool accumulate)
     if (memset_mode && !accumulate) memset(c->grads, 0, np * sizeof(float));
 
     forward(core, b->n, FWD_TRAIN);
-    float scale = fp16 ? c->scaler.scale : 1.0f;
+    float scale = (fp16 ? c->scaler.scale : 1.0f) * loss_weight;
     int correct = 0;
     double loss = softmax_ce_cpu(b->n, g->shapes[g->logits].c, c->act[g->logits], b->labels,
                                  scale, c->dact[g->logits], &correct) / b->n;
@@ -583,7 +584,7 @@ static int cpu_update(Core *core, float lr, CoreStepResult *r)
 
 static int cpu_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r)
 {
-    TRY(cpu_forward_backward(core, b, false));
+    TRY(cpu_forward_backward(core, b, false, 1.0f));
     return cpu_update(core, lr, r);
 }
 

@@ -579,7 +579,7 @@ static int start_loss_window(CudaCore *c)
 // The device work of forward, loss and backward of n samples of tensor 0 and c->labels:
 // the weight casts, zero-grad, forward, softmax cross-entropy and backward. It never
 // synchronises with the host, so a graph step captures it as it is.
-static int forward_backward_work(Core *core, int n, bool accumulate)
+static int forward_backward_work(Core *core, int n, bool accumulate, float loss_weight)
 {
     CudaCore *c = cu(core);
     const CoreConfig *cfg = &core->cfg;
@@ -591,22 +591,23 @@ static int forward_backward_work(Core *core, int n, bool accumulate)
     if (memset_mode && !accumulate) CUDA_TRY(cudaMemsetAsync(c->grads, 0, np * sizeof(float), c->s));
     TRY(forward(core, n, FWD_TRAIN));
     TRY(cuda_softmax_ce(c->act[g->logits], c->dt, c->labels, n, g->shapes[g->logits].c,
-                        fp16 ? &c->dsc->scale : NULL, c->dact[g->logits], &c->dsc->loss_sum,
+                        fp16 ? &c->dsc->scale : NULL, loss_weight, c->dact[g->logits], &c->dsc->loss_sum,
                         &c->dsc->train_correct, c->s));
     TRY(backward(core, n, memset_mode || accumulate));
     return 0;
 }
 
 // Forward, loss and backward of one (micro-)batch; gradients replace those held or, when
-// accumulate, are added to them. Loss and accuracy join the read-back window.
-static int cuda_forward_backward(Core *core, const CoreBatch *b, bool accumulate)
+// accumulate, are added to them (of loss_weight x the mean loss). Loss and accuracy join
+// the read-back window.
+static int cuda_forward_backward(Core *core, const CoreBatch *b, bool accumulate, float loss_weight)
 {
     CudaCore *c = cu(core);
     CUDA_TRY(cudaSetDevice(c->device));
     TRY(prepare(core, b->n));
     TRY(upload(core, b));
     TRY(start_loss_window(c));
-    TRY(forward_backward_work(core, b->n, accumulate));
+    TRY(forward_backward_work(core, b->n, accumulate, loss_weight));
     TRY(release_batch(core, b));
     c->loss_count++;
     c->window_samples += b->n;
@@ -742,7 +743,7 @@ static int graph_step_work(Core *core, int n)
 {
     CudaCore *c = cu(core);
     TRY(set_input(core, c->in_stage[0], n));
-    TRY(forward_backward_work(core, n, false));
+    TRY(forward_backward_work(core, n, false, 1.0f));
     return update_work(core, 0.0f, &c->dsc->lr);
 }
 
@@ -799,7 +800,7 @@ static int graph_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *
         sg->eager_done = false;
     }
     if (!sg->eager_done || c->fault_pending) {
-        TRY(cuda_forward_backward(core, b, false));
+        TRY(cuda_forward_backward(core, b, false, 1.0f));
         TRY(cuda_update(core, lr, r));
         sg->eager_done = true;
         sg->eager_steps++;
@@ -825,7 +826,7 @@ static int graph_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *
 static int cuda_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *r)
 {
     if (core->cfg.cuda_graph) return graph_step(core, b, lr, r);
-    TRY(cuda_forward_backward(core, b, false));
+    TRY(cuda_forward_backward(core, b, false, 1.0f));
     return cuda_update(core, lr, r);
 }
 
@@ -841,7 +842,7 @@ static int cuda_eval(Core *core, const CoreBatch *b, CoreEvalResult *r)
     CUDA_TRY(cudaMemsetAsync(&c->dsc->eval_correct, 0, sizeof(int), c->s));
     TRY(forward(core, b->n, FWD_INFER));
     TRY(cuda_softmax_ce(c->act[g->logits], c->dt, c->labels, b->n, g->shapes[g->logits].c, NULL,
-                        NULL, &c->dsc->eval_loss, &c->dsc->eval_correct, c->s));
+                        1.0f, NULL, &c->dsc->eval_loss, &c->dsc->eval_correct, c->s));
     TRY(release_batch(core, b));
     TRY(read_scalars(c));
     r->loss = c->hsc->eval_loss;
@@ -999,7 +1000,7 @@ static int cuda_loss_grad(Core *core, const CoreBatch *b, float *loss, float *gr
     CUDA_TRY(cudaMemsetAsync(&c->dsc->eval_loss, 0, sizeof(float), c->s));
     TRY(forward(core, b->n, FWD_TRAIN_NO_STATS));
     TRY(cuda_softmax_ce(c->act[g->logits], c->dt, c->labels, b->n, g->shapes[g->logits].c,
-                        fp16 ? &c->dsc->scale : NULL, grad ? c->dact[g->logits] : NULL,
+                        fp16 ? &c->dsc->scale : NULL, 1.0f, grad ? c->dact[g->logits] : NULL,
                         &c->dsc->eval_loss, NULL, c->s));
     if (grad) {
         TRY(backward(core, b->n, false));

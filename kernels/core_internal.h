@@ -23,7 +23,8 @@ typedef struct CoreOps {
     int (*conv_algos)(Core *core, CoreConvAlgoInfo *out, int max); // NULL: no convolutions
     void (*destroy)(Core *core);
     // The split step (NULL: the backend has none): core_forward_backward, core_apply_update.
-    int (*forward_backward)(Core *core, const CoreBatch *batch, bool accumulate);
+    // loss_weight: the gradient is that of loss_weight x the mean loss (1: core_step's).
+    int (*forward_backward)(Core *core, const CoreBatch *batch, bool accumulate, float loss_weight);
     int (*update)(Core *core, float lr, CoreStepResult *result);
     // core_buffers: the BN running statistics and the stream they are used on (CPU: NULL).
     float *(*buffers)(Core *core, void **stream);

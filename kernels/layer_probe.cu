@@ -478,7 +478,7 @@ static int run_softmax(Probe *pr, int n, int m, const float *z, const int32_t *l
     TRY(probe_alloc(pr, (void **)&cd, sizeof(int)));
     CUDA_TRY(cudaMemset(lossd, 0, sizeof(float)));
     CUDA_TRY(cudaMemset(cd, 0, sizeof(int)));
-    TRY(cuda_softmax_ce(zd, pr->dt, ld, n, m, NULL, dzd, lossd, cd, 0));
+    TRY(cuda_softmax_ce(zd, pr->dt, ld, n, m, NULL, 1.0f, dzd, lossd, cd, 0));
     TRY(get(pr, dzd, g, dz));
     TRY(get_f32(lossd, 1, loss));
     CUDA_TRY(cudaMemcpy(correct, cd, sizeof(int), cudaMemcpyDeviceToHost));

@@ -1141,7 +1141,8 @@ __device__ void block_argmax(float *v, int *a)
 
 // One block per sample.
 __global__ void softmax_ce_kernel(const void *z, DType dt, const int32_t *labels, int n, int m,
-                                  const float *scale, void *dz, float *loss_sum, int *correct)
+                                  const float *scale, float weight, void *dz, float *loss_sum,
+                                  int *correct)
 {
     size_t base = (size_t)blockIdx.x * m;
     float best = -INFINITY;
@@ -1162,7 +1163,7 @@ __global__ void softmax_ce_kernel(const void *z, DType dt, const int32_t *labels
         if (correct && arg == label) atomicAdd(correct, 1);
     }
     if (!dz) return;
-    float k = (scale ? *scale : 1.0f) / (float)n;
+    float k = (scale ? *scale : 1.0f) * weight / (float)n;
     for (int j = threadIdx.x; j < m; j += blockDim.x) {
         float p = expf(ld(z, base + j, dt) - lse);
         st(dz, base + j, dt, (p - (j == label ? 1.0f : 0.0f)) * k);
@@ -1170,10 +1171,10 @@ __global__ void softmax_ce_kernel(const void *z, DType dt, const int32_t *labels
 }
 
 int cuda_softmax_ce(const void *logits, DType dt, const int32_t *labels, int n, int m,
-                    const float *scale, void *dlogits, float *loss_sum, int *correct,
-                    cudaStream_t s)
+                    const float *scale, float weight, void *dlogits, float *loss_sum,
+                    int *correct, cudaStream_t s)
 {
-    softmax_ce_kernel<<<n, CUDA_THREADS, 0, s>>>(logits, dt, labels, n, m, scale, dlogits,
+    softmax_ce_kernel<<<n, CUDA_THREADS, 0, s>>>(logits, dt, labels, n, m, scale, weight, dlogits,
                                                  loss_sum, correct);
     CUDA_TRY(cudaGetLastError());
     return 0;

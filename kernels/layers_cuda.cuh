@@ -78,9 +78,11 @@ int cuda_bias_grad(const void *dy, float *db, bool accum, DType dt, int n, int m
                    cudaStream_t s);
 // Softmax cross-entropy over logits (N, M): adds the mean loss into *loss_sum, the
 // number of correct argmax predictions into *correct (if not NULL), and writes
-// dlogits = (softmax - onehot) * (*scale) / N (scale NULL: 1) when dlogits != NULL.
+// dlogits = (softmax - onehot) * (*scale) * weight / N (scale NULL: 1) when dlogits != NULL
+// (weight: the loss's weight, 1/K for one of K accumulated micro-batches; loss_sum is not
+// weighted).
 int cuda_softmax_ce(const void *logits, DType dt, const int32_t *labels, int n, int m,
-                    const float *scale, void *dlogits, float *loss_sum, int *correct,
-                    cudaStream_t s);
+                    const float *scale, float weight, void *dlogits, float *loss_sum,
+                    int *correct, cudaStream_t s);
 
 #endif

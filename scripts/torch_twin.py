@@ -4,7 +4,7 @@
 Builds the network of kernels/model.c for a preset (stem conv + BN + ReLU, basic blocks
 with 1x1 projection shortcuts, global average pooling, linear; or the MLP) and loads the
 core's initial parameters and batch from the folder written by `steptime --dump DIR`
-(layout: the header of bench/tools/steptime_main.c). Two commands:
+(layout: the header of bench/tools/steptime_main.c). Five commands:
 
   check DIR...   replays what the core did, in PyTorch on the CPU, and compares (exit 1 on
                  any disagreement, naming the quantity and the worst tensor):
@@ -33,14 +33,36 @@ core's initial parameters and batch from the folder written by `steptime --dump 
                  before the steps) or host (a pageable CPU batch copied every step). The loss
                  is read back every step (.item(), as the core's default) unless --readback
                  deferred.
+  infer --dump DIR  the eval-mode forward of the same model and batch with autograd on
+                 (the parameters require grad, so every op saves what its backward needs),
+                 under torch.no_grad() and under torch.inference_mode(): median ms per batch,
+                 the bytes autograd saved for backward (counted with
+                 torch.autograd.graph.saved_tensors_hooks, each storage once, parameters
+                 apart) and, on CUDA, torch.cuda.max_memory_allocated; the logits of the three
+                 must agree within INFER_TOL (exit 1 otherwise).
+  fold --dump DIR  BatchNorm folded into each preceding convolution
+                 (torch.nn.utils.fusion.fuse_conv_bn_eval per conv+BN pair, eval mode, BN
+                 statistics set far from identity with --seed): max abs and relative
+                 difference of the logits against the unfolded model (within FOLD_TOL, else
+                 exit 1) and the forward time of each, under inference_mode. No BN (mlp): skip.
+  accum --dump DIR --k K  K micro-batches with (loss / K).backward() accumulating into
+                 .grad and one SGD step, against one step on the whole batch (K times larger):
+                 the relative L2 difference of the update after --check-steps steps (without
+                 BN within ACCUM_TOL, else exit 1; with BN reported only: each micro-batch is
+                 normalised by itself), the same without the / K (to show the tolerance
+                 separates), the median time per optimizer step of each, the bytes one
+                 forward saves for backward (the whole batch's against one micro-batch's)
+                 and, on CUDA, the peak of the allocator over the timed steps.
 
 Only the Python standard library and torch (pip install torch). Examples:
     build/steptime --preset tiny --dump /tmp/twin-tiny --steps 1
     python3 scripts/torch_twin.py check /tmp/twin-tiny
     python3 scripts/torch_twin.py time --dump /tmp/twin-tiny --threads 1 --steps 10
+    python3 scripts/torch_twin.py accum --dump /tmp/twin-tiny --k 4
 `time` prints one line: "twin: preset P device D side eager|compile ... median_ms M ...";
-where it cannot run (no CUDA device, torch.compile failing) it prints "twin-skip: REASON"
-and exits 2.
+`infer`, `fold` and `accum` one line each, "twin-infer: ...", "twin-fold: ...",
+"twin-accum: ...", of "key value" pairs. Where a command cannot run (no CUDA device,
+torch.compile failing, nothing to fold) it prints "twin-skip: REASON" and exits 2.
 """
 import argparse
 import math
@@ -700,6 +722,264 @@ def cmd_time(a):
     return 0
 
 
+# ---- inference and training practices: infer, fold, accum ------------------------------
+
+# `infer`: the logits of the three autograd modes run the same kernels on the same
+# parameters; bookkeeping changes no number. Measured 0 on the CPU (tiny, mlp); the bound
+# leaves room for a backend that picks another kernel when an input requires grad.
+INFER_TOL = 1e-5    # max |logits_mode - logits_grad| / max |logits_grad|
+# `fold`: w' = w * gamma / sqrt(var + eps), b' = (b - mean) * gamma / sqrt(var + eps) + beta
+# rounds once per weight, then the convolutions sum the same products in the same order:
+# fp32 rounding through the depth of the model. Measured on the CPU with the BN statistics
+# made far from identity (below): 1e-7 to 1e-6 of the largest logit; a fold that forgets
+# the mean, eps or beta moves the logits by O(0.1) of it.
+FOLD_TOL = 1e-4     # max |logits_folded - logits| / max |logits|
+# `accum` without BatchNorm (mlp): K micro-batches of loss / K add up to the whole batch's
+# mean gradient; only the order of the sums differs (K partial GEMMs over the batch against
+# one). Measured on the CPU after 3 steps: about 1e-7 to 1e-6; a missing 1/K is K - 1 or more.
+ACCUM_TOL = 1e-4    # ||update_accum - update_one|| / ||update_one||, parameters as one vector
+
+
+def setup_device(a):
+    """Threads and the device of a timing command; skips (exit 2) without CUDA."""
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    torch.set_num_interop_threads(1)
+    if a.device == "cuda":
+        if not torch.cuda.is_available():
+            skip("torch.cuda.is_available() is False (no CUDA device or a CPU-only torch)")
+        torch.backends.cudnn.benchmark = False  # the core's default heuristic choice
+        set_precision_flags("fp32")
+    return torch.device(a.device)
+
+
+def sync_of(dev):
+    return torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+
+
+def time_ms(fn, warmup, steps, sync):
+    """Median and minimum milliseconds of fn() over `steps` calls after `warmup` untimed ones,
+    each ended by sync()."""
+    times = []
+    for s in range(warmup + steps):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        if s >= warmup:
+            times.append(1e3 * (time.perf_counter() - t0))
+    return statistics.median(times), min(times)
+
+
+def peak_mib(dev):
+    return f"{torch.cuda.max_memory_allocated() / 1048576:.1f}" if dev.type == "cuda" else "-"
+
+
+def reset_peak(dev):
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def max_rel_diff(a, b):
+    """max |a - b| / max |b|, and max |a - b| (float64)."""
+    d = (a.double() - b.double()).abs().max().item()
+    scale = b.double().abs().max().item()
+    return (d / scale if scale > 0 else (0.0 if d == 0 else math.inf)), d
+
+
+class SavedBytes:
+    """torch.autograd.graph.saved_tensors_hooks that count what autograd saves for backward:
+    the bytes each saved tensor spans, each (address, size) once (a ReLU output saved by the
+    ReLU and the next convolution is one tensor in memory; a micro-batch, a view of the
+    whole batch, counts as its own part), the parameters apart (they exist anyway; the rest
+    are activations)."""
+
+    def __init__(self, params):
+        self.param_ptrs = {p.untyped_storage().data_ptr() for p in params}
+        self.storages = {}
+        self.count = 0
+
+    def pack(self, t):
+        self.count += 1
+        if t.untyped_storage().data_ptr() not in self.param_ptrs:
+            self.storages[(t.data_ptr(), t.numel())] = t.numel() * t.element_size()
+        return t
+
+    def hooks(self):
+        return torch.autograd.graph.saved_tensors_hooks(self.pack, lambda t: t)
+
+    def mib(self):
+        return sum(self.storages.values()) / 1048576
+
+
+def cmd_infer(a):
+    """Forward of the eval-mode model with autograd's bookkeeping (the parameters require
+    grad), under torch.no_grad() and under torch.inference_mode()."""
+    dev = setup_device(a)
+    t = Twin(a.dump)
+    model = t.model.to(dev).eval()
+    images = t.images.to(dev)
+    params = t.params()  # they require grad, as a model's parameters do after training
+    sync = sync_of(dev)
+    modes = {"grad": torch.enable_grad, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode}
+    logits, figures = {}, {}
+    for name, ctx in modes.items():
+        def forward():
+            with ctx():
+                return model(images)
+        med, low = time_ms(forward, a.warmup, a.steps, sync)
+        counter = SavedBytes(params)
+        reset_peak(dev)
+        with counter.hooks():
+            out = forward()  # kept alive, with its graph, while the peak is read
+        sync()
+        figures[name] = (med, low, counter.mib(), counter.count, peak_mib(dev))
+        logits[name] = out.detach().cpu().clone()
+        del out
+    worst = max(max_rel_diff(logits[m], logits["grad"])[0] for m in ("no_grad", "inference_mode"))
+    grad_requires = "yes" if all(p.requires_grad for p in params) else "no"
+    ok = worst <= INFER_TOL
+    parts = [f"twin-infer: preset {t.meta['preset']} device {a.device} threads "
+             f"{torch.get_num_threads()} batch {t.images.shape[0]} steps {a.steps} params_require_grad "
+             f"{grad_requires}"]
+    for name, (med, low, mib, count, peak) in figures.items():
+        parts.append(f"{name}_median_ms {med:.3f} {name}_min_ms {low:.3f} {name}_saved_mib {mib:.3f} "
+                     f"{name}_saved_tensors {count} {name}_peak_mib {peak}")
+    parts.append(f"logits_max_rel_diff {worst:.3g} tolerance {INFER_TOL:g} agree {'yes' if ok else 'no'} "
+                 f"torch {torch.__version__}")
+    print(" ".join(parts))
+    return 0 if ok else 1
+
+
+def conv_bn_pairs(model):
+    """(parent, conv attribute, BN attribute) of every convolution directly followed by a
+    BatchNorm in the ResNet twin; a projection shortcut is a Sequential (conv, BN)."""
+    pairs = [(model, "stem", "stem_bn")]
+    for b in model.blocks:
+        if b.proj is not None:
+            pairs.append((b.proj, "0", "1"))
+        pairs += [(b, "conv1", "bn1"), (b, "conv2", "bn2")]
+    return pairs
+
+
+def far_from_identity(model, seed):
+    """BN statistics and affine parameters far from a fresh layer's (mean 0, var 1, gamma 1,
+    beta 0, where folding changes almost nothing): seeded, so that a wrong fold shows."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                c = m.num_features
+                m.running_mean.copy_(0.5 * torch.randn(c, generator=g))
+                m.running_var.copy_(0.5 + 1.5 * torch.rand(c, generator=g))
+                m.weight.copy_(0.5 + torch.rand(c, generator=g))
+                m.bias.copy_(0.2 * torch.randn(c, generator=g))
+
+
+def cmd_fold(a):
+    """BN folded into the preceding convolution (torch.nn.utils.fusion.fuse_conv_bn_eval per
+    pair, eval mode): the logits against the unfolded model, and the forward time of each."""
+    import copy
+    from torch.nn.utils.fusion import fuse_conv_bn_eval
+    dev = setup_device(a)
+    t = Twin(a.dump)
+    if t.p["kind"] != "resnet":
+        skip(f"preset {t.meta['preset']} has no BatchNorm to fold")
+    far_from_identity(t.model, a.seed)
+    model = t.model.eval()
+    folded = copy.deepcopy(model)
+    pairs = conv_bn_pairs(folded)
+    for parent, c, b in pairs:
+        setattr(parent, c, fuse_conv_bn_eval(getattr(parent, c), getattr(parent, b)))
+        setattr(parent, b, nn.Identity())
+    if any(isinstance(m, nn.BatchNorm2d) for m in folded.modules()):
+        sys.exit("twin: a BatchNorm was left unfolded")
+    model, folded = model.to(dev), folded.to(dev)
+    images = t.images.to(dev)
+    sync = sync_of(dev)
+    figures = {}
+    with torch.inference_mode():
+        ref, out = model(images).cpu(), folded(images).cpu()
+        for name, m in (("unfolded", model), ("folded", folded)):
+            figures[name] = time_ms(lambda: m(images), a.warmup, a.steps, sync)
+    rel_diff, abs_diff = max_rel_diff(out, ref)
+    ok = rel_diff <= FOLD_TOL
+    print(f"twin-fold: preset {t.meta['preset']} device {a.device} threads {torch.get_num_threads()} "
+          f"batch {t.images.shape[0]} steps {a.steps} folded_pairs {len(pairs)} "
+          f"unfolded_median_ms {figures['unfolded'][0]:.3f} folded_median_ms {figures['folded'][0]:.3f} "
+          f"speedup {figures['unfolded'][0] / figures['folded'][0]:.3f} max_abs_diff {abs_diff:.3g} "
+          f"max_rel_diff {rel_diff:.3g} tolerance {FOLD_TOL:g} agree {'yes' if ok else 'no'} "
+          f"torch {torch.__version__}")
+    return 0 if ok else 1
+
+
+def cmd_accum(a):
+    """K micro-batches with (loss / K).backward() accumulating into .grad and one
+    optimizer.step(), against one step on the whole (K-times-larger) batch: the update after
+    --check-steps steps from the dump's initial state, and the time per optimizer step."""
+    dev = setup_device(a)
+    t = Twin(a.dump)
+    n, k = t.images.shape[0], a.k
+    if k < 1 or n % k != 0:
+        sys.exit(f"twin: the dump's batch of {n} does not split into {k} equal micro-batches")
+    model = t.model.to(dev)
+    images, labels = t.images.to(dev), t.labels.to(dev)
+    micro = list(zip(images.chunk(k), labels.chunk(k)))
+    sync = sync_of(dev)
+
+    def one_batch(opt):
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(model(images), labels).backward()
+        opt.step()
+
+    def accumulate(opt, divide=True):
+        opt.zero_grad(set_to_none=True)
+        for x, y in micro:
+            loss = F.cross_entropy(model(x), y)
+            (loss / k if divide else loss).backward()
+        opt.step()
+
+    def update(step):
+        """The update (flat, float64) after check_steps optimizer steps from the dump's
+        initial parameters and BN statistics."""
+        t.reset()
+        model.to(dev).train()
+        opt = t.optimizer()
+        for _ in range(a.check_steps):
+            step(opt)
+        return torch.cat([(p.detach().cpu().double() - i.double()).flatten()
+                          for p, i in zip(t.params(), t.init)])
+
+    base = update(one_batch)
+    diff = rel(update(accumulate), base)
+    unscaled = rel(update(lambda opt: accumulate(opt, divide=False)), base)
+    figures = {}
+    for name, step, x in (("one_batch", one_batch, images), ("accumulate", accumulate, micro[0][0])):
+        t.reset()
+        model.to(dev).train()
+        opt = t.optimizer()
+        reset_peak(dev)
+        med, low = time_ms(lambda: step(opt), a.warmup, a.steps, sync)
+        peak = peak_mib(dev)
+        counter = SavedBytes(t.params())  # what one forward keeps for its backward
+        with counter.hooks():
+            model(x)
+        figures[name] = (med, low, peak, counter.mib())
+    has_bn = bool(t.bns)
+    ok = has_bn or diff <= ACCUM_TOL
+    verdict = "n/a(batchnorm)" if has_bn else ("yes" if ok else "no")
+    parts = [f"twin-accum: preset {t.meta['preset']} device {a.device} threads {torch.get_num_threads()} "
+             f"batch {n} k {k} micro_batch {n // k} steps {a.steps} check_steps {a.check_steps}"]
+    for name, (med, low, peak, saved) in figures.items():
+        parts.append(f"{name}_median_ms {med:.3f} {name}_min_ms {low:.3f} {name}_peak_mib {peak} "
+                     f"{name}_saved_mib {saved:.3f}")
+    parts.append(f"update_rel_diff {diff:.3g} unscaled_rel_diff {unscaled:.3g} tolerance {ACCUM_TOL:g} "
+                 f"agree {verdict} torch {torch.__version__}")
+    print(" ".join(parts))
+    return 0 if ok else 1
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -733,10 +1013,40 @@ def main():
     t.add_argument("--steps", type=int, default=10, help="timed steps (default 10)")
     t.add_argument("--warmup", type=int, default=2,
                    help="untimed steps first (default 2; torch.compile compiles in the first)")
+    helps = {
+        "infer": "forward of the eval-mode model with autograd on, under no_grad and under "
+                 "inference_mode: time, saved bytes, logits",
+        "fold": "BN folded into the convolutions (fuse_conv_bn_eval): logits and time against "
+                "the unfolded model",
+        "accum": "K accumulated micro-batches (loss / K) against one K-times-larger batch: "
+                 "update and time per optimizer step",
+    }
+    for name, text in helps.items():
+        p = sub.add_parser(name, help=text)
+        p.add_argument("--dump", required=True, help="folder written by steptime --dump (the "
+                       "model, its initial parameters and the batch)")
+        p.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+        p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: default)")
+        p.add_argument("--steps", type=int, default=10, help="timed calls (default 10)")
+        p.add_argument("--warmup", type=int, default=2, help="untimed calls first (default 2)")
+        if name == "fold":
+            p.add_argument("--seed", type=int, default=1, help="of the BN statistics set far from "
+                           "identity (default 1)")
+        if name == "accum":
+            p.add_argument("--k", type=int, default=4, help="micro-batches per optimizer step "
+                           "(default 4; must divide the dump's batch)")
+            p.add_argument("--check-steps", type=int, default=3, help="optimizer steps before "
+                           "the updates are compared (default 3)")
     a = ap.parse_args()
     if a.cmd == "time" and (a.steps < 1 or a.warmup < 0 or a.readback_interval < 1):
         ap.error("--steps and --readback-interval must be >= 1, --warmup >= 0")
-    sys.exit(cmd_check(a) if a.cmd == "check" else cmd_time(a))
+    if a.cmd in helps and (a.steps < 1 or a.warmup < 0):
+        ap.error("--steps must be >= 1, --warmup >= 0")
+    if a.cmd == "accum" and (a.k < 1 or a.check_steps < 1):
+        ap.error("--k and --check-steps must be >= 1")
+    commands = {"check": cmd_check, "time": cmd_time, "infer": cmd_infer, "fold": cmd_fold,
+                "accum": cmd_accum}
+    sys.exit(commands[a.cmd](a))
 
 
 if __name__ == "__main__":

@@ -17,6 +17,13 @@
 // The configurations cover SGD with a non-default LR, momentum and weight decay, a linear
 // LR warm-up, clipping by global norm with a clip_norm below the gradient's norm (the
 // script fails if no step was clipped) and fp16's loss scaling with backoff and growth.
+// The twin's practice commands on the same dumps: `infer` (the logits of the grad, no_grad
+// and inference_mode forwards agree within 1e-5 of the largest; only grad mode saves
+// tensors for backward), `fold` (BN folded into tiny's 6 conv+BN pairs: logits within 1e-4
+// of the largest; the MLP skips, naming why) and `accum` (mlp: K micro-batches of loss / K
+// give one batch's update within 1e-4, without the / K more than 1 off, and a micro-batch's
+// forward saves a quarter of the batch's activations; tiny: BatchNorm's
+// difference is above rounding and only reported; a K that does not divide the batch fails).
 // Skips, visibly, when the twin's Python cannot import torch (scripts/setup.sh installs
 // it), and fails instead when SUITE_REQUIRE_TORCH=1 (CI sets it unless SETUP_SKIP_TORCH=1).
 #include <setjmp.h>
@@ -352,6 +359,106 @@ static void test_steptime_input_on_the_gpu(void **state)
     free(dev);
 }
 
+// ---- infer, fold, accum: inference and training practices in PyTorch -----------------------
+
+// The output of `torch_twin.py ARGS` (malloc'd; stdout and stderr) and its exit status.
+static char *twin_run(const char *args, int *status)
+{
+    fflush(stdout);
+    *status = test_run("'%s' '%s/scripts/torch_twin.py' %s >'%s/twin.txt' 2>&1", python(),
+                       test_suite_root(), args, test_dir);
+    char *out = test_read_in(test_dir, "twin.txt");
+    if (out) printf("%s", out);
+    return out;
+}
+
+// Runs the twin on the dump `name` of the setup; the output (malloc'd), exit status `want`.
+static char *twin_on(const char *command, const char *name, const char *flags, int want)
+{
+    char args[1024];
+    snprintf(args, sizeof args, "%s --dump '%s/%s' --threads 1 --steps 2 --warmup 1 %s", command,
+             test_dir, name, flags);
+    int status = -1;
+    char *out = twin_run(args, &status);
+    assert_non_null(out);
+    assert_int_equal(status, want);
+    return out;
+}
+
+// Autograd's bookkeeping changes no logit; only the grad mode saves tensors for backward.
+static void test_twin_infer(void **state)
+{
+    (void)state;
+    REQUIRE_TORCH();
+    char *out = twin_on("infer", "tiny-cpu", "", 0);
+    assert_non_null(strstr(out, "twin-infer: preset tiny device cpu "));
+    assert_non_null(strstr(out, " params_require_grad yes "));
+    assert_non_null(strstr(out, " agree yes "));
+    assert_true(field(out, " logits_max_rel_diff ") <= 1e-5);
+    assert_true(field(out, " grad_saved_mib ") > 0.1);  // tiny's activations at batch 32: ~2 MiB
+    assert_true(field(out, " grad_saved_tensors ") > 10);
+    assert_true(field(out, " no_grad_saved_mib ") == 0.0);
+    assert_true(field(out, " no_grad_saved_tensors ") == 0.0);
+    assert_true(field(out, " inference_mode_saved_mib ") == 0.0);
+    assert_true(field(out, " inference_mode_saved_tensors ") == 0.0);
+    assert_true(field(out, " grad_median_ms ") > 0.0 && field(out, " inference_mode_median_ms ") > 0.0);
+    free(out);
+    if (test_gpu_present()) {  // the peaks of the device's allocator: the saved activations show
+        out = twin_on("infer", "tiny-cpu", "--device cuda", 0);
+        assert_non_null(strstr(out, " agree yes "));
+        assert_true(field(out, " grad_peak_mib ") >= field(out, " inference_mode_peak_mib "));
+        assert_true(field(out, " grad_saved_mib ") > 0.1);
+    } else {
+        out = twin_on("infer", "tiny-cpu", "--device cuda", 2);
+        assert_non_null(strstr(out, "twin-skip: torch.cuda.is_available() is False"));
+    }
+    free(out);
+}
+
+// BN folded into the convolutions gives the same logits within FOLD_TOL (1e-4 of the largest);
+// the MLP has nothing to fold (a visible skip).
+static void test_twin_fold(void **state)
+{
+    (void)state;
+    REQUIRE_TORCH();
+    char *out = twin_on("fold", "tiny-cpu", "", 0);
+    assert_non_null(strstr(out, "twin-fold: preset tiny device cpu "));
+    assert_true(field(out, " folded_pairs ") == 6.0);  // stem, 2 + 2 block convs, 1 projection
+    assert_true(field(out, " max_rel_diff ") <= 1e-4);
+    assert_non_null(strstr(out, " tolerance 0.0001 agree yes "));
+    assert_true(field(out, " folded_median_ms ") > 0.0 && field(out, " unfolded_median_ms ") > 0.0);
+    free(out);
+    out = twin_on("fold", "mlp-cpu", "", 2);
+    assert_non_null(strstr(out, "twin-skip: preset mlp has no BatchNorm to fold"));
+    free(out);
+}
+
+// K micro-batches of loss / K: the MLP's update is one batch's within ACCUM_TOL (1e-4), and
+// without the / K it is not (K - 1 off); with BN the difference is real and only reported.
+static void test_twin_accum(void **state)
+{
+    (void)state;
+    REQUIRE_TORCH();
+    char *out = twin_on("accum", "mlp-cpu", "--k 4", 0);
+    assert_non_null(strstr(out, "twin-accum: preset mlp device cpu "));
+    assert_non_null(strstr(out, " batch 32 k 4 micro_batch 8 "));
+    assert_true(field(out, " update_rel_diff ") <= 1e-4);
+    assert_true(field(out, " unscaled_rel_diff ") > 1.0);
+    assert_non_null(strstr(out, " agree yes "));
+    assert_true(field(out, " one_batch_median_ms ") > 0.0 && field(out, " accumulate_median_ms ") > 0.0);
+    // one forward of a micro-batch keeps a quarter of the whole batch's activations
+    double whole = field(out, " one_batch_saved_mib "), part = field(out, " accumulate_saved_mib ");
+    assert_true(whole > 0.0 && part > 0.2 * whole && part < 0.3 * whole);
+    free(out);
+    out = twin_on("accum", "tiny-cpu", "--k 4", 0);
+    assert_non_null(strstr(out, " agree n/a(batchnorm) "));
+    assert_true(field(out, " update_rel_diff ") > 1e-3);  // BN's statistics of 8 images, not rounding
+    free(out);
+    out = twin_on("accum", "mlp-cpu", "--k 5", 1);
+    assert_non_null(strstr(out, "does not split into 5 equal micro-batches"));
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -362,6 +469,9 @@ int main(void)
         cmocka_unit_test(test_twin_skip_fails_when_required),
         cmocka_unit_test(test_steptime_input_on_the_cpu),
         cmocka_unit_test(test_steptime_input_on_the_gpu),
+        cmocka_unit_test(test_twin_infer),
+        cmocka_unit_test(test_twin_fold),
+        cmocka_unit_test(test_twin_accum),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -109,6 +109,9 @@ typedef struct Practice {
     double min_time;                  // default seconds per instance (0: the library's)
     PracticeCheck check;
     double tolerance;                 // relative L2 of the update vs the baseline's, or 0 (bit-identical)
+    // The tolerance for a run's config when it depends on it (e.g. BatchNorm in the model);
+    // NULL: `tolerance`.
+    double (*tolerance_for)(const CoreConfig *cfg);
     int check_steps;                  // 0: 3
     float target_accuracy;            // time to accuracy: held-out accuracy to reach
     int max_steps;                    // time to accuracy: the step budget
@@ -125,6 +128,12 @@ typedef struct Practice {
     // NULL. The check then starts the tuned run from the baseline's initial values of these
     // (the rest keeps its own initialisation) and compares the updates of these alone.
     size_t (*shared_params)(const CoreConfig *cfg, size_t *index);
+    // Gradient accumulation, one entry per variant (NULL: none accumulates). An entry K > 1
+    // makes every optimizer step of that variant (timed runs, the check, time to accuracy)
+    // practice_step's K micro-batches of the batch the baseline gets, and creates its core
+    // for the micro-batch (batch_size / K: the batch must divide by K, else bad usage), so
+    // that its plan and peak memory are the micro-batch's. 0 or 1: one core_step per batch.
+    const int *micro_batches;
 } Practice;
 
 // Registers one benchmark per variant of p (they must outlive harness_run).
@@ -136,6 +145,16 @@ typedef struct Practice {
 // --practice_selftest=frozen (the tuned variants' update in the check is dropped) or
 // =skip_all (every step of theirs is an overflow) must fail every practice with a check.
 void practice_register(const Practice *p);
+
+// One optimizer step on batch b in `micro_batches` micro-batches (<= 1: core_step): b split
+// into K contiguous parts (sizes differing by at most one), each
+// core_forward_backward_weighted with loss weight part / b->n (1/K: PyTorch's loss / K)
+// accumulating, then core_apply_update at the LR of b->n images, so that the update is one
+// step's on the whole batch up to rounding for a model without BatchNorm (BN normalises
+// each micro-batch by itself). in_channels: the model's (a sample is in_channels x the
+// core's image size squared floats). result may be NULL. K > b->n: bad usage.
+int practice_step(Core *core, int in_channels, const CoreBatch *b, int micro_batches,
+                  CoreStepResult *result);
 
 // ||(tuned_after - before) - (base_after - before)|| / ||base_after - before||: how far a
 // tuned run's update is from the baseline's, both from `before` (INFINITY when the

@@ -40,28 +40,63 @@ int practice_skips_explained(const CoreConfig *cfg, int64_t steps)
     return (int)(startup + growths);
 }
 
+int practice_step(Core *core, int in_channels, const CoreBatch *b, int micro_batches,
+                  CoreStepResult *result)
+{
+    if (micro_batches <= 1) return core_step(core, b, result);
+    if (micro_batches > b->n)
+        return error_set(ERROR_BAD_USAGE, "gradient accumulation: %d micro-batches of a batch of %d images",
+                         micro_batches, b->n);
+    size_t sample = (size_t)in_channels * core_image_size(core) * core_image_size(core);
+    CoreStepResult r;
+    int done = 0;
+    for (int i = 0; i < micro_batches; i++) {
+        int part = b->n / micro_batches + (i < b->n % micro_batches);
+        CoreBatch mb = {b->images + (size_t)done * sample, b->labels + done, part, b->memory};
+        // loss / K: the K gradients add up to the whole batch's mean gradient
+        TRY(core_forward_backward_weighted(core, &mb, i > 0, (float)part / (float)b->n));
+        done += part;
+    }
+    TRY(core_apply_update(core, b->n, &r));
+    if (result) *result = r;
+    return 0;
+}
+
+int practice_core_config(const CoreConfig *cfg, int micro, CoreConfig *core_cfg)
+{
+    *core_cfg = *cfg;
+    if (micro <= 1) return 0;
+    if (cfg->batch_size % micro != 0)
+        return error_set(ERROR_BAD_USAGE, "gradient accumulation: a batch of %d images does not split "
+                         "into %d equal micro-batches", cfg->batch_size, micro);
+    core_cfg->batch_size = cfg->batch_size / micro;
+    return 0;
+}
+
 // One training step; under SELFTEST_SKIP_ALL an overflow: fp16 gets an inf in its gradients
 // (the core's own GradScaler skips the step, backs off and counts it); the other precisions
 // have no scaler, so the driver drops the update itself (the parameters go back to what
 // `scratch` held) and counts it in *driver_skipped.
-int practice_run_step(Core *core, const CoreBatch *b, Selftest selftest, bool fp16, float *scratch,
-                      int *driver_skipped)
+int practice_run_step(Core *core, const CoreConfig *cfg, const CoreBatch *b, int micro,
+                      Selftest selftest, float *scratch, int *driver_skipped)
 {
-    if (selftest != SELFTEST_SKIP_ALL) return core_step(core, b, NULL);
-    if (fp16) {
+    int ch = cfg->model.in_channels;
+    if (selftest != SELFTEST_SKIP_ALL) return practice_step(core, ch, b, micro, NULL);
+    if (cfg->precision == CORE_PRECISION_FP16) {
         TRY(core_inject_grad_fault(core, INFINITY));
-        return core_step(core, b, NULL);
+        return practice_step(core, ch, b, micro, NULL);
     }
     size_t n = core_param_count(core);
     TRY(core_params_get(core, scratch, n));
-    TRY(core_step(core, b, NULL));
+    TRY(practice_step(core, ch, b, micro, NULL));
     TRY(core_params_set(core, scratch, n));
     (*driver_skipped)++;
     return 0;
 }
 
 // One run of the check: the parameters at the start and after k steps on the synthetic
-// batches 0..k-1 from the seed's init, and the steps it skipped.
+// batches 0..k-1 from the seed's init (each step in `micro` micro-batches), and the steps
+// it skipped.
 typedef struct CheckRun {
     float *before, *after;
     size_t count;
@@ -110,12 +145,14 @@ static int set_shared(Core *core, const float *start, const size_t *index, size_
 
 // With `shared` (Practice.shared_params), out holds the shared parameters alone; a run
 // with `start` begins from those values of them.
-static int check_run(const CoreConfig *cfg, int k, Selftest selftest,
+static int check_run(const CoreConfig *cfg, int micro, int k, Selftest selftest,
                      size_t (*shared)(const CoreConfig *, size_t *), const float *start, CheckRun *out)
 {
     *out = (CheckRun){0};
     Core *core = NULL;
-    TRY(core_create(cfg, &core));
+    CoreConfig core_cfg;
+    TRY(practice_core_config(cfg, micro, &core_cfg));
+    TRY(core_create(&core_cfg, &core));
     const CoreModelConfig *m = &cfg->model;
     SynthTask task = {m->in_channels, m->image_size, m->num_classes, SYNTH_NOISE, cfg->seed};
     size_t img = (size_t)cfg->batch_size * m->in_channels * m->image_size * m->image_size;
@@ -134,8 +171,7 @@ static int check_run(const CoreConfig *cfg, int k, Selftest selftest,
     for (int s = 0; s < k && rc == 0; s++) {
         synth_batch(&task, (uint64_t)s, cfg->batch_size, images, labels);
         CoreBatch b = {images, labels, cfg->batch_size, CORE_MEMORY_HOST};
-        rc = practice_run_step(core, &b, selftest, cfg->precision == CORE_PRECISION_FP16, out->after,
-                               &driver_skipped);
+        rc = practice_run_step(core, cfg, &b, micro, selftest, out->after, &driver_skipped);
     }
     CoreStats cs;
     if (rc == 0) rc = core_stats(core, &cs);
@@ -162,12 +198,15 @@ static int check_run(const CoreConfig *cfg, int k, Selftest selftest,
 
 // fp16: the steps GradScaler's start-up skips before its first update, on the check's
 // batches from cfg's init_scale, trying at most `limit` steps; *updated: whether one did.
-static int startup_skips(const CoreConfig *cfg, int limit, Selftest selftest, int *leading, bool *updated)
+static int startup_skips(const CoreConfig *cfg, int micro, int limit, Selftest selftest, int *leading,
+                         bool *updated)
 {
     *leading = 0;
     *updated = false;
     Core *core = NULL;
-    TRY(core_create(cfg, &core));
+    CoreConfig core_cfg;
+    TRY(practice_core_config(cfg, micro, &core_cfg));
+    TRY(core_create(&core_cfg, &core));
     const CoreModelConfig *m = &cfg->model;
     SynthTask task = {m->in_channels, m->image_size, m->num_classes, SYNTH_NOISE, cfg->seed};
     size_t img = (size_t)cfg->batch_size * m->in_channels * m->image_size * m->image_size;
@@ -179,7 +218,7 @@ static int startup_skips(const CoreConfig *cfg, int limit, Selftest selftest, in
         synth_batch(&task, (uint64_t)s, cfg->batch_size, images, labels);
         CoreBatch b = {images, labels, cfg->batch_size, CORE_MEMORY_HOST};
         CoreStats cs;
-        rc = practice_run_step(core, &b, selftest, true, NULL, &unused);
+        rc = practice_run_step(core, cfg, &b, micro, selftest, NULL, &unused);
         if (rc == 0) rc = core_stats(core, &cs);
         if (rc == 0 && cs.skipped_steps > *leading) (*leading)++;
         else if (rc == 0) *updated = true;
@@ -227,17 +266,17 @@ double practice_update_rel_diff(const float *before, const float *base_after, co
 // steps from the start: it is then run again from the scale its start-up settled at (a power
 // of 2: the same maths), so that its update is compared step for step, and that run must
 // skip nothing. 0 or -1.
-int practice_check_against_baseline(const CoreConfig *base, const CoreConfig *tuned, int k,
-                                    Selftest selftest, size_t (*shared)(const CoreConfig *, size_t *),
-                                    CheckResult *r)
+int practice_check_against_baseline(const CoreConfig *base, int base_micro, const CoreConfig *tuned,
+                                    int tuned_micro, int k, Selftest selftest,
+                                    size_t (*shared)(const CoreConfig *, size_t *), CheckResult *r)
 {
     *r = (CheckResult){0};
     CheckRun b = {0}, t = {0};
     if (shared && shared(base, NULL) != shared(tuned, NULL))
         return error_set(ERROR_BAD_USAGE, "check: the variants share different numbers of parameters");
-    TRY(check_run(base, k, SELFTEST_NONE, shared, NULL, &b));
+    TRY(check_run(base, base_micro, k, SELFTEST_NONE, shared, NULL, &b));
     const float *start = shared ? b.before : NULL;  // the tuned run from the baseline's start
-    int rc = check_run(tuned, k, selftest, shared, start, &t);
+    int rc = check_run(tuned, tuned_micro, k, selftest, shared, start, &t);
     if (rc == 0 && b.count != t.count)
         rc = error_set(ERROR_BAD_USAGE, "check: the variants have different parameter counts");
     if (rc == 0) {
@@ -249,7 +288,7 @@ int practice_check_against_baseline(const CoreConfig *base, const CoreConfig *tu
     if (rc == 0 && tuned->precision == CORE_PRECISION_FP16 && t.skipped > 0) {
         int halvings = startup_halvings(&tuned->scaler), leading = 0;
         bool updated = false;
-        rc = startup_skips(tuned, halvings + 1, selftest, &leading, &updated);
+        rc = startup_skips(tuned, tuned_micro, halvings + 1, selftest, &leading, &updated);
         r->allowed = halvings;
         if (rc == 0 && !updated) {  // no update within the start-up: every step skipped
             r->skipped = leading;
@@ -261,7 +300,7 @@ int practice_check_against_baseline(const CoreConfig *base, const CoreConfig *tu
             r->skipped = leading;
             r->steps = leading + 1;
             check_run_free(&t);
-            rc = check_run(&settled, k, selftest, shared, start, &t);
+            rc = check_run(&settled, tuned_micro, k, selftest, shared, start, &t);
             if (rc == 0) r->skipped_after = t.skipped;
         }
     }
@@ -272,7 +311,7 @@ int practice_check_against_baseline(const CoreConfig *base, const CoreConfig *tu
 }
 
 // The check's verdict as a failure message; false when the tuned run passed.
-bool practice_check_failed(const Practice *p, const CheckResult *r, int k, char *msg, size_t size)
+bool practice_check_failed(double tolerance, const CheckResult *r, int k, char *msg, size_t size)
 {
     if (r->skipped > r->allowed && r->scaled) {
         snprintf(msg, size, "the check's run skipped %d of %d steps (overflow); GradScaler's start-up "
@@ -290,10 +329,10 @@ bool practice_check_failed(const Practice *p, const CheckResult *r, int k, char 
                  r->skipped_after, k);
         return true;
     }
-    bool wrong = p->tolerance > 0 ? !(r->rel <= p->tolerance) : !r->identical;
+    bool wrong = tolerance > 0 ? !(r->rel <= tolerance) : !r->identical;
     if (wrong) {
         char tol[48];
-        if (p->tolerance > 0) snprintf(tol, sizeof tol, "tolerance %g", p->tolerance);
+        if (tolerance > 0) snprintf(tol, sizeof tol, "tolerance %g", tolerance);
         else snprintf(tol, sizeof tol, "bit-identical wanted");
         snprintf(msg, size, "parameters differ from the baseline's after %d steps: the update differs "
                  "by %.3g of the baseline's update (relative L2; %s; the baseline moved %.3g of its "

@@ -6,7 +6,9 @@
 //   practice_sources.c  batches: synthetic (device-resident on the GPU), JPEGs through
 //                       the loader, and practice_batch_* for a program's own step loops
 //   practice_check.c    the tuned-vs-baseline check: the update comparison, GradScaler's
-//                       skipped-step rule, the --practice_selftest breakage it must catch
+//                       skipped-step rule, the --practice_selftest breakage it must catch;
+//                       and the step of every run (practice_step: one core_step, or K
+//                       accumulated micro-batches and one update)
 //   practice_run.c      the runs: throughput (warm-up, timed steps, counters) and time to
 //                       accuracy
 #ifndef PRACTICE_INTERNAL_H
@@ -80,18 +82,23 @@ typedef struct CheckResult {
     double settled_scale;  // the loss scale the settled run started at (0: no rerun)
 } CheckResult;
 
-// One training step; under SELFTEST_SKIP_ALL an overflow (the parameters go back to what
-// `scratch` held when the precision has no scaler, counted in *driver_skipped).
-int practice_run_step(Core *core, const CoreBatch *b, Selftest selftest, bool fp16, float *scratch,
-                      int *driver_skipped);
-// Compares the tuned config with the baseline's after k steps from the same seed (with
-// shared != NULL, Practice.shared_params: the shared parameters from the baseline's start).
-// 0 or -1.
-int practice_check_against_baseline(const CoreConfig *base, const CoreConfig *tuned, int k,
-                                    Selftest selftest, size_t (*shared)(const CoreConfig *, size_t *),
-                                    CheckResult *r);
-// The check's verdict as a failure message; false when the tuned run passed.
-bool practice_check_failed(const Practice *p, const CheckResult *r, int k, char *msg, size_t size);
+// One training step (practice_step in `micro` micro-batches); under SELFTEST_SKIP_ALL an
+// overflow (the parameters go back to what `scratch` held when the precision has no
+// scaler, counted in *driver_skipped).
+int practice_run_step(Core *core, const CoreConfig *cfg, const CoreBatch *b, int micro,
+                      Selftest selftest, float *scratch, int *driver_skipped);
+// The config a variant's core is created with: cfg, for micro > 1 with the batch size of
+// one micro-batch (cfg->batch_size / micro; bad usage unless it divides). 0 or -1.
+int practice_core_config(const CoreConfig *cfg, int micro, CoreConfig *core_cfg);
+// Compares the tuned config (its steps in tuned_micro micro-batches) with the baseline's
+// (base_micro) after k steps from the same seed (with shared != NULL, Practice.shared_params:
+// the shared parameters from the baseline's start). 0 or -1.
+int practice_check_against_baseline(const CoreConfig *base, int base_micro, const CoreConfig *tuned,
+                                    int tuned_micro, int k, Selftest selftest,
+                                    size_t (*shared)(const CoreConfig *, size_t *), CheckResult *r);
+// The check's verdict as a failure message (tolerance: relative L2, 0: bit-identical);
+// false when the tuned run passed.
+bool practice_check_failed(double tolerance, const CheckResult *r, int k, char *msg, size_t size);
 
 // ---- the runs (practice_run.c) -------------------------------------------------------------
 

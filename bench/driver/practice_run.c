@@ -22,6 +22,13 @@ static const PracticeVariant *baseline_of(const Practice *p)
     return NULL;
 }
 
+// The micro-batches of one optimizer step of variant v (1: no accumulation).
+static int micro_of(const Practice *p, const PracticeVariant *v)
+{
+    int k = p->micro_batches ? p->micro_batches[v - p->variants] : 1;
+    return k > 1 ? k : 1;
+}
+
 // ---- counters and labels ----------------------------------------------------------------------
 
 static void core_counters(HarnessState *st, Core *core, const CoreConfig *cfg, const char *extra)
@@ -72,16 +79,20 @@ void practice_run_throughput(HarnessState *st, const Practice *p, const Practice
     if (checked) {
         CoreConfig bc = *cfg;
         if (practice_config(st, cfg->backend, base->change, &bc) != 0 ||
-            practice_check_against_baseline(&bc, cfg, k, selftest, p->shared_params, &check) != 0) {
+            practice_check_against_baseline(&bc, micro_of(p, base), cfg, micro_of(p, v), k, selftest,
+                                            p->shared_params, &check) != 0) {
             practice_fail_or_skip(st, "checking against the baseline");
             src->close(src->ctx);
             return;
         }
-        wrong = practice_check_failed(p, &check, k, check_msg, sizeof check_msg);
+        double tolerance = p->tolerance_for ? p->tolerance_for(cfg) : p->tolerance;
+        wrong = practice_check_failed(tolerance, &check, k, check_msg, sizeof check_msg);
     }
     Core *core = NULL;
     float *scratch = NULL;
-    int made = core_create(cfg, &core);
+    CoreConfig core_cfg;  // micro-batches: the core is made for one of them
+    int made = practice_core_config(cfg, micro_of(p, v), &core_cfg);
+    if (made == 0) made = core_create(&core_cfg, &core);
     if (made == 0) made = hooks_core_created(p, st, core, cfg);
     if (made == 0 && selftest == SELFTEST_SKIP_ALL &&  // where the driver puts parameters back
         !(scratch = malloc(core_param_count(core) * sizeof(float))))
@@ -93,14 +104,14 @@ void practice_run_throughput(HarnessState *st, const Practice *p, const Practice
         return;
     }
     bool fp16 = cfg->precision == CORE_PRECISION_FP16;
-    int driver_skipped = 0;
+    int driver_skipped = 0, micro = micro_of(p, v);
     // Untimed warm-up: module loading, cuBLAS/cuDNN set-up and plans, first touch.
     int rc = 0;
     CoreBatch b;
     for (int i = 0; i < warmup && rc >= 0; i++) {
         rc = src->next(src->ctx, &b);
         if (rc == 0) rc = src->next(src->ctx, &b);  // an epoch ended: the next one
-        if (rc > 0 && practice_run_step(core, &b, selftest, fp16, scratch, &driver_skipped) != 0) rc = -1;
+        if (rc > 0 && practice_run_step(core, cfg, &b, micro, selftest, scratch, &driver_skipped) != 0) rc = -1;
     }
     if (rc >= 0 && core_sync(core) != 0) rc = -1;
     if (rc < 0) {
@@ -115,7 +126,7 @@ void practice_run_throughput(HarnessState *st, const Practice *p, const Practice
     double t0 = clock_seconds();
     while (rc >= 0 && harness_keep_running(st)) {
         while ((rc = src->next(src->ctx, &b)) > 0) {
-            if (practice_run_step(core, &b, selftest, fp16, scratch, &driver_skipped) != 0) {
+            if (practice_run_step(core, cfg, &b, micro, selftest, scratch, &driver_skipped) != 0) {
                 rc = -1;
                 break;
             }
@@ -150,9 +161,12 @@ void practice_run_throughput(HarnessState *st, const Practice *p, const Practice
                             HARNESS_COUNTER_PLAIN);
         }
         if (src->report) src->report(src->ctx, st, seconds, steps);
-        char extra[256];
-        snprintf(extra, sizeof extra, "%d untimed warm-up steps%s%s", warmup, p->label ? "; " : "",
-                 p->label ? p->label : "");
+        char extra[256], micro_text[96] = "";
+        if (micro > 1)
+            snprintf(micro_text, sizeof micro_text, "; each step %d accumulated micro-batches of %d",
+                     micro, core_cfg.batch_size);
+        snprintf(extra, sizeof extra, "%d untimed warm-up steps%s%s%s", warmup, micro_text,
+                 p->label ? "; " : "", p->label ? p->label : "");
         core_counters(st, core, cfg, extra);
         if (wrong) {
             harness_fail(st, check_msg);
@@ -199,10 +213,12 @@ void practice_run_time_to_accuracy(HarnessState *st, const Practice *p, const Pr
     float *images = malloc(img * sizeof(float));
     int32_t *labels = malloc((size_t)n * sizeof(int32_t));
     Core *core = NULL;
+    CoreConfig core_cfg;  // micro-batches: the core is made for one of them
     if (!images || !labels) {
         error_set(ERROR_OUT_OF_MEMORY, "time to accuracy: out of memory (host)");
         practice_fail_or_skip(st, "preparing the batches");
-    } else if (core_create(cfg, &core) != 0 || hooks_core_created(p, st, core, cfg) != 0) {
+    } else if (practice_core_config(cfg, micro_of(p, v), &core_cfg) != 0 || core_create(&core_cfg, &core) != 0 ||
+               hooks_core_created(p, st, core, cfg) != 0) {
         practice_fail_or_skip(st, "creating the core");
         core_free(core);
         core = NULL;
@@ -223,7 +239,7 @@ void practice_run_time_to_accuracy(HarnessState *st, const Practice *p, const Pr
             CoreBatch b = {images, labels, cfg->batch_size, CORE_MEMORY_HOST};
             CoreStepResult r;
             double t0 = clock_seconds();
-            rc = core_step(core, &b, &r);
+            rc = practice_step(core, m->in_channels, &b, micro_of(p, v), &r);
             bool eval = (step + 1) % eval_every == 0 || step + 1 == p->max_steps;
             if (rc == 0 && eval) rc = core_sync(core);
             train_s += clock_seconds() - t0;
