@@ -873,7 +873,7 @@ static int infer_work(Core *core, int n, bool labels)
     }
     TRY(forward(core, n, FWD_INFER));
     if (labels)
-        TRY(cuda_softmax_ce(c->act[g->logits], c->dt, c->labels, n, classes, NULL, NULL,
+        TRY(cuda_softmax_ce(c->act[g->logits], c->dt, c->labels, n, classes, NULL, 1.0f, NULL,
                             &c->dsc->eval_loss, &c->dsc->eval_correct, c->s));
     if (c->dt != DT_F32) {
         ChanGeom lg = {n, classes, 1, false};  // (n, classes): the same in either layout
