@@ -76,7 +76,9 @@ plan=scripts/quick-pass.txt
 gpu_tests=(test_core_gpu test_layers_gpu test_bench_kernels test_core_graph test_fusion test_core_dynamic
            test_dist_gpu test_conv_select test_pin_thread test_bench_amp test_bench_layout
            test_bench_cudnn_benchmark test_bench_cuda_graphs test_bench_sync test_bench_on_device
-           test_bench_pin_memory test_bench_fusion test_practice)
+           test_bench_pin_memory test_bench_fusion test_core_infer test_bench_inference
+           test_core_checkpoint test_bench_checkpoint test_model_options test_core_fold
+           test_bench_conv_bias test_bench_bn_fold test_bench_grad_accum test_practice)
 
 # --only: split the names by kind.
 only_tests=() only_twin=() only_programs=()
