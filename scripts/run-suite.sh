@@ -45,8 +45,9 @@
 #
 # The time plan: before running, each program's rows (--benchmark_list_tests with its
 # filter), repetitions and estimated time: what the newest earlier results folder of this
-# machine (same context slug, beside the new one) took for the program, scaled by rows and
-# repetitions when they differ; a program no earlier run has is estimated from its rows'
+# machine (same context slug, beside the new one) made the same way (the same BENCH_PLAN,
+# BENCH_ARGS and BENCH_ARGS_<name>) took for the program, scaled by rows and repetitions
+# when they differ; a program no earlier run has is estimated from its rows'
 # minimum times (the min_time in each benchmark's name, else 0.5 s).
 set -uo pipefail
 build=${1:-build}
@@ -145,10 +146,16 @@ for ((k = ${#earlier[@]} - 1; k >= 0; k--)); do
   [[ -s $d/suite-status.tsv ]] && previous+=("$d")
 done
 # What an earlier folder says of a program: "seconds rows repetitions", or nothing when
-# it did not run there in full (not run, partial).
+# it did not run there in full (not run, partial) or ran it otherwise: another plan (the
+# quick pass against a full run), other BENCH_ARGS or other arguments of its own (a quick
+# pass's 0.05 s rows say nothing of a full run's 0.5 s ones, whatever the row counts).
 previous_of() { # folder name
-  local reps
-  reps=$(sed -n 's/^repetitions: \([0-9]*\).*/\1/p' "$1/command.txt" 2>/dev/null)
+  local reps cmd=$1/command.txt var=BENCH_ARGS_$2 plan this_plan=${BENCH_PLAN:-}
+  plan=$(sed -n 's/^plan: //p' "$cmd" 2>/dev/null)
+  [[ ${plan##*/} == "${this_plan##*/}" ]] || return 0
+  [[ $(sed -n 's/^args: //p' "$cmd" 2>/dev/null) == "${BENCH_ARGS:-}" ]] || return 0
+  [[ $(sed -n "s/^$var: //p" "$cmd" 2>/dev/null) == "${!var:-}" ]] || return 0
+  reps=$(sed -n 's/^repetitions: \([0-9]*\).*/\1/p' "$cmd" 2>/dev/null)
   awk -F'\t' -v n="$2" -v reps="${reps:-5}" '
     NR > 1 && $1 == n && $2 != "not run" && $2 != "partial" { print $6, $3 + $4 + $5, reps; exit }' \
     "$1/suite-status.tsv"
@@ -239,6 +246,7 @@ printf 'program\tshare_percent\tshare_s\tlimit_s\tbenchmarks\trepetitions\trows\
   echo "command: ${BENCH_COMMAND:-make bench${BENCH_ARGS:+ BENCH_ARGS=\"$BENCH_ARGS\"}${BENCH_FILTER:+ BENCH_FILTER=\"$BENCH_FILTER\"}}"
   echo "repetitions: $repetitions${rep_args[1]:+ (randomly interleaved)}"
   [[ -n ${BENCH_PLAN:-} ]] && echo "plan: $BENCH_PLAN"
+  [[ -n ${BENCH_ARGS:-} ]] && echo "args: $BENCH_ARGS"
   [[ -n $budget ]] && echo "budget: $budget s (BENCH_BUDGET)"
   for v in $(compgen -v BENCH_ARGS_); do echo "$v: ${!v}"; done
   echo "git: $(git -C "$here/.." describe --always --dirty 2>/dev/null || echo unknown)"

@@ -129,6 +129,15 @@ static void test_console_without_a_terminal(void **state)
     if (!strstr(text, "estimates from the previous run on this machine") || !strstr(text, "cpu_fake_20260101-0001"))
         fail_msg("the second plan does not use the first run:\n%s", text);
     free(text);
+    // A run made another way (other BENCH_ARGS, as the quick pass's 0.05 s rows) says nothing
+    // of this one's times: the plan falls back to the rows' minimum times.
+    rc = run_suite(tmp, "BENCH_NO_CHARTS=1 BENCH_REPETITIONS=2 BENCH_ARGS=--benchmark_min_time=0.01 BENCH_PLAN_ONLY=1",
+                   "cpu_fake_20260101-0005", &text);
+    if (rc != 0) fail_msg("plan-only run-suite: exit %d:\n%s", rc, text);
+    if (strstr(text, "cpu_fake_20260101-000") && strstr(text, "from the previous run"))
+        fail_msg("a plan for other BENCH_ARGS took the earlier runs' times:\n%s", text);
+    if (!strstr(text, "min times")) fail_msg("no estimate from the rows' minimum times:\n%s", text);
+    free(text);
     // BENCH_VERBOSE=1: today's full console; BENCH_PROGRESS=1: the line updated in place.
     const char *one[] = {"kernels"};
     test_run("rm -f '%s'/build/bench_*", tmp);
