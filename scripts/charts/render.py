@@ -47,7 +47,9 @@ Two kinds of chart:
   A series of more than DENSE_POINTS points (a curve over training steps) is drawn as a
   line without point symbols, and a point equal to both its neighbours (a flat stretch of
   the loss scale or of a cumulative count) is left out: the line drawn is the same, and
-  the SVG of a 3,000-step curve is tens of kilobytes rather than hundreds.
+  the SVG of a 3,000-step curve is tens of kilobytes rather than hundreds. Error bars of no
+  height (repetitions that agree, as curves over the steps of deterministic runs do) are
+  not drawn.
 
   Error bars, where there are repetitions, from the first of:
     1. a sibling RESULTS_DIR/<csvname>.reps.csv, one row per repetition (practice, variant,
@@ -447,7 +449,10 @@ def script_lines(name, d, points, tmp):
             color = COLORS[j % len(COLORS)]
             style = "lines lw 2" if dense else "linespoints lw 2 pt 7 ps 1.1"
             plots.append(f"{q(path)} using 1:2 with {style} lc rgb {q(color)} title {q(label)}")
-            if has_err:
+            # bars of no height (repetitions that agree: curves over the steps of deterministic
+            # runs) are not drawn: invisible, and thousands of them were most of an SVG
+            flat_bars = all(low is None or (low == y == high) for _, y, low, high, _ in pts)
+            if has_err and not flat_bars:
                 plots.append(f"{q(path)} using 1:2:3:4 with yerrorbars pt 0 lc rgb {q(color)} notitle")
             if any_noisy:
                 plots.append(f"{q(path)} using 1:2:(strcol(5) eq '-' ? '' : '!') with labels offset 1,0.6 notitle")
