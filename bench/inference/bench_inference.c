@@ -699,12 +699,15 @@ static void bench_precision(HarnessState *st, void *user)
 
 // ---- registration -------------------------------------------------------------------------------
 
+// as_reference: the rows time something that is not the practice's speed (the largest-batch
+// probe), so no speedup is computed from them: every variant a yardstick.
 static void register_family(const char *practice, const InferVariant *variants, int count,
-                            HarnessFn fn, const HarnessAxis *axes, int64_t iterations)
+                            HarnessFn fn, const HarnessAxis *axes, int64_t iterations, bool as_reference)
 {
     for (int i = 0; i < count; i++) {
         HarnessSpec spec = {.practice = practice, .variant = variants[i].name,
-                            .role = variants[i].role, .timing = HARNESS_TIMING_MANUAL, .fn = fn,
+                            .role = as_reference ? HARNESS_REFERENCE : variants[i].role,
+                            .timing = HARNESS_TIMING_MANUAL, .fn = fn,
                             .user = (void *)&variants[i], .unit = HARNESS_MS,
                             .iterations = iterations};
         for (int a = 0; a < HARNESS_MAX_AXES && axes[a].name; a++) spec.axes[a] = axes[a];
@@ -728,27 +731,27 @@ int main(int argc, char **argv)
     const HarnessAxis grad_axes[] = {{"preset", presets, true},
                                      {"batch", gpu ? "1:1024:*4" : "1:256:*4", false},
                                      {NULL, NULL, false}};
-    register_family("inference_grad", grad_variants, COUNT(grad_variants), bench_grad, grad_axes, 0);
+    register_family("inference_grad", grad_variants, COUNT(grad_variants), bench_grad, grad_axes, 0, false);
     const HarnessAxis max_axes[] = {{"preset", presets, true}, {"batch", "0", false}, {NULL, NULL, false}};
     register_family("inference_grad_max_batch", grad_variants, COUNT(grad_variants), bench_max_batch,
-                    max_axes, 1);
+                    max_axes, 1, true);
     const HarnessAxis serving_axes[] = {{"preset", presets, true},
                                         {"batch", gpu ? "1:256:*2" : "1:32:*2", false},
                                         {NULL, NULL, false}};
     register_family("inference_serving", serving_variants, COUNT(serving_variants), bench_serving,
-                    serving_axes, 1);
+                    serving_axes, 1, false);
     const HarnessAxis precision_axes[] = {{"preset", presets, true}, {"batch", "0", false},
                                           {NULL, NULL, false}};
     register_family("inference_precision", precision_variants, COUNT(precision_variants),
-                    bench_precision, precision_axes, 0);
+                    bench_precision, precision_axes, 0, false);
     // GPU only: without a GPU every row skips with the reason, over the GPU's presets.
     const HarnessAxis graph_axes[] = {{"preset", "tiny,small,resnet18", true},
                                       {"batch", "1,2,4,8,16", false}, {NULL, NULL, false}};
     register_family("inference_graphs", graph_variants, COUNT(graph_variants), bench_graphs,
-                    graph_axes, 1);
+                    graph_axes, 1, false);
     const HarnessAxis cudnn_axes[] = {{"preset", "tiny,small,resnet18", true}, {"batch", "0", false},
                                       {"shapes", "fixed,varying", true}, {NULL, NULL, false}};
     register_family("inference_cudnn", cudnn_variants, COUNT(cudnn_variants), bench_cudnn,
-                    cudnn_axes, 1);
+                    cudnn_axes, 1, false);
     return harness_run();
 }
