@@ -212,6 +212,37 @@ static int check_grad(HarnessState *st, const InferVariant *v, const CoreConfig 
     return rc;
 }
 
+// The timed forwards of one run (each ending in core_sync) after its set-up (rc: the set-up's
+// status; nothing is timed after an error) and their counters: ms_per_batch,
+// images_per_second, activation_mib. Frees core and pb; false (the run ended as a failure or
+// skip) on an error, else *s holds the core's stats.
+static bool timed_forwards(HarnessState *st, int rc, Core *core, const CoreBatch *b, CoreGradMode grad,
+                           PracticeBatch *pb, CoreStats *s)
+{
+    int64_t batches = 0;
+    double seconds = 0.0;
+    while (rc == 0 && harness_keep_running(st)) {
+        double t0 = clock_seconds();
+        rc = core_infer(core, b, grad, NULL, NULL);
+        if (rc == 0) rc = core_sync(core);
+        double dt = clock_seconds() - t0;
+        harness_set_iteration_time(st, dt);
+        seconds += dt;
+        batches++;
+    }
+    if (rc == 0) rc = core_stats(core, s);
+    core_free(core);
+    practice_batch_free(pb);
+    if (rc != 0) {
+        practice_fail_or_skip(st, "timing the forward");
+        return false;
+    }
+    harness_counter(st, "ms_per_batch", batches ? 1e3 * seconds / batches : 0, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "images_per_second", (double)batches * b->n, HARNESS_COUNTER_RATE);
+    harness_counter(st, "activation_mib", mib(s->activation_bytes), HARNESS_COUNTER_PLAIN);
+    return true;
+}
+
 static void bench_grad(HarnessState *st, void *user)
 {
     const InferVariant *v = user;
@@ -233,28 +264,8 @@ static void bench_grad(HarnessState *st, void *user)
     rc = core_create(&cfg, &core);
     for (int i = 0; i < warmup(&cfg) && rc == 0; i++) rc = core_infer(core, &b, v->grad, NULL, NULL);
     if (rc == 0) rc = core_sync(core);
-    int64_t batches = 0;
-    double seconds = 0.0;
-    while (rc == 0 && harness_keep_running(st)) {
-        double t0 = clock_seconds();
-        rc = core_infer(core, &b, v->grad, NULL, NULL);
-        if (rc == 0) rc = core_sync(core);
-        double dt = clock_seconds() - t0;
-        harness_set_iteration_time(st, dt);
-        seconds += dt;
-        batches++;
-    }
     CoreStats s;
-    if (rc == 0) rc = core_stats(core, &s);
-    core_free(core);
-    practice_batch_free(&pb);
-    if (rc != 0) {
-        practice_fail_or_skip(st, "timing the forward");
-        return;
-    }
-    harness_counter(st, "ms_per_batch", batches ? 1e3 * seconds / batches : 0, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "images_per_second", (double)batches * cfg.batch_size, HARNESS_COUNTER_RATE);
-    harness_counter(st, "activation_mib", mib(s.activation_bytes), HARNESS_COUNTER_PLAIN);
+    if (!timed_forwards(st, rc, core, &b, v->grad, &pb, &s)) return;
     harness_counter(st, "peak_mib", mib(s.peak_bytes), HARNESS_COUNTER_PLAIN);
     if (cfg.backend == CORE_BACKEND_CUDA)
         harness_counter(st, "device_used_mib", mib(s.device_used_bytes), HARNESS_COUNTER_PLAIN);
@@ -667,28 +678,8 @@ static void bench_precision(HarnessState *st, void *user)
     int rc = core_create(&cfg, &core);
     for (int i = 0; i < warmup(&cfg) && rc == 0; i++) rc = core_infer(core, &b, CORE_GRAD_OFF, NULL, NULL);
     if (rc == 0) rc = core_sync(core);
-    int64_t batches = 0;
-    double seconds = 0.0;
-    while (rc == 0 && harness_keep_running(st)) {
-        double t0 = clock_seconds();
-        rc = core_infer(core, &b, CORE_GRAD_OFF, NULL, NULL);
-        if (rc == 0) rc = core_sync(core);
-        double dt = clock_seconds() - t0;
-        harness_set_iteration_time(st, dt);
-        seconds += dt;
-        batches++;
-    }
     CoreStats s;
-    if (rc == 0) rc = core_stats(core, &s);
-    core_free(core);
-    practice_batch_free(&pb);
-    if (rc != 0) {
-        practice_fail_or_skip(st, "timing the forward");
-        return;
-    }
-    harness_counter(st, "ms_per_batch", batches ? 1e3 * seconds / batches : 0, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "images_per_second", (double)batches * cfg.batch_size, HARNESS_COUNTER_RATE);
-    harness_counter(st, "activation_mib", mib(s.activation_bytes), HARNESS_COUNTER_PLAIN);
+    if (!timed_forwards(st, rc, core, &b, CORE_GRAD_OFF, &pb, &s)) return;
     char label[300];
     snprintf(label, sizeof label, "%s (%s, %s): no_grad forward of a batch of %d; checked on %s",
              v->name, core_precision_name(cfg.precision), core_layout_name(cfg.layout),
