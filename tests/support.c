@@ -140,6 +140,14 @@ bool test_csv_field(const char *line, int index, char *out, size_t out_size)
     return true;
 }
 
+void test_csv_named_field(const char *csv, const char *line, const char *name, char *out,
+                          size_t out_size)
+{
+    int col = test_csv_column(csv, name);
+    if (col < 0) fail_msg("no column %s", name);
+    if (!test_csv_field(line, col, out, out_size)) fail_msg("no field %s in %s", name, line);
+}
+
 bool test_write_file(const char *folder, const char *name, const char *text)
 {
     char path[4096];
@@ -294,10 +302,33 @@ double test_rel_l2(const float *got, const float *want, size_t n)
     return den > 0.0 ? sqrt(num / den) : sqrt(num);
 }
 
-TestRun test_run_model(const CoreConfig *cfg, int steps)
+Core *test_core_create(const CoreConfig *cfg)
 {
     Core *core = NULL;
     if (core_create(cfg, &core) != 0) fail_msg("core_create: %s", error_message());
+    return core;
+}
+
+void test_batch_open(TestBatch *b, const CoreConfig *cfg, int n, uint64_t index)
+{
+    const CoreModelConfig *m = &cfg->model;
+    b->task = (SynthTask){m->in_channels, m->image_size, m->num_classes, 0.5f, 1};
+    b->images = malloc((size_t)n * m->in_channels * m->image_size * m->image_size * sizeof(float));
+    b->labels = malloc((size_t)n * sizeof(int32_t));
+    assert_true(b->images && b->labels);
+    b->b = (CoreBatch){b->images, b->labels, n, CORE_MEMORY_HOST};
+    synth_batch(&b->task, index, n, b->images, b->labels);
+}
+
+void test_batch_close(TestBatch *b)
+{
+    free(b->images);
+    free(b->labels);
+}
+
+TestRun test_run_model(const CoreConfig *cfg, int steps)
+{
+    Core *core = test_core_create(cfg);
     const CoreModelConfig *m = &cfg->model;
     int n = cfg->batch_size;
     size_t img = (size_t)m->in_channels * m->image_size * m->image_size;

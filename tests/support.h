@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "kernels/core.h"
+#include "kernels/synth.h"
 
 // True (after printing "skipped: <reason>") when no CUDA device can be used; with
 // SUITE_EXPECT_GPU=1 a missing device fails the running test instead.
@@ -38,6 +39,10 @@ bool test_file_at_least(const char *path, size_t min_size);
 int test_csv_column(const char *header, const char *name);
 // Copies field `index` of a comma-separated line into out.
 bool test_csv_field(const char *line, int index, char *out, size_t out_size);
+// Copies field `name` (a column of csv's header, its first line) of `line` into out;
+// fails the test when there is no such column or field.
+void test_csv_named_field(const char *csv, const char *line, const char *name, char *out,
+                          size_t out_size);
 // Writes text to folder/name; false when the file could not be written whole.
 bool test_write_file(const char *folder, const char *name, const char *text);
 // Number of newline characters in text.
@@ -73,6 +78,21 @@ bool test_csv_row_value(const char *csv, const char *practice_variant, const cha
 
 // ||got - want|| / ||want|| in double (||got - want|| when want is all zeros).
 double test_rel_l2(const float *got, const float *want, size_t n);
+
+// core_create, failing the test (with the error) when it fails.
+Core *test_core_create(const CoreConfig *cfg);
+
+// A synthetic host batch of n images for cfg's model (synth task seed 1): task, buffers
+// and the CoreBatch over them. test_batch_open fills it with batch `index`
+// (synth_batch(&b->task, ...) refills it); test_batch_close frees the buffers.
+typedef struct TestBatch {
+    SynthTask task;
+    float *images;
+    int32_t *labels;
+    CoreBatch b;
+} TestBatch;
+void test_batch_open(TestBatch *b, const CoreConfig *cfg, int n, uint64_t index);
+void test_batch_close(TestBatch *b);
 
 // A whole-model run on synthetic host batches (seed 1): the loss and gradient at the
 // initial weights (core_loss_grad), then `steps` training steps, then an eval of the last

@@ -37,13 +37,6 @@ static void test_lists_variants_and_batches(void **state)
     free(list);
 }
 
-static void field(const char *line, const char *csv, const char *name, char *out, size_t size)
-{
-    int col = test_csv_column(csv, name);
-    if (col < 0) fail_msg("no column %s", name);
-    assert_true(test_csv_field(line, col, out, size));
-}
-
 static void test_tiny_runs_and_checks(void **state)
 {
     (void)state;
@@ -54,13 +47,13 @@ static void test_tiny_runs_and_checks(void **state)
     for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
         char status[32], variant[32], wrong[32], rel[32], acc[32], params[32], ms[32], batch[32],
             mib[32];
-        field(line + 1, csv, "status", status, sizeof status);
-        field(line + 1, csv, "variant", variant, sizeof variant);
+        test_csv_named_field(csv, line + 1, "status", status, sizeof status);
+        test_csv_named_field(csv, line + 1, "variant", variant, sizeof variant);
         assert_string_equal(status, "ok");
-        field(line + 1, csv, "param_count", params, sizeof params);
-        field(line + 1, csv, "batch_ms", ms, sizeof ms);
-        field(line + 1, csv, "batch", batch, sizeof batch);
-        field(line + 1, csv, "activation_mib", mib, sizeof mib);
+        test_csv_named_field(csv, line + 1, "param_count", params, sizeof params);
+        test_csv_named_field(csv, line + 1, "batch_ms", ms, sizeof ms);
+        test_csv_named_field(csv, line + 1, "batch", batch, sizeof batch);
+        test_csv_named_field(csv, line + 1, "activation_mib", mib, sizeof mib);
         assert_true(atof(ms) > 0.0);
         printf("%s batch %s: %s ms per batch, activations %s MiB\n", variant, batch, ms, mib);
         if (strcmp(variant, "bn") == 0) {
@@ -70,9 +63,9 @@ static void test_tiny_runs_and_checks(void **state)
         }
         assert_string_equal(variant, "folded");
         params_folded = atof(params);
-        field(line + 1, csv, "wrong", wrong, sizeof wrong);
-        field(line + 1, csv, "check_rel_diff", rel, sizeof rel);
-        field(line + 1, csv, "check_accuracy_diff", acc, sizeof acc);
+        test_csv_named_field(csv, line + 1, "wrong", wrong, sizeof wrong);
+        test_csv_named_field(csv, line + 1, "check_rel_diff", rel, sizeof rel);
+        test_csv_named_field(csv, line + 1, "check_accuracy_diff", acc, sizeof acc);
         double tol = test_gpu_present() ? GPU_TOL : CPU_TOL;
         printf("  folded vs bn: loss relative difference %s (tolerance %g), accuracy difference %s\n",
                rel, tol, acc);
@@ -99,13 +92,13 @@ static void expect_selftest_fails(const char *mode)
     int failed = 0;
     for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
         char status_text[32], variant[32], reason[1024];
-        field(line + 1, csv, "status", status_text, sizeof status_text);
-        field(line + 1, csv, "variant", variant, sizeof variant);
+        test_csv_named_field(csv, line + 1, "status", status_text, sizeof status_text);
+        test_csv_named_field(csv, line + 1, "variant", variant, sizeof variant);
         if (strcmp(variant, "bn") == 0) {
             assert_string_equal(status_text, "ok");
             continue;
         }
-        field(line + 1, csv, "reason", reason, sizeof reason);
+        test_csv_named_field(csv, line + 1, "reason", reason, sizeof reason);
         if (failed == 0) printf("  folded: %s\n", reason);
         assert_string_equal(status_text, "error");
         assert_non_null(strstr(reason, "differs from the BN model's"));

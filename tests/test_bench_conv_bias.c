@@ -33,13 +33,6 @@ static void test_lists_both_variants(void **state)
     free(list);
 }
 
-static void field(const char *line, const char *csv, const char *name, char *out, size_t size)
-{
-    int col = test_csv_column(csv, name);
-    if (col < 0) fail_msg("no column %s", name);
-    assert_true(test_csv_field(line, col, out, size));
-}
-
 static void test_tiny_runs_and_checks(void **state)
 {
     (void)state;
@@ -49,11 +42,11 @@ static void test_tiny_runs_and_checks(void **state)
     double params_bias = 0, params_none = 0, step_bias = 0, step_none = 0;
     for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
         char status[32], variant[32], wrong[32], rel[32], moved[32], params[32], step[32];
-        field(line + 1, csv, "status", status, sizeof status);
-        field(line + 1, csv, "variant", variant, sizeof variant);
+        test_csv_named_field(csv, line + 1, "status", status, sizeof status);
+        test_csv_named_field(csv, line + 1, "variant", variant, sizeof variant);
         assert_string_equal(status, "ok");
-        field(line + 1, csv, "param_count", params, sizeof params);
-        field(line + 1, csv, "step_ms", step, sizeof step);
+        test_csv_named_field(csv, line + 1, "param_count", params, sizeof params);
+        test_csv_named_field(csv, line + 1, "step_ms", step, sizeof step);
         if (strcmp(variant, "bias") == 0) {
             params_bias = atof(params);
             step_bias = atof(step);
@@ -61,9 +54,9 @@ static void test_tiny_runs_and_checks(void **state)
             assert_string_equal(variant, "no_bias");
             params_none = atof(params);
             step_none = atof(step);
-            field(line + 1, csv, "wrong", wrong, sizeof wrong);
-            field(line + 1, csv, "check_rel_diff", rel, sizeof rel);
-            field(line + 1, csv, "check_baseline_moved", moved, sizeof moved);
+            test_csv_named_field(csv, line + 1, "wrong", wrong, sizeof wrong);
+            test_csv_named_field(csv, line + 1, "check_rel_diff", rel, sizeof rel);
+            test_csv_named_field(csv, line + 1, "check_baseline_moved", moved, sizeof moved);
             printf("no_bias vs bias: update relative difference %s (tolerance %g), the "
                    "baseline moved %s of its parameters\n", rel, TOL, moved);
             assert_string_equal(wrong, "0");
@@ -92,13 +85,13 @@ static void expect_selftest_fails(const char *mode)
     int seen = 0;
     for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
         char status_text[32], variant[32], reason[1024];
-        field(line + 1, csv, "status", status_text, sizeof status_text);
-        field(line + 1, csv, "variant", variant, sizeof variant);
+        test_csv_named_field(csv, line + 1, "status", status_text, sizeof status_text);
+        test_csv_named_field(csv, line + 1, "variant", variant, sizeof variant);
         if (strcmp(variant, "bias") == 0) {
             assert_string_equal(status_text, "ok");
             continue;
         }
-        field(line + 1, csv, "reason", reason, sizeof reason);
+        test_csv_named_field(csv, line + 1, "reason", reason, sizeof reason);
         printf("  no_bias: %s\n", reason);
         assert_string_equal(status_text, "error");
         assert_true(strstr(reason, "differ from the baseline") || strstr(reason, "skipped"));

@@ -28,13 +28,6 @@ static void test_lists_both_variants(void **state)
     free(list);
 }
 
-static void field(const char *line, const char *csv, const char *name, char *out, size_t size)
-{
-    int col = test_csv_column(csv, name);
-    if (col < 0) fail_msg("no column %s", name);
-    assert_true(test_csv_field(line, col, out, size));
-}
-
 static void test_tiny_runs_and_checks(void **state)
 {
     (void)state;
@@ -44,20 +37,20 @@ static void test_tiny_runs_and_checks(void **state)
     int rows = 0;
     for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
         char status[32], variant[32], wrong[32], mib[32], rel[32], loss_rel[32];
-        field(line + 1, csv, "status", status, sizeof status);
-        field(line + 1, csv, "variant", variant, sizeof variant);
+        test_csv_named_field(csv, line + 1, "status", status, sizeof status);
+        test_csv_named_field(csv, line + 1, "variant", variant, sizeof variant);
         assert_string_equal(status, "ok");
-        field(line + 1, csv, "activation_mib", mib, sizeof mib);
+        test_csv_named_field(csv, line + 1, "activation_mib", mib, sizeof mib);
         assert_true(atof(mib) > 0.0);
         char fused_ops[32];
-        field(line + 1, csv, "fused_ops", fused_ops, sizeof fused_ops);
+        test_csv_named_field(csv, line + 1, "fused_ops", fused_ops, sizeof fused_ops);
         printf("%s: fused_ops = %s\n", variant, fused_ops);
         if (strcmp(variant, "separate") == 0) assert_true(atof(fused_ops) == 0.0);
         if (strcmp(variant, "fused") == 0) {
             assert_true(atof(fused_ops) > 0.0);
-            field(line + 1, csv, "wrong", wrong, sizeof wrong);
-            field(line + 1, csv, "check_rel_diff", rel, sizeof rel);
-            field(line + 1, csv, "check_loss_rel_diff", loss_rel, sizeof loss_rel);
+            test_csv_named_field(csv, line + 1, "wrong", wrong, sizeof wrong);
+            test_csv_named_field(csv, line + 1, "check_rel_diff", rel, sizeof rel);
+            test_csv_named_field(csv, line + 1, "check_loss_rel_diff", loss_rel, sizeof loss_rel);
             assert_string_equal(wrong, "0");
             if (!gpu) {  // the CPU's fused loops are bit-identical
                 assert_true(atof(rel) == 0.0);

@@ -53,8 +53,7 @@ static CoreConfig config(const char *preset, CoreBackend be, int batch, int segm
 
 static Trace trace_run(const CoreConfig *cfg)
 {
-    Core *core = NULL;
-    if (core_create(cfg, &core) != 0) fail_msg("core_create: %s", error_message());
+    Core *core = test_core_create(cfg);
     const CoreModelConfig *m = &cfg->model;
     int n = cfg->batch_size;
     size_t img = (size_t)m->in_channels * m->image_size * m->image_size;

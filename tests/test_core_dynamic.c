@@ -68,15 +68,6 @@ static CoreConfig preset(const char *name, CoreBackend backend)
     return cfg;
 }
 
-static Core *create(const CoreConfig *cfg)
-{
-    Core *core = NULL;
-    int rc = core_create(cfg, &core);
-    if (rc != 0) printf("core_create: %s\n", error_message());
-    assert_int_equal(rc, 0);
-    return core;
-}
-
 static void step_ok(Core *core, const CoreBatch *b)
 {
     int rc = core_step(core, b, NULL);
@@ -115,13 +106,13 @@ static void compare_with_fresh(CoreBackend backend)
     CoreConfig cfg = preset("tiny", backend);
     Data d;
     data_open(&d, &cfg, BATCH);
-    Core *dyn = create(&cfg);
+    Core *dyn = test_core_create(&cfg);
     float *p = train_through_sizes(dyn, &d);
     size_t np = core_param_count(dyn);
 
     CoreConfig fcfg = cfg;
     fcfg.model.image_size = S;
-    Core *fresh = create(&fcfg);
+    Core *fresh = test_core_create(&fcfg);
     assert_int_equal(core_params_set(fresh, p, np), 0);
     assert_int_equal(core_params_set(dyn, p, np), 0);  // same momentum (zero) on both
     assert_int_equal(core_set_image_size(dyn, S), 0);
@@ -175,7 +166,7 @@ static void test_training_with_changing_sizes_learns(void **state)
     cfg.optim.total_steps = LEARN_STEPS;
     Data d;
     data_open(&d, &cfg, 256);
-    Core *core = create(&cfg);
+    Core *core = test_core_create(&cfg);
     static const int sizes[] = {12, 16, 20, 24};
     uint64_t rng = 12345;
     for (int s = 0; s < LEARN_STEPS; s++) {
@@ -208,7 +199,7 @@ static void test_buffers_grow_once(void **state)
     CoreConfig cfg = preset("tiny", CORE_BACKEND_CPU);
     Data d;
     data_open(&d, &cfg, BATCH);
-    Core *core = create(&cfg);
+    Core *core = test_core_create(&cfg);
     static const int sizes[] = {MAX_SIZE, 12, 16, 20};
     size_t peak[3];
     CoreStats s;
@@ -235,7 +226,7 @@ static void test_bad_sizes_are_errors(void **state)
 {
     (void)state;
     CoreConfig cfg = preset("mlp", CORE_BACKEND_CPU);
-    Core *mlp = create(&cfg);
+    Core *mlp = test_core_create(&cfg);
     assert_int_equal(core_set_image_size(mlp, cfg.model.image_size), 0);
     assert_int_equal(core_set_image_size(mlp, 20), -1);
     assert_int_equal(error_kind(), ERROR_BAD_USAGE);
@@ -244,7 +235,7 @@ static void test_bad_sizes_are_errors(void **state)
     core_free(mlp);
 
     cfg = preset("tiny", CORE_BACKEND_CPU);
-    Core *core = create(&cfg);
+    Core *core = test_core_create(&cfg);
     assert_int_equal(core_set_image_size(core, -3), -1);
     assert_int_equal(error_kind(), ERROR_BAD_USAGE);
     assert_int_equal(core_set_image_size(core, 1), -1);  // too small for two stages
@@ -267,7 +258,7 @@ static void test_split_step_equals_step_and_needs_a_backward(void **state)
     CoreConfig cfg = preset("tiny", CORE_BACKEND_CPU);
     Data d;
     data_open(&d, &cfg, BATCH);
-    Core *a = create(&cfg), *b = create(&cfg);
+    Core *a = test_core_create(&cfg), *b = test_core_create(&cfg);
     size_t np = core_param_count(a);
     float *pa = malloc(np * sizeof(float)), *pb = malloc(np * sizeof(float)), *g = malloc(np * sizeof(float));
     assert_true(pa && pb && g);
@@ -305,13 +296,13 @@ static void gpu_against_reference(CoreConvAlgo policy)
     cfg.conv_algo = policy;
     Data d;
     data_open(&d, &cfg, BATCH);
-    Core *gpu = create(&cfg);
+    Core *gpu = test_core_create(&cfg);
     float *p = train_through_sizes(gpu, &d);
     size_t np = core_param_count(gpu);
     CoreConfig rcfg = cfg;
     rcfg.backend = CORE_BACKEND_CPU_REF;
     rcfg.model.image_size = S;
-    Core *ref = create(&rcfg);
+    Core *ref = test_core_create(&rcfg);
     assert_int_equal(core_params_set(ref, p, np), 0);
     assert_int_equal(core_set_image_size(gpu, S), 0);
     float *gg = malloc(np * sizeof(float)), *gr = malloc(np * sizeof(float));
@@ -359,7 +350,7 @@ static void test_gpu_autotune_once_per_shape(void **state)
     cfg.conv_algo = CORE_CONV_ALGO_AUTOTUNE;
     Data d;
     data_open(&d, &cfg, BATCH);
-    Core *core = create(&cfg);  // plans (and tunes) the config's own shape
+    Core *core = test_core_create(&cfg);  // plans (and tunes) the config's own shape
     CoreStats s[5];
     assert_int_equal(core_stats(core, &s[0]), 0);
     static const int sizes[] = {20, 24, 20, 16};

@@ -45,38 +45,15 @@ static CoreConfig tiny(CoreBackend backend, bool conv_bias, bool no_bn)
     return cfg;
 }
 
-static Core *create(const CoreConfig *cfg)
-{
-    Core *core = NULL;
-    int rc = core_create(cfg, &core);
-    if (rc != 0) fail_msg("core_create: %s", error_message());
-    return core;
-}
-
-typedef struct Batch { float *images; int32_t *labels; CoreBatch b; } Batch;
-
-static void batch_open(Batch *b, const CoreConfig *cfg, int n, uint64_t index)
-{
-    const CoreModelConfig *m = &cfg->model;
-    SynthTask t = {m->in_channels, m->image_size, m->num_classes, 0.5f, 1};
-    b->images = malloc((size_t)n * m->in_channels * m->image_size * m->image_size * sizeof(float));
-    b->labels = malloc((size_t)n * sizeof(int32_t));
-    assert_true(b->images && b->labels);
-    b->b = (CoreBatch){b->images, b->labels, n, CORE_MEMORY_HOST};
-    synth_batch(&t, index, n, b->images, b->labels);
-}
-
-static void batch_close(Batch *b) { free(b->images); free(b->labels); }
-
 // A BN core trained TRAIN_STEPS steps on synthetic batches.
 static Core *trained_bn_core(const CoreConfig *cfg)
 {
-    Core *core = create(cfg);
+    Core *core = test_core_create(cfg);
     for (int s = 0; s < TRAIN_STEPS; s++) {
-        Batch b;
-        batch_open(&b, cfg, BATCH, (uint64_t)s);
+        TestBatch b;
+        test_batch_open(&b, cfg, BATCH, (uint64_t)s);
         assert_int_equal(core_step(core, &b.b, NULL), 0);
-        batch_close(&b);
+        test_batch_close(&b);
     }
     return core;
 }
@@ -87,16 +64,16 @@ typedef struct FoldResult { CoreEvalResult bn, folded; double rel; } FoldResult;
 // held-out batch.
 static FoldResult fold_and_eval(Core *bn, const CoreConfig *fcfg, CoreFoldMode mode)
 {
-    Core *folded = create(fcfg);
+    Core *folded = test_core_create(fcfg);
     int rc = core_fold_bn_mode(bn, folded, mode);
     if (rc != 0) fail_msg("core_fold_bn: %s", error_message());
-    Batch h;
-    batch_open(&h, fcfg, HELD_OUT, 1000);
+    TestBatch h;
+    test_batch_open(&h, fcfg, HELD_OUT, 1000);
     FoldResult r;
     assert_int_equal(core_eval(bn, &h.b, &r.bn), 0);
     assert_int_equal(core_eval(folded, &h.b, &r.folded), 0);
     r.rel = fabs((double)r.folded.loss - r.bn.loss) / fabs((double)r.bn.loss);
-    batch_close(&h);
+    test_batch_close(&h);
     core_free(folded);
     return r;
 }
@@ -170,8 +147,8 @@ static void test_bad_pairs_refused(void **state)
     CoreConfig wider = tiny(CORE_BACKEND_CPU_REF, true, true);
     wider.model.width *= 2;
     CoreConfig good = tiny(CORE_BACKEND_CPU_REF, true, true);
-    Core *bn = create(&bcfg), *a = create(&no_bias), *b = create(&with_bn), *c = create(&wider),
-         *d = create(&good);
+    Core *bn = test_core_create(&bcfg), *a = test_core_create(&no_bias), *b = test_core_create(&with_bn), *c = test_core_create(&wider),
+         *d = test_core_create(&good);
     expect_refused(bn, a, "conv_bias = true and no_batch_norm = true");
     expect_refused(bn, b, "conv_bias = true and no_batch_norm = true");
     expect_refused(bn, c, "model configs differ");

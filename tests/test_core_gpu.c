@@ -51,8 +51,6 @@ static double loss_tol(CorePrecision p)
     return 0.0;
 }
 
-typedef struct Batch { float *images; int32_t *labels; CoreBatch b; SynthTask t; } Batch;
-
 static CoreConfig config(const char *preset, CoreBackend be, CorePrecision p, int batch)
 {
     CoreConfig cfg;
@@ -64,32 +62,10 @@ static CoreConfig config(const char *preset, CoreBackend be, CorePrecision p, in
     return cfg;
 }
 
-static Core *create(const CoreConfig *cfg)
-{
-    Core *core = NULL;
-    int rc = core_create(cfg, &core);
-    if (rc != 0) printf("core_create: %s\n", error_message());
-    assert_int_equal(rc, 0);
-    return core;
-}
-
-static void batch_open(Batch *b, const CoreConfig *cfg, int n, uint64_t index)
-{
-    const CoreModelConfig *m = &cfg->model;
-    b->t = (SynthTask){m->in_channels, m->image_size, m->num_classes, 0.5f, 1};
-    b->images = malloc((size_t)n * m->in_channels * m->image_size * m->image_size * sizeof(float));
-    b->labels = malloc((size_t)n * sizeof(int32_t));
-    b->b = (CoreBatch){b->images, b->labels, n, CORE_MEMORY_HOST};
-    synth_batch(&b->t, index, n, b->images, b->labels);
-}
-
-static void batch_close(Batch *b) { free(b->images); free(b->labels); }
-
-
 // Loss and gradient of `cfg` on one batch, with the parameters of `params` (if not NULL).
-static float loss_grad(const CoreConfig *cfg, const Batch *b, const float *params, float *grad)
+static float loss_grad(const CoreConfig *cfg, const TestBatch *b, const float *params, float *grad)
 {
-    Core *core = create(cfg);
+    Core *core = test_core_create(cfg);
     size_t np = core_param_count(core);
     if (params) assert_int_equal(core_params_set(core, params, np), 0);
     float loss = NAN;
@@ -107,9 +83,9 @@ static void test_gpu_grads_match_cpu_per_precision(void **state)
     const char *presets[] = {"tiny", "mlp"};
     for (int pi = 0; pi < 2; pi++) {
         CoreConfig ccfg = config(presets[pi], CORE_BACKEND_CPU_REF, CORE_PRECISION_FP32, 8);
-        Batch b;
-        batch_open(&b, &ccfg, 8, 3);
-        Core *cpu = create(&ccfg);
+        TestBatch b;
+        test_batch_open(&b, &ccfg, 8, 3);
+        Core *cpu = test_core_create(&ccfg);
         size_t np = core_param_count(cpu);
         float *params = malloc(np * sizeof(float)), *gc = malloc(np * sizeof(float)),
               *gg = malloc(np * sizeof(float));
@@ -128,15 +104,15 @@ static void test_gpu_grads_match_cpu_per_precision(void **state)
             assert_true(e <= grad_tol((CorePrecision)p));
         }
         free(params); free(gc); free(gg);
-        batch_close(&b);
+        test_batch_close(&b);
     }
 }
 
 static void compare_variants(CoreConfig a, CoreConfig b, double tol, const char *what)
 {
-    Batch bt;
-    batch_open(&bt, &a, 8, 4);
-    Core *ca = create(&a);
+    TestBatch bt;
+    test_batch_open(&bt, &a, 8, 4);
+    Core *ca = test_core_create(&a);
     size_t np = core_param_count(ca);
     float *params = malloc(np * sizeof(float)), *ga = malloc(np * sizeof(float)),
           *gb = malloc(np * sizeof(float));
@@ -150,7 +126,7 @@ static void compare_variants(CoreConfig a, CoreConfig b, double tol, const char 
     assert_true(e <= tol);
     assert_true(fabs((double)la - lb) <= tol * fabs((double)la));
     free(params); free(ga); free(gb);
-    batch_close(&bt);
+    test_batch_close(&bt);
 }
 
 static void test_gpu_nhwc_matches_nchw(void **state)
@@ -197,7 +173,7 @@ static void test_gpu_autotune_matches_heuristic(void **state)
     compare_variants(a, b, grad_tol(CORE_PRECISION_FP32), "autotune vs heuristic (fp32)");
     // A fresh autotuned core on the same shapes finds every choice in the cache.
     b.batch_size = 8;
-    Core *c1 = create(&b), *c2 = create(&b);
+    Core *c1 = test_core_create(&b), *c2 = test_core_create(&b);
     CoreStats s1, s2;
     assert_int_equal(core_stats(c1, &s1), 0);
     assert_int_equal(core_stats(c2, &s2), 0);
@@ -211,7 +187,7 @@ static void test_gpu_autotune_matches_heuristic(void **state)
     core_free(c2);
     // A new shape (batch 5) is tuned once, timed, then cached.
     b.batch_size = 5;
-    Core *c3 = create(&b);
+    Core *c3 = test_core_create(&b);
     CoreStats s3;
     assert_int_equal(core_stats(c3, &s3), 0);
     assert_true(s3.algo_cache_misses > 0);
@@ -224,23 +200,23 @@ static void test_gpu_autotune_matches_heuristic(void **state)
 static float train(CoreConfig cfg, int steps, float *losses)
 {
     cfg.optim.total_steps = steps;
-    Core *core = create(&cfg);
-    Batch b;
-    batch_open(&b, &cfg, cfg.batch_size, 0);
+    Core *core = test_core_create(&cfg);
+    TestBatch b;
+    test_batch_open(&b, &cfg, cfg.batch_size, 0);
     for (int s = 0; s < steps; s++) {
-        synth_batch(&b.t, (uint64_t)s, cfg.batch_size, b.images, b.labels);
+        synth_batch(&b.task, (uint64_t)s, cfg.batch_size, b.images, b.labels);
         CoreStepResult r;
         int rc = core_step(core, &b.b, &r);
         if (rc != 0) printf("core_step: %s\n", error_message());
         assert_int_equal(rc, 0);
         if (losses) losses[s] = r.loss;
     }
-    batch_close(&b);
-    Batch e;
-    batch_open(&e, &cfg, 256, 999999);
+    test_batch_close(&b);
+    TestBatch e;
+    test_batch_open(&e, &cfg, 256, 999999);
     CoreEvalResult er;
     assert_int_equal(core_eval(core, &e.b, &er), 0);
-    batch_close(&e);
+    test_batch_close(&e);
     core_free(core);
     return er.accuracy;
 }
@@ -294,14 +270,14 @@ static void test_gpu_scaler_trajectory(void **state)
     CoreConfig cfg = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP16, 8);
     cfg.scaler.growth_interval = 4;
     cfg.scaler.init_scale = 1024.0f;
-    Core *core = create(&cfg);
-    Batch b;
-    batch_open(&b, &cfg, 8, 0);
+    Core *core = test_core_create(&cfg);
+    TestBatch b;
+    test_batch_open(&b, &cfg, 8, 0);
     size_t np = core_param_count(core);
     float *before = malloc(np * sizeof(float)), *after = malloc(np * sizeof(float));
     int skipped = 0;
     for (int i = 0; i < 12; i++) {
-        synth_batch(&b.t, (uint64_t)i, 8, b.images, b.labels);
+        synth_batch(&b.task, (uint64_t)i, 8, b.images, b.labels);
         if (inf[i]) assert_int_equal(core_inject_grad_fault(core, i == 10 ? NAN : INFINITY), 0);
         assert_int_equal(core_params_get(core, before, np), 0);
         assert_int_equal(core_step(core, &b.b, NULL), 0);
@@ -316,7 +292,7 @@ static void test_gpu_scaler_trajectory(void **state)
         assert_int_equal(st.skipped_steps, skipped);
     }
     free(before); free(after);
-    batch_close(&b);
+    test_batch_close(&b);
     core_free(core);
 }
 
@@ -326,11 +302,11 @@ static void test_gpu_zero_grad_modes_agree(void **state)
     REQUIRE_GPU();
     CoreConfig a = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 8), b = a;
     b.zero_grad = CORE_ZERO_GRAD_SET_TO_NONE;
-    Core *ca = create(&a), *cb = create(&b);
-    Batch bt;
-    batch_open(&bt, &a, 8, 0);
+    Core *ca = test_core_create(&a), *cb = test_core_create(&b);
+    TestBatch bt;
+    test_batch_open(&bt, &a, 8, 0);
     for (int s = 0; s < 6; s++) {
-        synth_batch(&bt.t, (uint64_t)s, 8, bt.images, bt.labels);
+        synth_batch(&bt.task, (uint64_t)s, 8, bt.images, bt.labels);
         assert_int_equal(core_step(ca, &bt.b, NULL), 0);
         assert_int_equal(core_step(cb, &bt.b, NULL), 0);
     }
@@ -344,7 +320,7 @@ static void test_gpu_zero_grad_modes_agree(void **state)
            memcmp(pa, pb, np * sizeof(float)) == 0 ? "bit-identical" : "not bit-identical");
     assert_true(e <= 1e-6);
     free(pa); free(pb);
-    batch_close(&bt);
+    test_batch_close(&bt);
     core_free(ca);
     core_free(cb);
 }
@@ -356,12 +332,12 @@ static void test_gpu_deferred_readback(void **state)
     CoreConfig a = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 16), b = a;
     b.readback = CORE_READBACK_DEFERRED;
     b.readback_interval = 4;
-    Core *ca = create(&a), *cb = create(&b);
-    Batch bt;
-    batch_open(&bt, &a, 16, 0);
+    Core *ca = test_core_create(&a), *cb = test_core_create(&b);
+    TestBatch bt;
+    test_batch_open(&bt, &a, 16, 0);
     double sum = 0.0, acc_sum = 0.0;
     for (int s = 0; s < 8; s++) {
-        synth_batch(&bt.t, (uint64_t)s, 16, bt.images, bt.labels);
+        synth_batch(&bt.task, (uint64_t)s, 16, bt.images, bt.labels);
         CoreStepResult ra, rb;
         assert_int_equal(core_step(ca, &bt.b, &ra), 0);
         assert_int_equal(core_step(cb, &bt.b, &rb), 0);
@@ -377,7 +353,7 @@ static void test_gpu_deferred_readback(void **state)
             sum = acc_sum = 0.0;
         }
     }
-    batch_close(&bt);
+    test_batch_close(&bt);
     core_free(ca);
     core_free(cb);
 }
@@ -387,9 +363,9 @@ static void test_gpu_device_batch_matches_host(void **state)
     (void)state;
     REQUIRE_GPU();
     CoreConfig cfg = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 8);
-    Batch b;
-    batch_open(&b, &cfg, 8, 5);
-    Core *core = create(&cfg);
+    TestBatch b;
+    test_batch_open(&b, &cfg, 8, 5);
+    Core *core = test_core_create(&cfg);
     size_t np = core_param_count(core), img = (size_t)8 * 3 * 16 * 16;
     float *gh = malloc(np * sizeof(float)), *gd = malloc(np * sizeof(float));
     float lh, ld;
@@ -410,7 +386,7 @@ static void test_gpu_device_batch_matches_host(void **state)
     cudaFree(dimg);
     cudaFree(dlab);
     free(gh); free(gd);
-    batch_close(&b);
+    test_batch_close(&b);
     core_free(core);
 }
 
@@ -420,17 +396,17 @@ static void test_gpu_batch_size_changes(void **state)
     REQUIRE_GPU();
     CoreConfig cfg = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP16, 8);
     cfg.layout = CORE_LAYOUT_NHWC;
-    Core *core = create(&cfg);
+    Core *core = test_core_create(&cfg);
     int sizes[] = {8, 5, 8, 13, 8};
     for (int i = 0; i < 5; i++) {
-        Batch b;
-        batch_open(&b, &cfg, sizes[i], (uint64_t)i);
+        TestBatch b;
+        test_batch_open(&b, &cfg, sizes[i], (uint64_t)i);
         CoreStepResult r;
         int rc = core_step(core, &b.b, &r);
         if (rc != 0) printf("core_step(n=%d): %s\n", sizes[i], error_message());
         assert_int_equal(rc, 0);
         assert_true(isfinite(r.loss));
-        batch_close(&b);
+        test_batch_close(&b);
     }
     core_free(core);
 }
@@ -499,10 +475,10 @@ static void test_gpu_split_step_and_hooks(void **state)
             CoreConfig cfg = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 8);
             cfg.layout = layout ? CORE_LAYOUT_NHWC : CORE_LAYOUT_NCHW;
             cfg.zero_grad = mode ? CORE_ZERO_GRAD_SET_TO_NONE : CORE_ZERO_GRAD_MEMSET;
-            Batch b1, b2;
-            batch_open(&b1, &cfg, 8, 0);
-            batch_open(&b2, &cfg, 8, 1);
-            Core *ref = create(&cfg), *plain = create(&cfg), *split = create(&cfg), *acc = create(&cfg);
+            TestBatch b1, b2;
+            test_batch_open(&b1, &cfg, 8, 0);
+            test_batch_open(&b2, &cfg, 8, 1);
+            Core *ref = test_core_create(&cfg), *plain = test_core_create(&cfg), *split = test_core_create(&cfg), *acc = test_core_create(&cfg);
             size_t np = core_param_count(ref);
             float *g1 = malloc(np * sizeof(float)), *g2 = malloc(np * sizeof(float));
             float *snap = malloc(np * sizeof(float)), *pa = malloc(np * sizeof(float));
@@ -558,8 +534,8 @@ static void test_gpu_split_step_and_hooks(void **state)
             cudaStreamDestroy(h.side);
             free(g1); free(g2); free(snap); free(pa); free(pb);
             core_free(ref); core_free(plain); core_free(split); core_free(acc);
-            batch_close(&b1);
-            batch_close(&b2);
+            test_batch_close(&b1);
+            test_batch_close(&b2);
         }
 }
 
@@ -578,7 +554,7 @@ static void test_gpu_out_of_memory_is_reported(void **state)
     assert_int_equal(error_kind(), ERROR_OUT_OF_MEMORY);
     // The device is still usable afterwards.
     CoreConfig ok = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 8);
-    core = create(&ok);
+    core = test_core_create(&ok);
     core_free(core);
 }
 
@@ -599,9 +575,9 @@ static void test_gpu_every_precision_layout_and_policy_runs(void **state)
                 cfg.layout = (CoreLayout)l;
                 cfg.conv_algo = (CoreConvAlgo)a;
                 cfg.deterministic = false;  // what the benchmarks run
-                Core *core = create(&cfg);
-                Batch b;
-                batch_open(&b, &cfg, 8, (uint64_t)p);
+                Core *core = test_core_create(&cfg);
+                TestBatch b;
+                test_batch_open(&b, &cfg, 8, (uint64_t)p);
                 CoreStepResult r;
                 int rc = core_step(core, &b.b, &r);
                 if (rc != 0) printf("core_step: %s\n", error_message());
@@ -629,7 +605,7 @@ static void test_gpu_every_precision_layout_and_policy_runs(void **state)
                        core_conv_algo_name((CoreConvAlgo)a), st.peak_bytes >> 10,
                        st.device_used_bytes >> 10, summary);
                 assert_true(st.device_used_bytes >= st.peak_bytes / 2);
-                batch_close(&b);
+                test_batch_close(&b);
                 core_free(core);
             }
 }

@@ -32,8 +32,6 @@
 #define GRAD_OFF_RATIO_TINY 0.4
 #define GRAD_OFF_RATIO_SMALL 0.25
 
-typedef struct Batch { float *images; int32_t *labels; CoreBatch b; } Batch;
-
 static CoreConfig config(const char *preset, CoreBackend be, int batch)
 {
     CoreConfig cfg;
@@ -43,29 +41,6 @@ static CoreConfig config(const char *preset, CoreBackend be, int batch)
     return cfg;
 }
 
-static Core *create(const CoreConfig *cfg)
-{
-    Core *core = NULL;
-    int rc = core_create(cfg, &core);
-    if (rc != 0) printf("core_create: %s\n", error_message());
-    assert_int_equal(rc, 0);
-    return core;
-}
-
-static void batch_open(Batch *b, const CoreConfig *cfg, int n, uint64_t index)
-{
-    const CoreModelConfig *m = &cfg->model;
-    SynthTask t = {m->in_channels, m->image_size, m->num_classes, 0.5f, 1};
-    b->images = malloc((size_t)n * m->in_channels * m->image_size * m->image_size * sizeof(float));
-    b->labels = malloc((size_t)n * sizeof(int32_t));
-    assert_non_null(b->images);
-    assert_non_null(b->labels);
-    b->b = (CoreBatch){b->images, b->labels, n, CORE_MEMORY_HOST};
-    synth_batch(&t, index, n, b->images, b->labels);
-}
-
-static void batch_close(Batch *b) { free(b->images); free(b->labels); }
-
 static void infer(Core *core, const CoreBatch *b, CoreGradMode g, float *logits, CoreEvalResult *r)
 {
     int rc = core_infer(core, b, g, logits, r);
@@ -73,9 +48,9 @@ static void infer(Core *core, const CoreBatch *b, CoreGradMode g, float *logits,
     assert_int_equal(rc, 0);
 }
 
-static float *logits_of(const CoreConfig *cfg, const Batch *b, CoreGradMode g)
+static float *logits_of(const CoreConfig *cfg, const TestBatch *b, CoreGradMode g)
 {
-    Core *core = create(cfg);
+    Core *core = test_core_create(cfg);
     float *out = malloc((size_t)b->b.n * cfg->model.num_classes * sizeof(float));
     assert_non_null(out);
     infer(core, &b->b, g, out, NULL);
@@ -90,8 +65,8 @@ static void test_fast_cpu_logits_match_reference(void **state)
     for (int i = 0; i < 3; i++) {
         CoreConfig ref = config(presets[i], CORE_BACKEND_CPU_REF, 8), fast = ref;
         fast.backend = CORE_BACKEND_CPU;
-        Batch b;
-        batch_open(&b, &ref, 8, 2);
+        TestBatch b;
+        test_batch_open(&b, &ref, 8, 2);
         float *want = logits_of(&ref, &b, CORE_GRAD_OFF), *got = logits_of(&fast, &b, CORE_GRAD_OFF);
         size_t count = (size_t)8 * ref.model.num_classes;
         double e = test_rel_l2(got, want, count);
@@ -99,7 +74,7 @@ static void test_fast_cpu_logits_match_reference(void **state)
         assert_true(e <= FAST_TOL);
         free(want);
         free(got);
-        batch_close(&b);
+        test_batch_close(&b);
     }
 }
 
@@ -114,13 +89,13 @@ static void test_grad_modes_give_identical_logits(void **state)
             for (int fused = 0; fused < 2; fused++) {
                 CoreConfig cfg = config(presets[i], backends[k], 6);
                 cfg.pointwise = fused ? CORE_POINTWISE_FUSED : CORE_POINTWISE_SEPARATE;
-                Batch b;
-                batch_open(&b, &cfg, 6, 5);
+                TestBatch b;
+                test_batch_open(&b, &cfg, 6, 5);
                 size_t bytes = (size_t)6 * cfg.model.num_classes * sizeof(float);
                 float *on = logits_of(&cfg, &b, CORE_GRAD_ON), *off = logits_of(&cfg, &b, CORE_GRAD_OFF);
                 float *again = malloc(bytes);
                 assert_memory_equal(on, off, bytes);
-                Core *core = create(&cfg);
+                Core *core = test_core_create(&cfg);
                 CoreGradMode order[] = {CORE_GRAD_OFF, CORE_GRAD_ON, CORE_GRAD_OFF};
                 for (int j = 0; j < 3; j++) {
                     infer(core, &b.b, order[j], again, NULL);
@@ -130,7 +105,7 @@ static void test_grad_modes_give_identical_logits(void **state)
                 free(on);
                 free(off);
                 free(again);
-                batch_close(&b);
+                test_batch_close(&b);
             }
 }
 
@@ -142,9 +117,9 @@ static void test_grad_off_needs_fewer_activation_bytes(void **state)
     const double limit[] = {GRAD_OFF_RATIO_TINY, GRAD_OFF_RATIO_SMALL};
     for (int i = 0; i < 2; i++) {
         CoreConfig cfg = config(presets[i], CORE_BACKEND_CPU, 32);
-        Batch b;
-        batch_open(&b, &cfg, 32, 1);
-        Core *core = create(&cfg);
+        TestBatch b;
+        test_batch_open(&b, &cfg, 32, 1);
+        Core *core = test_core_create(&cfg);
         CoreStats on, off, back;
         infer(core, &b.b, CORE_GRAD_ON, NULL, NULL);
         assert_int_equal(core_stats(core, &on), 0);
@@ -163,7 +138,7 @@ static void test_grad_off_needs_fewer_activation_bytes(void **state)
         assert_int_equal(back.activation_bytes, on.activation_bytes);
         assert_int_equal(back.peak_bytes, on.peak_bytes);
         core_free(core);
-        batch_close(&b);
+        test_batch_close(&b);
     }
 }
 
@@ -173,10 +148,10 @@ static void test_infer_agrees_with_eval(void **state)
     const char *presets[] = {"tiny", "mlp"};
     for (int i = 0; i < 2; i++) {
         CoreConfig cfg = config(presets[i], CORE_BACKEND_CPU, 16);
-        Batch train, held;
-        batch_open(&train, &cfg, 16, 7);
-        batch_open(&held, &cfg, 16, 1000);
-        Core *core = create(&cfg);
+        TestBatch train, held;
+        test_batch_open(&train, &cfg, 16, 7);
+        test_batch_open(&held, &cfg, 16, 1000);
+        Core *core = test_core_create(&cfg);
         for (int s = 0; s < 5; s++)  // running statistics that are not the initial ones
             assert_int_equal(core_step(core, &train.b, NULL), 0);
         CoreEvalResult ev, on, off;
@@ -196,8 +171,8 @@ static void test_infer_agrees_with_eval(void **state)
         assert_true(isnan(r.loss) && isnan(r.accuracy));
         assert_int_equal(r.n, 16);
         core_free(core);
-        batch_close(&train);
-        batch_close(&held);
+        test_batch_close(&train);
+        test_batch_close(&held);
     }
 }
 
@@ -206,10 +181,10 @@ static void test_training_after_infer_is_unchanged(void **state)
 {
     (void)state;
     CoreConfig cfg = config("tiny", CORE_BACKEND_CPU, 8);
-    Batch b, other;
-    batch_open(&b, &cfg, 8, 3);
-    batch_open(&other, &cfg, 5, 4);
-    Core *plain = create(&cfg), *mixed = create(&cfg);
+    TestBatch b, other;
+    test_batch_open(&b, &cfg, 8, 3);
+    test_batch_open(&other, &cfg, 5, 4);
+    Core *plain = test_core_create(&cfg), *mixed = test_core_create(&cfg);
     size_t np = core_param_count(plain);
     for (int s = 0; s < 3; s++) {
         assert_int_equal(core_step(plain, &b.b, NULL), 0);
@@ -225,17 +200,17 @@ static void test_training_after_infer_is_unchanged(void **state)
     free(p2);
     core_free(plain);
     core_free(mixed);
-    batch_close(&b);
-    batch_close(&other);
+    test_batch_close(&b);
+    test_batch_close(&other);
 }
 
 static void test_bad_calls_are_refused(void **state)
 {
     (void)state;
     CoreConfig cfg = config("tiny", CORE_BACKEND_CPU, 4);
-    Batch b;
-    batch_open(&b, &cfg, 4, 0);
-    Core *core = create(&cfg);
+    TestBatch b;
+    test_batch_open(&b, &cfg, 4, 0);
+    Core *core = test_core_create(&cfg);
     assert_int_equal(core_infer(core, &b.b, (CoreGradMode)7, NULL, NULL), -1);
     assert_int_equal(error_kind(), ERROR_BAD_USAGE);
     CoreBatch dev = b.b;
@@ -248,7 +223,7 @@ static void test_bad_calls_are_refused(void **state)
     assert_int_equal(error_kind(), ERROR_BAD_USAGE);
     assert_int_equal(core_infer(core, NULL, CORE_GRAD_OFF, NULL, NULL), -1);
     core_free(core);
-    batch_close(&b);
+    test_batch_close(&b);
 }
 
 // ---- CUDA --------------------------------------------------------------------------------
@@ -275,8 +250,8 @@ static void test_cuda_logits_match_reference(void **state)
     const char *presets[] = {"tiny", "mlp"};
     for (int i = 0; i < 2; i++) {
         CoreConfig ref = config(presets[i], CORE_BACKEND_CPU_REF, 8);
-        Batch b;
-        batch_open(&b, &ref, 8, 2);
+        TestBatch b;
+        test_batch_open(&b, &ref, 8, 2);
         float *want = logits_of(&ref, &b, CORE_GRAD_OFF);
         size_t count = (size_t)8 * ref.model.num_classes, bytes = count * sizeof(float);
         for (int p = 0; p < CORE_PRECISION_COUNT; p++)
@@ -297,7 +272,7 @@ static void test_cuda_logits_match_reference(void **state)
                 free(on);
             }
         free(want);
-        batch_close(&b);
+        test_batch_close(&b);
     }
 }
 
@@ -307,11 +282,11 @@ static void test_cuda_grad_off_bytes_and_graph_replay(void **state)
     REQUIRE_GPU();
     CoreConfig cfg = config("small", CORE_BACKEND_CUDA, 32);
     cfg.deterministic = true;
-    Batch b;
-    batch_open(&b, &cfg, 32, 1);
+    TestBatch b;
+    test_batch_open(&b, &cfg, 32, 1);
     size_t count = (size_t)32 * cfg.model.num_classes, bytes = count * sizeof(float);
     float *eager = logits_of(&cfg, &b, CORE_GRAD_OFF), *got = malloc(bytes);
-    Core *core = create(&cfg);
+    Core *core = test_core_create(&cfg);
     CoreStats on, off;
     infer(core, &b.b, CORE_GRAD_ON, NULL, NULL);
     assert_int_equal(core_stats(core, &on), 0);
@@ -325,7 +300,7 @@ static void test_cuda_grad_off_bytes_and_graph_replay(void **state)
     core_free(core);
 
     cfg.cuda_graph = true;  // eager, capture + replay, replay, replay
-    core = create(&cfg);
+    core = test_core_create(&cfg);
     CoreEvalResult r, want;
     for (int i = 0; i < 4; i++) {
         infer(core, &b.b, CORE_GRAD_OFF, got, &r);
@@ -340,7 +315,7 @@ static void test_cuda_grad_off_bytes_and_graph_replay(void **state)
     core_free(core);
     free(eager);
     free(got);
-    batch_close(&b);
+    test_batch_close(&b);
 }
 
 int main(void)

@@ -204,21 +204,6 @@ static void test_folded_shape_fast_matches_reference(void **state)
     check_fast_vs_reference(true, true);
 }
 
-typedef struct Batch { float *images; int32_t *labels; CoreBatch b; } Batch;
-
-static void batch_open(Batch *b, const CoreConfig *cfg, int n, uint64_t index)
-{
-    const CoreModelConfig *m = &cfg->model;
-    SynthTask t = {m->in_channels, m->image_size, m->num_classes, 0.5f, 1};
-    b->images = malloc((size_t)n * m->in_channels * m->image_size * m->image_size * sizeof(float));
-    b->labels = malloc((size_t)n * sizeof(int32_t));
-    assert_true(b->images && b->labels);
-    b->b = (CoreBatch){b->images, b->labels, n, CORE_MEMORY_HOST};
-    synth_batch(&t, index, n, b->images, b->labels);
-}
-
-static void batch_close(Batch *b) { free(b->images); free(b->labels); }
-
 // Central differences of the reference's loss along one direction per conv, its biases'
 // own gradient (unit length: the derivative is then the gradient's norm, well above the
 // fp32 loss's rounding over 2h; a single element's difference can straddle a ReLU input
@@ -227,8 +212,8 @@ static void test_bias_gradient_finite_differences(void **state)
 {
     (void)state;
     CoreConfig cfg = tiny(true, true, CORE_BACKEND_CPU_REF, 8);
-    Batch b;
-    batch_open(&b, &cfg, 8, 5);
+    TestBatch b;
+    test_batch_open(&b, &cfg, 8, 5);
     Core *core = NULL;
     assert_int_equal(core_create(&cfg, &core), 0);
     size_t np = core_param_count(core);
@@ -271,7 +256,7 @@ static void test_bias_gradient_finite_differences(void **state)
     assert_true(checked > 0);
     free(g); free(p); free(q); free(grad);
     core_free(core);
-    batch_close(&b);
+    test_batch_close(&b);
 }
 
 // A bias right before a training-mode BN changes nothing: its gradient is rounding only,
@@ -282,8 +267,8 @@ static void test_bias_before_bn_gets_no_gradient(void **state)
     CoreBackend backends[] = {CORE_BACKEND_CPU_REF, CORE_BACKEND_CPU};
     for (int k = 0; k < 2; k++) {
         CoreConfig cfg = tiny(true, false, backends[k], 8);
-        Batch b;
-        batch_open(&b, &cfg, 8, 6);
+        TestBatch b;
+        test_batch_open(&b, &cfg, 8, 6);
         Core *core = NULL;
         assert_int_equal(core_create(&cfg, &core), 0);
         size_t np = core_param_count(core);
@@ -304,7 +289,7 @@ static void test_bias_before_bn_gets_no_gradient(void **state)
         assert_true(ratio <= BIAS_BEFORE_BN_TOL);
         free(grad); free(idx); free(g);
         core_free(core);
-        batch_close(&b);
+        test_batch_close(&b);
     }
 }
 
@@ -316,8 +301,8 @@ static void test_gpu_matches_reference(void **state)
     for (int combo = 1; combo <= 3; combo++) {
         bool conv_bias = combo & 1, no_bn = combo & 2;
         CoreConfig rc = tiny(conv_bias, no_bn, CORE_BACKEND_CPU_REF, 8);
-        Batch b;
-        batch_open(&b, &rc, 8, 3);
+        TestBatch b;
+        test_batch_open(&b, &rc, 8, 3);
         Core *ref = NULL;
         assert_int_equal(core_create(&rc, &ref), 0);
         size_t np = core_param_count(ref);
@@ -353,7 +338,7 @@ static void test_gpu_matches_reference(void **state)
             core_free(gpu);
         }
         free(p); free(gr); free(gg);
-        batch_close(&b);
+        test_batch_close(&b);
     }
 }
 

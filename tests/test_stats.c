@@ -43,26 +43,18 @@ static bool line_starting(const char *text, const char *prefix, char *out, size_
     return false;
 }
 
-// Field `name` (by the header's first line) of `line`.
-static void field(const char *text, const char *line, const char *name, char *out, size_t n)
-{
-    int col = test_csv_column(text, name);
-    if (col < 0) fail_msg("no column %s", name);
-    if (!test_csv_field(line, col, out, n)) fail_msg("no field %s in %s", name, line);
-}
-
 // Asserts that field `name` of `line` is exactly `want`.
 static void expect_field(const char *text, const char *line, const char *name, const char *want)
 {
     char f[256];
-    field(text, line, name, f, sizeof f);
+    test_csv_named_field(text, line, name, f, sizeof f);
     if (strcmp(f, want) != 0) fail_msg("%s is \"%s\", want \"%s\" in %s", name, f, want, line);
 }
 
 static double numf(const char *text, const char *line, const char *name)
 {
     char f[256];
-    field(text, line, name, f, sizeof f);
+    test_csv_named_field(text, line, name, f, sizeof f);
     if (!*f) fail_msg("field %s is empty in %s", name, line);
     return atof(f);
 }
@@ -135,11 +127,11 @@ static void test_noisy_and_contended_flags(void **state)
     assert_non_null(s);
     char line[1024], f[512];
     assert_true(line_starting(s, "fx_loader,n:1,workers_0,workers_2,", line, sizeof line));
-    field(s, line, "contended", f, sizeof f);
+    test_csv_named_field(s, line, "contended", f, sizeof f);
     assert_non_null(strstr(f, "loader used 1.20 of the 2 cores its workers could use (1 of 5 repetitions)"));
     expect_field(s, line, "noisy", "1"); // 70 us among 50s: CV 16%
     assert_true(line_starting(s, "fx_gpu,n:1,plain,tuned_gpu,", line, sizeof line));
-    field(s, line, "contended", f, sizeof f);
+    test_csv_named_field(s, line, "contended", f, sizeof f);
     assert_non_null(strstr(f, "SM clock 900 of 1980 MHz"));
     assert_non_null(strstr(f, "thermal"));
     expect_field(s, line, "noisy", "0");
@@ -582,7 +574,7 @@ static void test_runs_stay_independent(void **state)
         size_t n = end ? (size_t)(end - p - 1) : strlen(p + 1);
         memcpy(line, p + 1, n);
         line[n] = '\0';
-        field(both, line, "run", run, sizeof run);
+        test_csv_named_field(both, line, "run", run, sizeof run);
         if (strcmp(run, "r1") == 0) {
             r1++;
             ASSERT_NEAR(numf(both, line, "speedup"), 1.24691, 1e-4); // r1's own baseline
