@@ -291,6 +291,45 @@ bool test_csv_row_value(const char *csv, const char *practice_variant, const cha
     return false;
 }
 
+int test_selftest_fails(const char *program, const char *args, const char *mode, const char *practice,
+                        const char *baseline, const char *const *tuned, int n_tuned, const char *reason)
+{
+    if (n_tuned < 1) fail_msg("test_selftest_fails: no tuned variant to check");
+    char all[1024];
+    snprintf(all, sizeof all, "%s --practice_selftest=%s", args, mode);
+    int status = -1;
+    char *csv = test_bench_csv_exit(program, all, &status);
+    if (!csv) fail_msg("%s %s: no CSV", program, all);
+    printf("%s --practice_selftest=%s: exit status %d\n", program, mode, status);
+    if (status != 1) fail_msg("%s --practice_selftest=%s: exit status %d, want 1", program, mode, status);
+    int baselines = 0, failed = 0;
+    for (int i = 0; i < n_tuned; i++) {
+        int rows = 0;
+        for (const char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+            char p[128], v[128], status_text[32], why[1024];
+            test_csv_named_field(csv, line + 1, "practice", p, sizeof p);
+            test_csv_named_field(csv, line + 1, "variant", v, sizeof v);
+            if (strcmp(p, practice) != 0) continue;
+            test_csv_named_field(csv, line + 1, "status", status_text, sizeof status_text);
+            if (i == 0 && strcmp(v, baseline) == 0) {
+                if (strcmp(status_text, "ok") != 0) fail_msg("%s,%s: status %s, want ok", p, v, status_text);
+                baselines++;
+            }
+            if (strcmp(v, tuned[i]) != 0) continue;
+            test_csv_named_field(csv, line + 1, "reason", why, sizeof why);
+            if (rows++ == 0) printf("  %s: %s\n", v, why);
+            if (strcmp(status_text, "error") != 0)
+                fail_msg("%s,%s: status %s, want error", p, v, status_text);
+            if (!strstr(why, reason)) fail_msg("%s,%s: reason '%s' does not contain '%s'", p, v, why, reason);
+        }
+        if (rows == 0) fail_msg("no row of %s,%s", practice, tuned[i]);
+        failed += rows;
+    }
+    if (baselines == 0) fail_msg("no row of %s,%s", practice, baseline);
+    free(csv);
+    return failed;
+}
+
 double test_rel_l2(const float *got, const float *want, size_t n)
 {
     double num = 0.0, den = 0.0;

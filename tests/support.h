@@ -76,6 +76,15 @@ void test_bad_options_refused(const char *program, const char *const *bad, size_
 bool test_csv_row_value(const char *csv, const char *practice_variant, const char *params,
                         const char *name, char *out, size_t size);
 
+// The driver's self-test: runs build/<program> <args> --practice_selftest=<mode>, which
+// must exit 1 with a CSV in which every row of practice `practice` and variant `baseline`
+// stays ok and every row of each of the n_tuned `tuned` variants is an error whose reason
+// contains `reason` (rows of other practices and variants are not looked at). Prints each
+// tuned variant's first reason; returns the number of failed rows (at least one per tuned
+// variant). Fails the test otherwise.
+int test_selftest_fails(const char *program, const char *args, const char *mode, const char *practice,
+                        const char *baseline, const char *const *tuned, int n_tuned, const char *reason);
+
 // ||got - want|| / ||want|| in double (||got - want|| when want is all zeros).
 double test_rel_l2(const float *got, const float *want, size_t n);
 

@@ -78,32 +78,13 @@ static void test_tiny_runs_and_checks(void **state)
     free(csv);
 }
 
-static void expect_selftest_fails(const char *mode, const char *reason)
-{
-    char args[400];
-    snprintf(args, sizeof args, "%s --practice_selftest=%s", TINY, mode);
-    int status = -1;
-    char *csv = test_bench_csv_exit("bench_checkpoint", args, &status);
-    assert_non_null(csv);
-    assert_int_equal(status, 1);
-    expect_text(csv, "keep_all", "status", "ok");
-    for (int i = 0; i < 2; i++) {
-        char why[1024] = "";
-        char pv[64];
-        snprintf(pv, sizeof pv, "checkpoint,%s", tuned[i]);
-        test_csv_row_value(csv, pv, "preset:tiny;batch:8", "reason", why, sizeof why);
-        printf("%s %s: %s\n", mode, tuned[i], why);
-        expect_text(csv, tuned[i], "status", "error");
-        expect_text(csv, tuned[i], "reason", reason);
-    }
-    free(csv);
-}
-
 static void test_self_tests_fail_the_check(void **state)
 {
     (void)state;
-    expect_selftest_fails("frozen", "the update differs by 1 of the baseline's update");
-    expect_selftest_fails("skip_all", "skipped 3 of 3 steps (overflow)");
+    test_selftest_fails("bench_checkpoint", TINY, "frozen", "checkpoint", "keep_all", tuned, 2,
+                        "the update differs by 1 of the baseline's update");
+    test_selftest_fails("bench_checkpoint", TINY, "skip_all", "checkpoint", "keep_all", tuned, 2,
+                        "skipped 3 of 3 steps (overflow)");
 }
 
 // The larger batch it enables: GPU rows; without a GPU each skips with "no CUDA device".

@@ -218,32 +218,13 @@ static void test_tiny_rows_report_what_batchnorm_changes(void **state)
     free(csv);
 }
 
-static void expect_tuned_rows_fail(const char *selftest, const char *reason)
-{
-    char args[300];
-    snprintf(args, sizeof args, MLP_ARGS " --practice_selftest=%s", selftest);
-    int status = -1;
-    char *csv = test_bench_csv_exit("bench_grad_accum", args, &status);
-    assert_non_null(csv);
-    assert_int_equal(status, 1);
-    char cell[1024];
-    text(csv, "one_batch", "status", cell, sizeof cell);
-    assert_string_equal(cell, "ok");
-    for (int i = 0; i < 3; i++) {
-        text(csv, tuned[i], "status", cell, sizeof cell);
-        assert_string_equal(cell, "error");
-        text(csv, tuned[i], "reason", cell, sizeof cell);
-        printf("%s, %s: %s\n", selftest, tuned[i], cell);
-        assert_non_null(strstr(cell, reason));
-    }
-    free(csv);
-}
-
 static void test_self_tests_fail_the_tuned_rows(void **state)
 {
     (void)state;
-    expect_tuned_rows_fail("frozen", "the update differs by 1 of the baseline's update");
-    expect_tuned_rows_fail("skip_all", "skipped 3 of 3 steps (overflow)");
+    test_selftest_fails("bench_grad_accum", MLP_ARGS, "frozen", "grad_accum", "one_batch", tuned, 3,
+                        "the update differs by 1 of the baseline's update");
+    test_selftest_fails("bench_grad_accum", MLP_ARGS, "skip_all", "grad_accum", "one_batch", tuned, 3,
+                        "skipped 3 of 3 steps (overflow)");
 }
 
 // A batch of 36 splits into 2 and 4 equal micro-batches, not into 8: that row fails (bad

@@ -111,30 +111,6 @@ static void expect_cell(const char *csv, const char *variant, const char *name, 
     if (strstr(got, want) == NULL) fail_msg("%s %s = '%s', want it to contain '%s'", variant, name, got, want);
 }
 
-// Runs program with args and the self-test `mode`; the tuned rows must fail with a reason
-// containing `reason` and the program exit 1, the baselines stay ok.
-static void expect_selftest_fails(const char *program, const char *args, const char *mode,
-                                  const char *baseline, const char *const *tuned, int n_tuned,
-                                  const char *reason)
-{
-    char all[600];
-    snprintf(all, sizeof all, "%s --practice_selftest=%s", args, mode);
-    int status = -1;
-    char *csv = test_bench_csv_exit(program, all, &status);
-    assert_non_null(csv);
-    printf("%s %s: exit status %d\n", program, all, status);
-    assert_int_equal(status, 1);
-    expect_cell(csv, baseline, "status", "ok");
-    for (int i = 0; i < n_tuned; i++) {
-        char why[1024] = "";
-        cell(csv, tuned[i], "reason", why, sizeof why);
-        printf("  %s: %s\n", tuned[i], why);
-        expect_cell(csv, tuned[i], "status", "error");
-        expect_cell(csv, tuned[i], "reason", reason);
-    }
-    free(csv);
-}
-
 // Without the switch: every row ok and the tuned ones' update equal to the baseline's.
 static void expect_passes(const char *program, const char *args, const char *const *tuned, int n_tuned)
 {
@@ -170,20 +146,21 @@ static void test_zero_grad_catches_both_self_tests(void **state)
 {
     (void)state;
     expect_passes("bench_zero_grad", ZERO_GRAD_ARGS, zero_grad_tuned, 1);
-    expect_selftest_fails("bench_zero_grad", ZERO_GRAD_ARGS, "frozen", "memset", zero_grad_tuned, 1,
-                          "the update differs by 1 of the baseline's update");
-    expect_selftest_fails("bench_zero_grad", ZERO_GRAD_ARGS, "skip_all", "memset", zero_grad_tuned, 1,
-                          "skipped 3 of 3 steps (overflow); without GradScaler none is explained");
+    test_selftest_fails("bench_zero_grad", ZERO_GRAD_ARGS, "frozen", "zero_grad", "memset",
+                        zero_grad_tuned, 1, "the update differs by 1 of the baseline's update");
+    test_selftest_fails("bench_zero_grad", ZERO_GRAD_ARGS, "skip_all", "zero_grad", "memset",
+                        zero_grad_tuned, 1,
+                        "skipped 3 of 3 steps (overflow); without GradScaler none is explained");
 }
 
 static void test_fusion_catches_both_self_tests(void **state)
 {
     (void)state;
     expect_passes("bench_fusion", FUSION_ARGS, fusion_tuned, 1);
-    expect_selftest_fails("bench_fusion", FUSION_ARGS, "frozen", "separate", fusion_tuned, 1,
-                          "the update differs by 1 of the baseline's update");
-    expect_selftest_fails("bench_fusion", FUSION_ARGS, "skip_all", "separate", fusion_tuned, 1,
-                          "skipped 3 of 3 steps (overflow); without GradScaler none is explained");
+    test_selftest_fails("bench_fusion", FUSION_ARGS, "frozen", "fusion", "separate", fusion_tuned, 1,
+                        "the update differs by 1 of the baseline's update");
+    test_selftest_fails("bench_fusion", FUSION_ARGS, "skip_all", "fusion", "separate", fusion_tuned, 1,
+                        "skipped 3 of 3 steps (overflow); without GradScaler none is explained");
 }
 
 // fp16's skips are the core's GradScaler's (an inf in every step's gradients); bf16 has no
@@ -203,9 +180,9 @@ static void test_precisions_catch_both_self_tests(void **state)
     expect_cell(csv, "fp16_start_up", "check_skipped_steps", "2");
     expect_cell(csv, "fp16_start_up", "check_rel_diff", "0");
     free(csv);
-    expect_selftest_fails(SELF, AMP_ARGS, "frozen", "fp32", amp_tuned, 3,
-                          "the update differs by 1 of the baseline's update");
-    expect_selftest_fails(SELF, AMP_ARGS, "skip_all", "fp32", amp_tuned, 3, " steps (overflow); ");
+    test_selftest_fails(SELF, AMP_ARGS, "frozen", "t_amp", "fp32", amp_tuned, 3,
+                        "the update differs by 1 of the baseline's update");
+    test_selftest_fails(SELF, AMP_ARGS, "skip_all", "t_amp", "fp32", amp_tuned, 3, " steps (overflow); ");
     // each row names the rule it broke: fp16 skipped every step of its start-up (16 halvings
     // from 65536 to 1, then one more step: 17), bf16 has no GradScaler to explain any
     csv = test_bench_csv_exit(SELF, AMP_ARGS " --practice_selftest=skip_all", &status);
