@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -123,6 +124,24 @@ int test_csv_column(const char *header, const char *name)
         p = end + 1;
     }
     return -1;
+}
+
+double test_now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+void test_write_script(const char *dir, const char *name, const char *body)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) fail_msg("cannot write %s", path);
+    fprintf(f, "#!/usr/bin/env bash\n%s\n", body);
+    if (fclose(f) != 0) fail_msg("cannot write %s", path);
+    assert_int_equal(test_run("chmod +x '%s'", path), 0);
 }
 
 bool test_csv_field(const char *line, int index, char *out, size_t out_size)

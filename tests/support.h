@@ -48,6 +48,12 @@ bool test_write_file(const char *folder, const char *name, const char *text);
 // Number of newline characters in text.
 int test_count_lines(const char *text);
 
+// Seconds on the monotonic clock.
+double test_now_s(void);
+// Writes an executable bash script dir/name ("#!/usr/bin/env bash" then body); fails the
+// test when it cannot.
+void test_write_script(const char *dir, const char *name, const char *body);
+
 // The standard output of `<build>/<program> --benchmark_list_tests` (malloc'd), or NULL
 // (with the exit status printed) when the program did not exit 0.
 char *test_bench_list(const char *program);

@@ -22,25 +22,6 @@
 
 #include "tests/support.h"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-// Writes an executable script at dir/name.
-static void script(const char *dir, const char *name, const char *body)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fprintf(f, "#!/usr/bin/env bash\n%s\n", body);
-    fclose(f);
-    assert_int_equal(test_run("chmod +x '%s'", path), 0);
-}
-
 static void test_wrapper_finds_libraries_in_site_packages(void **state)
 {
     (void)state;
@@ -57,8 +38,8 @@ static void test_wrapper_finds_libraries_in_site_packages(void **state)
     // A python3 and a python that report these site-packages (and hide the real ones,
     // which may hold pip's CUDA libraries, e.g. torch's).
     snprintf(body, sizeof body, "echo '%s/sp'", tmp);
-    script(tmp, "bin/python3", body);
-    script(tmp, "bin/python", body);
+    test_write_script(tmp, "bin/python3", body);
+    test_write_script(tmp, "bin/python", body);
     char out[1200];
     snprintf(out, sizeof out, "%s/print.txt", tmp);
     assert_int_equal(test_run("PATH='%s/bin':\"$PATH\" CUDA_HOME='%s/nocuda' GPU_LIBS_NO_SEARCH=1 "
@@ -178,14 +159,14 @@ static void test_device_check_keeps_one_deadline(void **state)
     snprintf(build, sizeof build, "%s/build", tmp);
     snprintf(fixture, sizeof fixture, "%s/tests/fixtures/pin_memory_fixture.csv", test_suite_root());
     assert_int_equal(test_run("mkdir -p '%s/tests' '%s/out' '%s/results'", build, tmp, tmp), 0);
-    script(build, "context", "if [ \"$1\" = --slug ]; then echo fake-gpu_0.0; else echo gpu_name=Fake; fi");
+    test_write_script(build, "context", "if [ \"$1\" = --slug ]; then echo fake-gpu_0.0; else echo gpu_name=Fake; fi");
     // the tests say what the check exported; test_orphan leaves a process of the suite
     // behind (its own session, its command line in the build folder), as a rank would
-    script(build, "tests/test_quick", "echo \"expect_gpu=${SUITE_EXPECT_GPU:-unset} gpu_check=${SUITE_GPU_CHECK:-unset}\"; "
+    test_write_script(build, "tests/test_quick", "echo \"expect_gpu=${SUITE_EXPECT_GPU:-unset} gpu_check=${SUITE_GPU_CHECK:-unset}\"; "
                                       "echo '[==========] 1 test(s) run.'; echo '[  PASSED  ] 1 test(s).'");
-    script(build, "tests/test_stuck", "exec sleep 300");  // a hung test
-    script(build, "tests/helper_orphan", "exec -a \"$0\" sleep 120");
-    script(build, "tests/test_orphan", "setsid \"$(dirname \"$0\")/helper_orphan\" </dev/null >/dev/null 2>&1 &\n"
+    test_write_script(build, "tests/test_stuck", "exec sleep 300");  // a hung test
+    test_write_script(build, "tests/helper_orphan", "exec -a \"$0\" sleep 120");
+    test_write_script(build, "tests/test_orphan", "setsid \"$(dirname \"$0\")/helper_orphan\" </dev/null >/dev/null 2>&1 &\n"
                                        "echo '[  PASSED  ] 1 test(s).'");
     // A practice program writes its tidy CSV (here the fixture) and its JSON, then either
     // ends or overruns.
@@ -195,19 +176,19 @@ static void test_device_check_keeps_one_deadline(void **state)
              "for a in \"$@\"; do case $a in --harness_csv=*) cp '%s' \"${a#*=}\";; "
              "--benchmark_out=*) echo '{}' > \"${a#*=}\";; esac; done\n"
              "[ \"${0##*/}\" = bench_b ] && exec sleep 300\ntrue", fixture);
-    script(build, "bench_a", body);
-    script(build, "bench_b", body);
-    script(build, "bench_c", body);
+    test_write_script(build, "bench_a", body);
+    test_write_script(build, "bench_b", body);
+    test_write_script(build, "bench_c", body);
     const int budget = 30;
     char log[600];
     snprintf(log, sizeof log, "%s/check.txt", tmp);
-    double t0 = now_s();
+    double t0 = test_now_s();
     // no twin here (no steptime); the quick pass ends 10% of the budget before the end,
     // where the other tests get the rest
     int rc = test_run("cd '%s' && OUT='%s/out' BUILD='%s' RESULTS_ROOT='%s/results' "
                       "bash scripts/device-check.sh %d >'%s' 2>&1",
                       test_suite_root(), tmp, build, tmp, budget, log);
-    double took = now_s() - t0;
+    double took = test_now_s() - t0;
     char *text = test_read_file(log, NULL);
     assert_non_null(text);
     printf("device-check with a %d s budget: exit %d after %.1f s\n", budget, rc, took);
@@ -243,7 +224,7 @@ static void test_device_check_keeps_one_deadline(void **state)
     assert_int_equal(test_run("test ! -e '%s/out/.device-check.tar.gz.tmp'", tmp), 0);
     // A rerun (--only) runs just the named test and program, in a dry run (the context
     // says there is no GPU: SUITE_EXPECT_GPU stays unset).
-    script(build, "context", "if [ \"$1\" = --slug ]; then echo cpu_fake; else echo gpu_name=none; "
+    test_write_script(build, "context", "if [ \"$1\" = --slug ]; then echo cpu_fake; else echo gpu_name=none; "
                              "echo 'no_gpu_reason=no CUDA device (fake)'; fi");
     rc = test_run("cd '%s' && OUT='%s/out3' BUILD='%s' RESULTS_ROOT='%s/results' "
                   "bash scripts/device-check.sh 40 --only test_quick,a >'%s' 2>&1",
@@ -283,10 +264,10 @@ static void test_run_tests_stops_the_running_test(void **state)
     assert_int_equal(test_run("mkdir -p '%s/tests'", build), 0);
     char tests_dir[700], body[200];
     snprintf(tests_dir, sizeof tests_dir, "%s/tests", build);
-    script(tests_dir, "test_a", "echo '[  PASSED  ] 2 test(s).'");
+    test_write_script(tests_dir, "test_a", "echo '[  PASSED  ] 2 test(s).'");
     snprintf(body, sizeof body, "%s & wait", sleeper);  // the test's own child: only its group stops it
-    script(tests_dir, "test_b", body);
-    script(tests_dir, "test_c", "echo '[  PASSED  ] 1 test(s).'");
+    test_write_script(tests_dir, "test_b", body);
+    test_write_script(tests_dir, "test_c", "echo '[  PASSED  ] 1 test(s).'");
     int rc = test_run("cd '%s' && TESTS_STATUS='%s/status' timeout 3 bash scripts/run-tests.sh '%s' >'%s' 2>&1",
                       test_suite_root(), tmp, build, out);
     char *text = test_read_file(out, NULL);

@@ -75,9 +75,9 @@ static void assert_each_once(const LoaderFixture *f, const Epoch *e)
 
 static void assert_pids_gone(const int *pids, int n)
 {
-    double deadline = testutil_now_s() + 5;
+    double deadline = test_now_s() + 5;
     for (int i = 0; i < n; i++) {
-        while (pids[i] > 0 && testutil_pid_alive(pids[i]) && testutil_now_s() < deadline) usleep(10000);
+        while (pids[i] > 0 && testutil_pid_alive(pids[i]) && test_now_s() < deadline) usleep(10000);
         if (pids[i] > 0 && testutil_pid_alive(pids[i])) fail_msg("worker pid %d still alive", pids[i]);
     }
 }
@@ -354,10 +354,10 @@ static void test_dead_worker_is_named_without_hang(void **state)
     int pids[2] = {loader_worker_pid(l, 0), loader_worker_pid(l, 1)};
     assert_true(pids[1] > 0);
     assert_int_equal(kill(pids[1], SIGKILL), 0);
-    double t0 = testutil_now_s();
+    double t0 = test_now_s();
     int rc;
     while ((rc = loader_next_batch(l, &b)) == 1) {}
-    double took = testutil_now_s() - t0;
+    double took = test_now_s() - t0;
     assert_int_equal(rc, -1);
     const char *msg = error_message();
     char want[64];
@@ -383,14 +383,14 @@ static void test_hung_worker_times_out(void **state)
     assert_int_equal(loader_next_batch(l, &b), 1); // batch 0 from worker 0
     // Freeze worker 0: at the latest the next epoch's batch 0 is its job.
     assert_int_equal(kill(pids[0], SIGSTOP), 0);
-    double t0 = testutil_now_s();
+    double t0 = test_now_s();
     int rc = 1;
     for (int calls = 0; calls < 40 && rc != -1; calls++) rc = loader_next_batch(l, &b);
     assert_int_equal(rc, -1);
     assert_non_null(strstr(error_message(), "timed out"));
     assert_non_null(strstr(error_message(), "worker 0"));
     loader_destroy(l); // must kill the stopped worker too
-    assert_true(testutil_now_s() - t0 < 8.0);
+    assert_true(test_now_s() - t0 < 8.0);
     assert_pids_gone(pids, 2);
 }
 
@@ -408,9 +408,9 @@ static void test_early_exit_leaves_nothing(void **state)
     LoaderBatch b;
     assert_int_equal(loader_next_batch(l, &b), 1);
     assert_int_equal(testutil_count_shm(), 0); // the ring's name is unlinked at creation
-    double t0 = testutil_now_s();
+    double t0 = test_now_s();
     loader_destroy(l); // mid-epoch, batches in flight
-    assert_true(testutil_now_s() - t0 < 3.0);
+    assert_true(test_now_s() - t0 < 3.0);
     assert_pids_gone(pids, 3);
     assert_int_equal(testutil_count_shm(), 0);
 }
@@ -445,9 +445,9 @@ static void test_sigint_leaves_nothing(void **state)
     assert_int_equal(waitpid(child, &status, 0), child);
     assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT);
     // Reap the orphaned workers as they die (we are their subreaper now).
-    double deadline = testutil_now_s() + 5;
+    double deadline = test_now_s() + 5;
     int reaped = 0;
-    while (reaped < 2 && testutil_now_s() < deadline) {
+    while (reaped < 2 && test_now_s() < deadline) {
         pid_t r = waitpid(-1, &status, WNOHANG);
         if (r == pids[0] || r == pids[1]) reaped++;
         else usleep(10000);

@@ -58,9 +58,9 @@ static int run_epoch(Loader *l, int64_t epoch, Epoch *e)
 
 static void assert_pids_gone(const int *pids, int n)
 {
-    double deadline = testutil_now_s() + 5;
+    double deadline = test_now_s() + 5;
     for (int i = 0; i < n; i++) {
-        while (pids[i] > 0 && testutil_pid_alive(pids[i]) && testutil_now_s() < deadline) usleep(10000);
+        while (pids[i] > 0 && testutil_pid_alive(pids[i]) && test_now_s() < deadline) usleep(10000);
         if (pids[i] > 0 && testutil_pid_alive(pids[i])) fail_msg("worker pid %d still alive", pids[i]);
     }
 }
@@ -259,14 +259,14 @@ static void test_stopped_worker_is_reported_within_timeout(void **state)
     LoaderBatch b;
     assert_int_equal(loader_next_batch(l, &b), 1);  // batch 0, from worker 0
     assert_int_equal(kill(pids[1], SIGSTOP), 0);
-    double t0 = testutil_now_s();
+    double t0 = test_now_s();
     int rc = 1;
     int64_t last = 0;
     for (int calls = 0; calls < 40 && rc == 1; calls++) {
         rc = loader_next_batch(l, &b);
         if (rc == 1) last = b.batch_index;
     }
-    double took = testutil_now_s() - t0;
+    double took = test_now_s() - t0;
     assert_int_equal(rc, -1);
     char want[96];
     snprintf(want, sizeof want, "worker 1 (pid %d, stopped (T))", pids[1]);
@@ -306,17 +306,17 @@ static void test_destroy_with_stopped_worker_leaves_nothing(void **state)
     LoaderBatch b;
     assert_int_equal(loader_next_batch(l, &b), 1);
     assert_int_equal(kill(pids[0], SIGSTOP), 0);
-    double t0 = testutil_now_s();
+    double t0 = test_now_s();
     loader_destroy(l);
-    assert_true(testutil_now_s() - t0 < 3.0);
+    assert_true(test_now_s() - t0 < 3.0);
     assert_pids_gone(pids, 2);
 }
 
 // Waits until pid is dead (a zombie counts as dead).
 static void wait_dead(int pid)
 {
-    double deadline = testutil_now_s() + 5;
-    while (testutil_pid_alive(pid) && testutil_now_s() < deadline) usleep(5000);
+    double deadline = test_now_s() + 5;
+    while (testutil_pid_alive(pid) && test_now_s() < deadline) usleep(5000);
     assert_false(testutil_pid_alive(pid));
 }
 

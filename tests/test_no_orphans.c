@@ -30,13 +30,6 @@
 
 #define MARK_VAR "SUITE_ORPHAN_MARK"
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 // Reads /proc/PID/NAME (NUL-separated fields as spaces when `spaces`); "" if unreadable.
 static void read_proc(int pid, const char *name, char *out, size_t size, bool spaces)
 {
@@ -120,9 +113,9 @@ static pid_t start_marked(char *const argv[], const char *mark, const char *log)
 static void expect_none_left(const char *mark, double grace, const char *what)
 {
     int pids[64];
-    double until = now_s() + grace;
+    double until = test_now_s() + grace;
     int n;
-    while ((n = find_marked(mark, NULL, NULL, pids, 64)) > 0 && now_s() < until) usleep(100 * 1000);
+    while ((n = find_marked(mark, NULL, NULL, pids, 64)) > 0 && test_now_s() < until) usleep(100 * 1000);
     if (n == 0) return;
     char list[4096] = "";
     size_t used = 0;
@@ -153,12 +146,12 @@ static void kill_mid_run(char *const argv[], const char *has, const char *lacks,
                          const char *what)
 {
     char mark[64], log[128];
-    snprintf(mark, sizeof mark, "%d-%ld", (int)getpid(), (long)(now_s() * 1e3));
+    snprintf(mark, sizeof mark, "%d-%ld", (int)getpid(), (long)(test_now_s() * 1e3));
     snprintf(log, sizeof log, "/tmp/test_no_orphans_%d.log", (int)getpid());
     pid_t top = start_marked(argv, mark, log);
     int pids[8];
-    double until = now_s() + 90;  // mpirun's start on a loaded 2-core machine takes seconds
-    while (find_marked(mark, has, lacks, pids, 8) < ranks && now_s() < until) {
+    double until = test_now_s() + 90;  // mpirun's start on a loaded 2-core machine takes seconds
+    while (find_marked(mark, has, lacks, pids, 8) < ranks && test_now_s() < until) {
         int status;
         if (waitpid(top, &status, WNOHANG) == top) {
             char *text = test_read_file(log, NULL);
@@ -172,14 +165,14 @@ static void kill_mid_run(char *const argv[], const char *has, const char *lacks,
         fail_msg("%s: only %d of %d ranks came up in 90 s", what, up, ranks);
     }
     usleep(300 * 1000);  // let the ranks get into their work
-    double t0 = now_s();
+    double t0 = test_now_s();
     assert_int_equal(kill(top, sig), 0);
     int status = 0;
     while (waitpid(top, &status, 0) < 0) {}
     printf("%s: %d ranks up; %s to pid %d alone: it ended after %.2f s (status %d)\n", what, up, strsignal(sig),
-           (int)top, now_s() - t0, status);
+           (int)top, test_now_s() - t0, status);
     expect_none_left(mark, 5.0, what);
-    printf("%s: no process left after %.2f s\n", what, now_s() - t0);
+    printf("%s: no process left after %.2f s\n", what, test_now_s() - t0);
     unlink(log);
 }
 
@@ -252,17 +245,17 @@ static pid_t start_spawner(const char *mark, const char *rank_script)
 static void spawner_killed(int sig, const char *rank_script, int want_alive, const char *what)
 {
     char mark[64];
-    snprintf(mark, sizeof mark, "fork-%d-%ld", (int)getpid(), (long)(now_s() * 1e3));
+    snprintf(mark, sizeof mark, "fork-%d-%ld", (int)getpid(), (long)(test_now_s() * 1e3));
     pid_t top = start_spawner(mark, rank_script);
     int pids[8];
-    double until = now_s() + 20;
-    while (find_marked(mark, "sleep", NULL, pids, 8) < want_alive && now_s() < until) usleep(50 * 1000);
+    double until = test_now_s() + 20;
+    while (find_marked(mark, "sleep", NULL, pids, 8) < want_alive && test_now_s() < until) usleep(50 * 1000);
     int up = find_marked(mark, "sleep", NULL, pids, 8);
     if (up < want_alive) {
         expect_none_left(mark, 0, what);
         fail_msg("%s: %d of %d sleeping processes came up", what, up, want_alive);
     }
-    double t0 = now_s();
+    double t0 = test_now_s();
     assert_int_equal(kill(top, sig), 0);
     int status = 0;
     while (waitpid(top, &status, 0) < 0) {}
@@ -270,7 +263,7 @@ static void spawner_killed(int sig, const char *rank_script, int want_alive, con
            WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
     expect_none_left(mark, 5.0, what);
     if (sig != SIGKILL) assert_int_equal(WEXITSTATUS(status), 128 + sig);  // it says why it stopped
-    printf("%s: no process left after %.2f s\n", what, now_s() - t0);
+    printf("%s: no process left after %.2f s\n", what, test_now_s() - t0);
 }
 
 static void test_forked_ranks_get_the_signal(void **state)

@@ -20,13 +20,6 @@
 #include <stdatomic.h>
 #include <time.h>
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 static atomic_int allocs, frees;
 
 static int plain_alloc(size_t bytes, void **ptr)
@@ -105,9 +98,9 @@ static void test_items_come_in_order_with_their_bytes(void **state)
     double caller_wait = 0.0;
     for (int64_t item = 5; item < 17; item++) {
         size_t bytes = 0;
-        double t0 = now_s();
+        double t0 = test_now_s();
         uint8_t *p = take(t, item, &bytes);
-        caller_wait += now_s() - t0;
+        caller_wait += test_now_s() - t0;
         assert_int_equal(bytes, ITEM_BYTES - (size_t)(item % 3));
         for (size_t i = 0; i < bytes; i++)
             if (p[i] != pattern(item, i)) fail_msg("item %lld byte %zu wrong", (long long)item, i);
@@ -155,9 +148,9 @@ static void test_stop_is_prompt_and_a_failure_is_reported(void **state)
     assert_int_equal(pin_thread_start(t, 0, 5), 0);
     size_t bytes;
     take(t, 0, &bytes);
-    double t0 = now_s();
+    double t0 = test_now_s();
     pin_thread_stop(t);  // item 1's fill waits for cancellation
-    assert_true(now_s() - t0 < 0.5);
+    assert_true(test_now_s() - t0 < 0.5);
     // A new run starts cleanly; item 2 fails and says why; nothing after it comes.
     f.block_at = -1;
     f.fail_at = 2;
@@ -295,14 +288,14 @@ static void test_loader_pin_copy_names_a_dead_worker(void **state)
     int pid = loader_worker_pid(l, 1);
     assert_true(pid > 0);
     assert_int_equal(kill(pid, SIGKILL), 0);
-    double t0 = now_s();
+    double t0 = test_now_s();
     int rc;
     while ((rc = loader_next_batch(l, &b)) == 1) {}
     assert_int_equal(rc, -1);
     char want[64];
     snprintf(want, sizeof want, "worker 1 (pid %d)", pid);
     if (!strstr(error_message(), want)) fail_msg("unexpected message: %s", error_message());
-    assert_true(now_s() - t0 < 5.0);
+    assert_true(test_now_s() - t0 < 5.0);
     loader_destroy(l);
 }
 

@@ -26,25 +26,6 @@ static const char *const fake_names[] = {"amp", "batch_size", "cuda_graphs", "cu
                                          "sync", "workers", "zero_grad"};
 enum { FAKE_COUNT = sizeof fake_names / sizeof fake_names[0] };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-// Writes an executable script at dir/name.
-static void script(const char *dir, const char *name, const char *body)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fprintf(f, "#!/usr/bin/env bash\n%s\n", body);
-    fclose(f);
-    assert_int_equal(test_run("chmod +x '%s'", path), 0);
-}
-
 // A fake build in tmp/build: a context without a GPU and the programs named in `names`
 // (bench_<name>). Each lists 6 rows, records its arguments in tmp/args/<name>, prints 600
 // console lines, writes a repetition file and the fixture as its tidy CSV; bench_slow
@@ -54,7 +35,7 @@ static void fake_build(const char *tmp, const char *const *names, int n)
     char build[600], body[3000];
     snprintf(build, sizeof build, "%s/build", tmp);
     assert_int_equal(test_run("mkdir -p '%s' '%s/args' '%s/results'", build, tmp, tmp), 0);
-    script(build, "context", "if [ \"$1\" = --slug ]; then echo cpu_fake; else echo gpu_name=none; "
+    test_write_script(build, "context", "if [ \"$1\" = --slug ]; then echo cpu_fake; else echo gpu_name=none; "
                              "echo 'no_gpu_reason=no CUDA device (fake)'; fi");
     snprintf(body, sizeof body,
              "case \"$*\" in *--benchmark_list_tests*) for i in 1 2 3 4 5 6; do echo \"p/row/$i/min_time:0.010\"; "
@@ -71,7 +52,7 @@ static void fake_build(const char *tmp, const char *const *names, int n)
     for (int i = 0; i < n; i++) {
         char file[64];
         snprintf(file, sizeof file, "bench_%s", names[i]);
-        script(build, file, body);
+        test_write_script(build, file, body);
     }
 }
 
@@ -164,10 +145,10 @@ static void test_budget_cuts_to_partial(void **state)
     const int budget = 25;
     char env[100];
     snprintf(env, sizeof env, "BENCH_NO_CHARTS=1 BENCH_BUDGET=%d", budget);
-    double t0 = now_s();
+    double t0 = test_now_s();
     char *text = NULL;
     int rc = run_suite(tmp, env, "cpu_fake_20260101-0001", &text);
-    double took = now_s() - t0;
+    double took = test_now_s() - t0;
     printf("BENCH_BUDGET=%d: exit %d after %.1f s\n", budget, rc, took);
     if (rc != 0) fail_msg("exit %d:\n%s", rc, text);
     if (took > budget + 2) fail_msg("overran its budget: %.1f s\n%s", took, text);
