@@ -152,6 +152,12 @@ $(foreach s,$(MAIN_SRCS),$(eval $(call main_prog,$(s))))
 $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.c.o $(LIBS) $(PRACTICE_LIBS)
 	$(LINK)
 
+# TEST_JOBS: test programs run at once by `make test` and `make test-sanitize` (see
+# scripts/run-tests.sh): the machine's cores without a visible GPU, one at a time with one
+# (the GPU tests share it).
+TEST_JOBS ?= $(if $(LOCAL_ARCH),1,$(shell nproc 2>/dev/null || echo 1))
+export TEST_JOBS
+
 test: all
 	@bash scripts/run-tests.sh $(BUILD)
 

@@ -268,8 +268,8 @@ static void test_run_tests_stops_the_running_test(void **state)
     snprintf(body, sizeof body, "%s & wait", sleeper);  // the test's own child: only its group stops it
     test_write_script(tests_dir, "test_b", body);
     test_write_script(tests_dir, "test_c", "echo '[  PASSED  ] 1 test(s).'");
-    int rc = test_run("cd '%s' && TESTS_STATUS='%s/status' timeout 3 bash scripts/run-tests.sh '%s' >'%s' 2>&1",
-                      test_suite_root(), tmp, build, out);
+    int rc = test_run("cd '%s' && TEST_JOBS=1 TESTS_STATUS='%s/status' timeout 3 bash scripts/run-tests.sh '%s' "
+                      ">'%s' 2>&1", test_suite_root(), tmp, build, out);
     char *text = test_read_file(out, NULL);
     assert_non_null(text);
     printf("%s", text);
@@ -296,8 +296,8 @@ static void test_run_tests_stops_the_running_test(void **state)
         fail_msg("'%s' of the stopped test still runs 5 s after the deadline", sleeper);
     }
     // Named programs, in that order; TESTS_SKIP leaves some out.
-    assert_int_equal(test_run("cd '%s' && bash scripts/run-tests.sh '%s' test_c test_a >'%s' 2>&1", test_suite_root(),
-                              build, out), 0);
+    assert_int_equal(test_run("cd '%s' && TEST_JOBS=1 bash scripts/run-tests.sh '%s' test_c test_a >'%s' 2>&1",
+                              test_suite_root(), build, out), 0);
     text = test_read_file(out, NULL);
     assert_non_null(text);
     char *c = strstr(text, "=== test_c"), *a = strstr(text, "=== test_a");
@@ -314,6 +314,86 @@ static void test_run_tests_stops_the_running_test(void **state)
     free(tmp);
 }
 
+// With TEST_JOBS=2, two test programs run at once, each one's output whole at its end, and
+// the counts are those of them all; stopped from outside, both running ones stop (their
+// groups too) and the rest are named as not reached.
+static void test_run_tests_runs_two_at_once(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    char tests_dir[600], out[700], sleeper_b[64], sleeper_d[64], body[200];
+    snprintf(tests_dir, sizeof tests_dir, "%s/build/tests", tmp);
+    snprintf(out, sizeof out, "%s/out.txt", tmp);
+    int salt = 700 + (int)(getpid() % 1000);
+    snprintf(sleeper_b, sizeof sleeper_b, "sleep %d.5", salt);
+    snprintf(sleeper_d, sizeof sleeper_d, "sleep %d.75", salt);
+    assert_int_equal(test_run("mkdir -p '%s'", tests_dir), 0);
+    test_write_script(tests_dir, "test_a", "sleep 1; echo '[  PASSED  ] 2 test(s).'");
+    test_write_script(tests_dir, "test_c", "echo '[  PASSED  ] 1 test(s).'");
+    test_write_script(tests_dir, "test_e", "echo '[  PASSED  ] 1 test(s).'");
+    // Unstopped, a and c (one at a time they take over 2 s) with b's 1.5 s: under 2 s.
+    test_write_script(tests_dir, "test_b", "sleep 1.5; echo '[  PASSED  ] 3 test(s).'");
+    test_write_script(tests_dir, "test_d", "exit 3");  // (a FAILED line would count in this test's own log)
+    double t0 = test_now_s();
+    int rc = test_run("cd '%s' && TEST_JOBS=2 bash scripts/run-tests.sh '%s/build' test_a test_b test_c test_d "
+                      ">'%s' 2>&1", test_suite_root(), tmp, out);
+    double took = test_now_s() - t0;
+    char *text = test_read_file(out, NULL);
+    assert_non_null(text);
+    printf("%s(%.2f s)\n", text, took);
+    assert_int_equal(rc, 1);  // test_d failed
+    const char *want[] = {"=== test_a\n[  PASSED  ] 2 test(s).\n=== test_a: exit 0",
+                          "=== test_b\n[  PASSED  ] 3 test(s).\n=== test_b: exit 0", "failing: test_d (exit status 3)",
+                          "tests: 6 passed, 1 failed, 0 skipped"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(text, want[i])) fail_msg("run-tests output lacks '%s':\n%s", want[i], text);
+    assert_true(took < 2.4);  // b ran beside a, c and d
+    free(text);
+    // Stopped from outside while b and d sleep: both named, both groups gone, e not reached.
+    snprintf(body, sizeof body, "%s & wait", sleeper_b);
+    test_write_script(tests_dir, "test_b", body);
+    snprintf(body, sizeof body, "%s & wait", sleeper_d);
+    test_write_script(tests_dir, "test_d", body);
+    rc = test_run("cd '%s' && TEST_JOBS=2 TESTS_STATUS='%s/status' timeout 3 bash scripts/run-tests.sh '%s/build' "
+                  "test_a test_b test_c test_d test_e >'%s' 2>&1", test_suite_root(), tmp, tmp, out);
+    text = test_read_file(out, NULL);
+    assert_non_null(text);
+    printf("%s", text);
+    assert_int_equal(rc, 124);
+    const char *stopped[] = {"tests stopped: test_b (SIGTERM", "tests stopped: test_d (SIGTERM",
+                             "tests not reached: test_e", "tests: 3 passed, 0 failed"};
+    for (size_t i = 0; i < sizeof stopped / sizeof stopped[0]; i++)
+        if (!strstr(text, stopped[i])) fail_msg("run-tests output lacks '%s':\n%s", stopped[i], text);
+    free(text);
+    int left = 1;
+    for (int i = 0; i < 50 && left; i++) {
+        left = test_run("pgrep -f '^(%s|%s)$' >/dev/null", sleeper_b, sleeper_d) == 0;
+        if (left) usleep(100 * 1000);
+    }
+    if (left) {
+        test_run("for p in $(pgrep -f '^(%s|%s)$'); do kill $p; done", sleeper_b, sleeper_d);
+        fail_msg("a sleeper of the stopped tests still runs 5 s after the deadline");
+    }
+    // A sanitizer report (what tests/sanitizer/report_hook.c writes) fails the program that
+    // made it, not the one running beside it.
+    test_write_script(tests_dir, "test_g", "echo 'SUMMARY: AddressSanitizer: fake' >>\"$SUITE_SANITIZER_REPORTS/summaries\"; "
+                                           "echo '[  PASSED  ] 1 test(s).'");
+    test_write_script(tests_dir, "test_h", "sleep 0.5; echo '[  PASSED  ] 1 test(s).'");
+    rc = test_run("cd '%s' && TEST_JOBS=2 bash scripts/run-tests.sh '%s/build' test_h test_g >'%s' 2>&1",
+                  test_suite_root(), tmp, out);
+    text = test_read_file(out, NULL);
+    assert_non_null(text);
+    printf("%s", text);
+    assert_int_equal(rc, 1);
+    if (!strstr(text, "failing: test_g (sanitizer reports above)") || strstr(text, "failing: test_h") ||
+        !strstr(text, "tests: 2 passed, 1 failed"))
+        fail_msg("a report of test_g beside test_h:\n%s", text);
+    free(text);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -322,6 +402,7 @@ int main(void)
         cmocka_unit_test(test_chart_tests_skip_without_gnuplot),
         cmocka_unit_test(test_device_check_keeps_one_deadline),
         cmocka_unit_test(test_run_tests_stops_the_running_test),
+        cmocka_unit_test(test_run_tests_runs_two_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -159,6 +159,15 @@ static void test_run_suite_bad_settings_are_refused(void **state)
     assert_null(strstr(text, "=== test_"));
     free(text);
     remove(err);
+    // and a TEST_JOBS that is not a positive whole number
+    assert_int_equal(test_run("TEST_JOBS=0 bash '%s/scripts/run-tests.sh' '%s' >'%s' 2>&1",
+                              test_suite_root(), test_build_dir(), err), 1);
+    text = test_read_file(err, NULL);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "TEST_JOBS='0' is not a positive whole number"));
+    assert_null(strstr(text, "=== test_"));
+    free(text);
+    remove(err);
     // the context program it names the results folder with refuses what it does not know
     assert_int_equal(test_run("'%s/context' --slug extra >/dev/null 2>&1", test_build_dir()), 2);
     assert_int_equal(test_run("'%s/context' --bogus >/dev/null 2>&1", test_build_dir()), 2);
