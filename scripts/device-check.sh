@@ -158,7 +158,8 @@ run_tests_phase() {
   # each program a little less than the phase (a hung one is named as such), and at
   # most half of it beyond 60 s, so that one hung GPU test leaves the rest their time
   ((per > 60 && per > limit / 2)) && per=$((limit / 2 > 60 ? limit / 2 : 60))
-  TEST_TIMEOUT=$per TESTS_SKIP=$skip TESTS_STATUS=$test_status timeout --signal=TERM --kill-after=5 "$limit" \
+  # one program at a time: the GPU tests share the device, and a deadline stops one
+  TEST_JOBS=1 TEST_TIMEOUT=$per TESTS_SKIP=$skip TESTS_STATUS=$test_status timeout --signal=TERM --kill-after=5 "$limit" \
     "${wrap[@]}" bash scripts/run-tests.sh "$build" "$@" 2>&1 | tee "$test_out"
   rc=${PIPESTATUS[0]}
   local line failed
