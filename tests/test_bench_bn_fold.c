@@ -2,8 +2,8 @@
 // (baseline) and folded (tuned) over its presets and batch axis; tiny runs on whatever
 // backend this machine has (the fast CPU backend without a GPU): every row ok, the folded
 // rows checked against the BN model on a held-out batch (wrong = 0, check_rel_diff within
-// the program's tolerance, the same accuracy) with fewer parameters (no BN) and less
-// activation memory; --practice_selftest=frozen (the folded core left unfolded) and
+// the program's tolerance, the same accuracy) with fewer parameters (no BN);
+// --practice_selftest=frozen (the folded core left unfolded) and
 // =skip_all (folded without the running statistics) fail every folded row (exit 1) while
 // the bn rows stay ok.
 #include <setjmp.h>

@@ -3,12 +3,13 @@
 // inference compilers do): w' = w * gamma / sqrt(var + eps), b' = (b - mean) * gamma /
 // sqrt(var + eps) + beta, so that the eval-mode network runs one conv (with a bias) where
 // it ran a conv and a BN pass over its output.
-// Macro (bn_fold/*): the eval-mode forward of a batch (core_eval: forward and loss, no
-//   update), of each ResNet preset over a batch axis, on the CUDA backend with a GPU and
+// Macro (bn_fold/*): the inference forward of a batch (core_infer under no_grad: BN with
+//   its running statistics, the inference memory plan, nothing updated), of each ResNet
+//   preset over a batch axis, on the CUDA backend with a GPU and
 //   the fast CPU backend without: baseline `bn`, the BN model trained TRAIN_STEPS steps
 //   (its running statistics away from their initial mean 0, var 1) in eval mode; tuned
 //   `folded`, a conv_bias + no_batch_norm core holding core_fold_bn of that model. Time
-//   per batch (wall clock around core_eval, which reads its result back) and images/s.
+//   per batch (wall clock around core_infer and a core_sync) and images/s.
 // Check (on the folded row): both models evaluate the same held-out batch of HELD_OUT
 //   images: the loss within BN_FOLD_CPU_TOL (CUDA: BN_FOLD_GPU_TOL) relative (counter
 //   check_rel_diff) and the same accuracy (CUDA: within BN_FOLD_GPU_FLIPS images;
@@ -44,7 +45,7 @@
 #define TRAIN_BATCH 16
 #define HELD_OUT 64
 #define HELD_OUT_INDEX 1000000000ull  // synthetic batches from here on are never trained on
-#define WARMUP_EVALS 2
+#define WARMUP_FORWARDS 2
 
 typedef enum { VARIANT_BN, VARIANT_FOLDED } Variant;
 typedef enum { SELF_NONE, SELF_FROZEN, SELF_SKIP_ALL } SelfTest;
@@ -143,22 +144,23 @@ static int check_fold(HarnessState *st, Core *bn, Core *folded, const CoreConfig
     return 0;
 }
 
-// Warm-up, then timed core_eval calls of one batch until the harness has enough.
-static int time_evals(HarnessState *st, Core *core, const CoreBatch *batch, int64_t *evals,
-                      double *seconds)
+// Warm-up, then timed no_grad forwards (core_infer, CORE_GRAD_OFF: the inference memory
+// plan, as under torch.no_grad()) of one batch until the harness has enough.
+static int time_forwards(HarnessState *st, Core *core, const CoreBatch *batch, int64_t *forwards,
+                         double *seconds)
 {
-    CoreEvalResult r;
-    for (int i = 0; i < WARMUP_EVALS; i++) TRY(core_eval(core, batch, &r));
+    for (int i = 0; i < WARMUP_FORWARDS; i++) TRY(core_infer(core, batch, CORE_GRAD_OFF, NULL, NULL));
     TRY(core_sync(core));
-    *evals = 0;
+    *forwards = 0;
     *seconds = 0.0;
     while (harness_keep_running(st)) {
         double t0 = clock_seconds();
-        TRY(core_eval(core, batch, &r));  // reads the loss back: the forward is done
+        TRY(core_infer(core, batch, CORE_GRAD_OFF, NULL, NULL));
+        TRY(core_sync(core));  // the forward is done
         double dt = clock_seconds() - t0;
         harness_set_iteration_time(st, dt);
         *seconds += dt;
-        (*evals)++;
+        (*forwards)++;
     }
     return 0;
 }
@@ -207,10 +209,10 @@ static void bench_infer(HarnessState *st, void *user)
         goto done;
     }
     CoreBatch batch = practice_batch_view(&pb, cfg.batch_size);
-    int64_t evals = 0;
+    int64_t forwards = 0;
     double seconds = 0.0;
-    if (time_evals(st, timed, &batch, &evals, &seconds) != 0) {
-        practice_fail_or_skip(st, "the eval-mode forward");
+    if (time_forwards(st, timed, &batch, &forwards, &seconds) != 0) {
+        practice_fail_or_skip(st, "the no_grad forward");
         goto done;
     }
     CoreStats cs;
@@ -218,22 +220,22 @@ static void bench_infer(HarnessState *st, void *user)
         practice_fail_or_skip(st, "reading the core's counters");
         goto done;
     }
-    harness_set_items_processed(st, evals * cfg.batch_size);
-    harness_counter(st, "images_per_second", (double)(evals * cfg.batch_size), HARNESS_COUNTER_RATE);
-    harness_counter(st, "batch_ms", evals ? 1e3 * seconds / (double)evals : 0.0, HARNESS_COUNTER_PLAIN);
+    harness_set_items_processed(st, forwards * cfg.batch_size);
+    harness_counter(st, "images_per_second", (double)(forwards * cfg.batch_size), HARNESS_COUNTER_RATE);
+    harness_counter(st, "batch_ms", forwards ? 1e3 * seconds / (double)forwards : 0.0, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "batch", cfg.batch_size, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "param_count", (double)core_param_count(timed), HARNESS_COUNTER_PLAIN);
     harness_counter(st, "activation_mib", cs.activation_bytes / 1048576.0, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "peak_mib", cs.peak_bytes / 1048576.0, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "wrong", wrong, HARNESS_COUNTER_PLAIN);
     char label[400];
-    snprintf(label, sizeof label, "%s backend %s, batch %d, %dx%d; eval-mode forward (core_eval) of "
-             "a BN model trained %d steps, %s; %d untimed warm-up evals",
+    snprintf(label, sizeof label, "%s backend %s, batch %d, %dx%d; no_grad forward (core_infer) "
+             "of a BN model trained %d steps, %s; %d untimed warm-up forwards",
              core_backend_name(cs.backend), core_precision_name(cfg.precision), cfg.batch_size,
              cfg.model.image_size, cfg.model.image_size, TRAIN_STEPS,
              variant == VARIANT_FOLDED ? "BNs folded into conv weights and biases (no BN op)"
                                        : "conv then BN with running statistics",
-             WARMUP_EVALS);
+             WARMUP_FORWARDS);
     harness_set_label(st, label);
     if (wrong) harness_fail(st, msg);
 done:
