@@ -48,17 +48,6 @@
 #define WARMUP_FORWARDS 2
 
 typedef enum { VARIANT_BN, VARIANT_FOLDED } Variant;
-typedef enum { SELF_NONE, SELF_FROZEN, SELF_SKIP_ALL } SelfTest;
-
-static int selftest_mode(SelfTest *out)
-{
-    const char *v = harness_option_str_value("practice_selftest");
-    if (!v || !*v || strcmp(v, "none") == 0) *out = SELF_NONE;
-    else if (strcmp(v, "frozen") == 0) *out = SELF_FROZEN;
-    else if (strcmp(v, "skip_all") == 0) *out = SELF_SKIP_ALL;
-    else return error_set(ERROR_BAD_USAGE, "--practice_selftest=%s: want none, frozen or skip_all", v);
-    return 0;
-}
 
 // Synthetic batch `index` of n images of cfg's task, in host memory.
 typedef struct HostBatch { float *images; int32_t *labels; CoreBatch b; } HostBatch;
@@ -105,14 +94,14 @@ static int trained_bn_core(const CoreConfig *cfg, Core **out)
 }
 
 // The folded core of bn's model: folded exactly, or as the self-test breaks it.
-static int folded_core(Core *bn, const CoreConfig *cfg, SelfTest selftest, Core **out)
+static int folded_core(Core *bn, const CoreConfig *cfg, Selftest selftest, Core **out)
 {
     CoreConfig f = *cfg;
     f.model.conv_bias = true;
     f.model.no_batch_norm = true;
     TRY(core_create(&f, out));
-    if (selftest == SELF_FROZEN) return 0;  // left unfolded
-    return core_fold_bn_mode(bn, *out, selftest == SELF_SKIP_ALL ? CORE_FOLD_FLAW_NO_RUNNING_STATS
+    if (selftest == SELFTEST_FROZEN) return 0;  // left unfolded
+    return core_fold_bn_mode(bn, *out, selftest == SELFTEST_SKIP_ALL ? CORE_FOLD_FLAW_NO_RUNNING_STATS
                                                                   : CORE_FOLD_EXACT);
 }
 
@@ -144,36 +133,15 @@ static int check_fold(HarnessState *st, Core *bn, Core *folded, const CoreConfig
     return 0;
 }
 
-// Warm-up, then timed no_grad forwards (core_infer, CORE_GRAD_OFF: the inference memory
-// plan, as under torch.no_grad()) of one batch until the harness has enough.
-static int time_forwards(HarnessState *st, Core *core, const CoreBatch *batch, int64_t *forwards,
-                         double *seconds)
-{
-    for (int i = 0; i < WARMUP_FORWARDS; i++) TRY(core_infer(core, batch, CORE_GRAD_OFF, NULL, NULL));
-    TRY(core_sync(core));
-    *forwards = 0;
-    *seconds = 0.0;
-    while (harness_keep_running(st)) {
-        double t0 = clock_seconds();
-        TRY(core_infer(core, batch, CORE_GRAD_OFF, NULL, NULL));
-        TRY(core_sync(core));  // the forward is done
-        double dt = clock_seconds() - t0;
-        harness_set_iteration_time(st, dt);
-        *seconds += dt;
-        (*forwards)++;
-    }
-    return 0;
-}
-
 static void bench_infer(HarnessState *st, void *user)
 {
     const Variant variant = *(const Variant *)user;
-    SelfTest selftest = SELF_NONE;
-    if (selftest_mode(&selftest) != 0) {
+    Selftest selftest = SELFTEST_NONE;
+    if (practice_selftest_mode(&selftest) != 0) {
         practice_fail_or_skip(st, "the self-test");
         return;
     }
-    if (variant == VARIANT_BN) selftest = SELF_NONE;  // the self-test breaks the tuned run
+    if (variant == VARIANT_BN) selftest = SELFTEST_NONE;  // the self-test breaks the tuned run
     CoreBackend backend;
     if (!practice_backend(st, false, &backend)) return;
     CoreConfig cfg;
@@ -211,7 +179,7 @@ static void bench_infer(HarnessState *st, void *user)
     CoreBatch batch = practice_batch_view(&pb, cfg.batch_size);
     int64_t forwards = 0;
     double seconds = 0.0;
-    if (time_forwards(st, timed, &batch, &forwards, &seconds) != 0) {
+    if (practice_time_forwards(st, timed, &batch, CORE_GRAD_OFF, WARMUP_FORWARDS, &forwards, &seconds) != 0) {
         practice_fail_or_skip(st, "the no_grad forward");
         goto done;
     }

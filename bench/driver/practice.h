@@ -208,11 +208,30 @@ void practice_batch_free(PracticeBatch *b);
 // Its first n images as a CoreBatch.
 CoreBatch practice_batch_view(const PracticeBatch *b, int n);
 
+// The driver's self-test (--practice_selftest): a broken tuned variant swapped in, which
+// the check of every practice must catch.
+typedef enum {
+    SELFTEST_NONE,
+    SELFTEST_FROZEN,   // the tuned variant's update over the check's steps is dropped
+    SELFTEST_SKIP_ALL, // every step of a tuned variant is treated as an overflow
+} Selftest;
+
+// The self-test asked for (practice.c, beside the option), for a program that breaks its
+// tuned variant in more than one way; -1 (bad usage, naming the flag) for an unknown value.
+int practice_selftest_mode(Selftest *out);
+
 // For a program's own checks (beyond PRACTICE_CHECK_PARAMS): whether --practice_selftest
 // asks for a broken tuned variant (frozen or skip_all), which the program must then make
 // (e.g. dropping the tuned result it checks) so that its check fails. 0, or -1 (bad usage,
 // naming the flag) for an unknown value.
 int practice_selftest_broken(bool *broken);
+
+// The timed loop of an inference practice: `warmup` untimed forwards of batch b
+// (core_infer in mode `grad`), then timed ones until the harness has enough, each on the
+// wall clock up to its core_sync. The count and the seconds timed go to *forwards and
+// *seconds. 0, or -1 (error set; nothing is timed after it).
+int practice_time_forwards(HarnessState *st, Core *core, const CoreBatch *b, CoreGradMode grad,
+                           int warmup, int64_t *forwards, double *seconds);
 
 // A one-off cost (capture, autotuning) against a saving per step: adds the counters
 // saving_ms_per_step, pays_off and, when it pays off, break_even_steps (cost / saving, 0

@@ -58,18 +58,6 @@ PracticeSource practice_images_source(Images *im);
 
 // ---- the check against the baseline (practice_check.c) -------------------------------------
 
-// The driver's self-test (--practice_selftest): a broken tuned variant swapped in, which
-// the check of every practice must catch.
-typedef enum {
-    SELFTEST_NONE,
-    SELFTEST_FROZEN,   // the tuned variant's update over the check's steps is dropped
-    SELFTEST_SKIP_ALL, // every step of a tuned variant is treated as an overflow
-} Selftest;
-
-// The self-test asked for (practice.c, beside the option); -1 (bad usage, naming the
-// flag) for an unknown value.
-int practice_selftest_mode(Selftest *out);
-
 // The check's figures for one tuned run (practice.h's counters check_*).
 typedef struct CheckResult {
     double rel;            // ||tuned update - baseline update|| / ||baseline update||

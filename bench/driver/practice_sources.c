@@ -232,6 +232,25 @@ CoreBatch practice_batch_view(const PracticeBatch *b, int n)
     return (CoreBatch){b->images, b->labels, n, b->device ? CORE_MEMORY_DEVICE : CORE_MEMORY_HOST};
 }
 
+int practice_time_forwards(HarnessState *st, Core *core, const CoreBatch *b, CoreGradMode grad,
+                           int warmup, int64_t *forwards, double *seconds)
+{
+    *forwards = 0;
+    *seconds = 0.0;
+    for (int i = 0; i < warmup; i++) TRY(core_infer(core, b, grad, NULL, NULL));
+    TRY(core_sync(core));
+    while (harness_keep_running(st)) {
+        double t0 = clock_seconds();
+        TRY(core_infer(core, b, grad, NULL, NULL));
+        TRY(core_sync(core));
+        double dt = clock_seconds() - t0;
+        harness_set_iteration_time(st, dt);
+        *seconds += dt;
+        (*forwards)++;
+    }
+    return 0;
+}
+
 double practice_break_even(HarnessState *st, double cost_ms, double saving_ms)
 {
     harness_counter(st, "saving_ms_per_step", saving_ms, HARNESS_COUNTER_PLAIN);

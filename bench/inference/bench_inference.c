@@ -212,24 +212,16 @@ static int check_grad(HarnessState *st, const InferVariant *v, const CoreConfig 
     return rc;
 }
 
-// The timed forwards of one run (each ending in core_sync) after its set-up (rc: the set-up's
-// status; nothing is timed after an error) and their counters: ms_per_batch,
-// images_per_second, activation_mib. Frees core and pb; false (the run ended as a failure or
-// skip) on an error, else *s holds the core's stats.
+// The timed forwards of one run (practice_time_forwards, after its warm-up) once its core
+// is made (rc: the set-up's status; nothing is timed after an error) and their counters:
+// ms_per_batch, images_per_second, activation_mib. Frees core and pb; false (the run ended
+// as a failure or skip) on an error, else *s holds the core's stats.
 static bool timed_forwards(HarnessState *st, int rc, Core *core, const CoreBatch *b, CoreGradMode grad,
-                           PracticeBatch *pb, CoreStats *s)
+                           int warmups, PracticeBatch *pb, CoreStats *s)
 {
     int64_t batches = 0;
     double seconds = 0.0;
-    while (rc == 0 && harness_keep_running(st)) {
-        double t0 = clock_seconds();
-        rc = core_infer(core, b, grad, NULL, NULL);
-        if (rc == 0) rc = core_sync(core);
-        double dt = clock_seconds() - t0;
-        harness_set_iteration_time(st, dt);
-        seconds += dt;
-        batches++;
-    }
+    if (rc == 0) rc = practice_time_forwards(st, core, b, grad, warmups, &batches, &seconds);
     if (rc == 0) rc = core_stats(core, s);
     core_free(core);
     practice_batch_free(pb);
@@ -262,10 +254,8 @@ static void bench_grad(HarnessState *st, void *user)
         return;
     }
     rc = core_create(&cfg, &core);
-    for (int i = 0; i < warmup(&cfg) && rc == 0; i++) rc = core_infer(core, &b, v->grad, NULL, NULL);
-    if (rc == 0) rc = core_sync(core);
     CoreStats s;
-    if (!timed_forwards(st, rc, core, &b, v->grad, &pb, &s)) return;
+    if (!timed_forwards(st, rc, core, &b, v->grad, warmup(&cfg), &pb, &s)) return;
     harness_counter(st, "peak_mib", mib(s.peak_bytes), HARNESS_COUNTER_PLAIN);
     if (cfg.backend == CORE_BACKEND_CUDA)
         harness_counter(st, "device_used_mib", mib(s.device_used_bytes), HARNESS_COUNTER_PLAIN);
@@ -676,10 +666,8 @@ static void bench_precision(HarnessState *st, void *user)
     CoreBatch b = practice_batch_view(&pb, pb.n);
     Core *core = NULL;
     int rc = core_create(&cfg, &core);
-    for (int i = 0; i < warmup(&cfg) && rc == 0; i++) rc = core_infer(core, &b, CORE_GRAD_OFF, NULL, NULL);
-    if (rc == 0) rc = core_sync(core);
     CoreStats s;
-    if (!timed_forwards(st, rc, core, &b, CORE_GRAD_OFF, &pb, &s)) return;
+    if (!timed_forwards(st, rc, core, &b, CORE_GRAD_OFF, warmup(&cfg), &pb, &s)) return;
     char label[300];
     snprintf(label, sizeof label, "%s (%s, %s): no_grad forward of a batch of %d; checked on %s",
              v->name, core_precision_name(cfg.precision), core_layout_name(cfg.layout),
