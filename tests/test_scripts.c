@@ -149,25 +149,20 @@ static void test_run_suite_bad_settings_are_refused(void **state)
         assert_true(test_run("test -e '%s'", res) != 0);
     }
     remove(err);
-    // run-tests.sh likewise refuses a TEST_TIMEOUT that timeout(1) would reject for every
-    // program, before running any of them
-    assert_int_equal(test_run("TEST_TIMEOUT=abc bash '%s/scripts/run-tests.sh' '%s' >'%s' 2>&1",
-                              test_suite_root(), test_build_dir(), err), 1);
-    char *text = test_read_file(err, NULL);
-    assert_non_null(text);
-    assert_non_null(strstr(text, "TEST_TIMEOUT='abc'"));
-    assert_null(strstr(text, "=== test_"));
-    free(text);
-    remove(err);
-    // and a TEST_JOBS that is not a positive whole number
-    assert_int_equal(test_run("TEST_JOBS=0 bash '%s/scripts/run-tests.sh' '%s' >'%s' 2>&1",
-                              test_suite_root(), test_build_dir(), err), 1);
-    text = test_read_file(err, NULL);
-    assert_non_null(text);
-    assert_non_null(strstr(text, "TEST_JOBS='0' is not a positive whole number"));
-    assert_null(strstr(text, "=== test_"));
-    free(text);
-    remove(err);
+    // run-tests.sh likewise refuses, before running any program, a TEST_TIMEOUT that
+    // timeout(1) would reject for every one and a TEST_JOBS that is not a positive number
+    const char *bad_env[][2] = {{"TEST_TIMEOUT=abc", "TEST_TIMEOUT='abc'"},
+                                {"TEST_JOBS=0", "TEST_JOBS='0' is not a positive whole number"}};
+    for (size_t i = 0; i < sizeof bad_env / sizeof bad_env[0]; i++) {
+        assert_int_equal(test_run("%s bash '%s/scripts/run-tests.sh' '%s' >'%s' 2>&1", bad_env[i][0],
+                                  test_suite_root(), test_build_dir(), err), 1);
+        char *text = test_read_file(err, NULL);
+        assert_non_null(text);
+        if (!strstr(text, bad_env[i][1]) || strstr(text, "=== test_"))
+            fail_msg("%s: run-tests said:\n%s", bad_env[i][0], text);
+        free(text);
+        remove(err);
+    }
     // the context program it names the results folder with refuses what it does not know
     assert_int_equal(test_run("'%s/context' --slug extra >/dev/null 2>&1", test_build_dir()), 2);
     assert_int_equal(test_run("'%s/context' --bogus >/dev/null 2>&1", test_build_dir()), 2);
