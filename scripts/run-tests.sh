@@ -80,7 +80,9 @@ declare -A running_name=() running_start=() running_files=()
 index=0 # programs started
 stop() {
   local sig=$1 code=$2 pid
-  trap - TERM INT HUP
+  # Ignored, not reset: timeout(1) sends its signal to us and then to our whole process group,
+  # so a second one may come while we stop the tests; by default it would end us unprinted.
+  trap '' TERM INT HUP
   for pid in "${!running_name[@]}"; do kill -s "$sig" -- "-$pid" "$pid" 2>/dev/null; done
   for pid in "${!running_name[@]}"; do
     local waited=0 # 3 s to stop cleanly (the GPU check kills us 5 s after), then the group goes
