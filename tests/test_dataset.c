@@ -17,14 +17,14 @@
 #include <stdbool.h>
 
 typedef struct {
-    char tmp[64];
+    char *tmp;  // test_temp_dir's
     char root[128];
 } DsFixture;
 
 static int setup(void **state)
 {
     DsFixture *f = calloc(1, sizeof *f);
-    if (!f || testutil_tmpdir(f->tmp) != 0) return -1;
+    if (!f || !(f->tmp = test_temp_dir())) return -1;
     if (testutil_make_dataset(f->tmp, 4, 6, 48, 40, f->root, sizeof f->root) != 0) return -1;
     *state = f;
     return 0;
@@ -33,7 +33,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     DsFixture *f = *state;
-    testutil_rm_tree(f->tmp);
+    test_remove_tree(f->tmp);
+    free(f->tmp);
     free(f);
     return 0;
 }
@@ -190,7 +191,7 @@ static void test_generator_is_deterministic(void **state)
             snprintf(a, sizeof a, "%s/class_%03d/img_%05d.jpg", f->root, c, i);
             snprintf(b, sizeof b, "%s/class_%03d/img_%05d.jpg", other, c, i);
             size_t na, nb;
-            unsigned char *da = testutil_read(a, &na), *db = testutil_read(b, &nb);
+            char *da = test_read_file(a, &na), *db = test_read_file(b, &nb);
             assert_non_null(da);
             assert_non_null(db);
             assert_int_equal(na, nb);
@@ -267,17 +268,6 @@ static void test_ensure_reuses_cache(void **state)
     assert_non_null(strstr(error_message(), "nope"));
 }
 
-// A whole text file as a NUL-terminated malloc'd string, or NULL.
-static char *read_text(const char *path)
-{
-    size_t size;
-    unsigned char *data = testutil_read(path, &size);
-    char *text = data ? realloc(data, size + 1) : NULL;
-    if (!text) return free(data), NULL;
-    text[size] = '\0';
-    return text;
-}
-
 // The build/datasets tool: --help explains both commands and exits 0; a WORKERS that is
 // not an integer in 0..256 is bad usage (exit status 2, naming it), not 0 workers.
 static void test_datasets_tool_usage(void **state)
@@ -290,7 +280,7 @@ static void test_datasets_tool_usage(void **state)
     snprintf(out, sizeof out, "%s/tool.txt", f->tmp);
     snprintf(cmd, sizeof cmd, "'%s' --help >'%s' 2>&1", prog, out);
     assert_int_equal(system(cmd), 0);
-    char *text = read_text(out);
+    char *text = test_read_file(out, NULL);
     assert_non_null(text);
     assert_non_null(strstr(text, "generate"));
     assert_non_null(strstr(text, "WORKERS worker processes"));
@@ -300,7 +290,7 @@ static void test_datasets_tool_usage(void **state)
         snprintf(cmd, sizeof cmd, "'%s' check '%s' '%s' >'%s' 2>&1", prog, f->root, bad[i], out);
         int rc = system(cmd);
         if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 2) fail_msg("check WORKERS=%s: status %d, want 2", bad[i], rc);
-        text = read_text(out);
+        text = test_read_file(out, NULL);
         assert_non_null(text);
         char want[64];
         snprintf(want, sizeof want, "bad WORKERS '%s'", bad[i]);
@@ -330,7 +320,7 @@ static void test_datasets_check_empty_folders(void **state)
         if (i == 1) assert_int_equal(mkdir(cls, 0755), 0);
         snprintf(cmd, sizeof cmd, "'%s' check '%s' 0 >'%s' 2>&1", prog, root, out);
         int rc = system(cmd);
-        char *text = read_text(out);
+        char *text = test_read_file(out, NULL);
         assert_non_null(text);
         if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 1)
             fail_msg("datasets check on %s: status %d, want exit 1: %s", folder[i], rc, text);

@@ -13,7 +13,7 @@
 #include <math.h>
 
 typedef struct {
-    char tmp[64];
+    char *tmp;  // test_temp_dir's
     char good[128];
     DatasetGenConfig gen;
 } JpegFixture;
@@ -21,7 +21,7 @@ typedef struct {
 static int setup(void **state)
 {
     JpegFixture *f = calloc(1, sizeof *f);
-    if (!f || testutil_tmpdir(f->tmp) != 0) return -1;
+    if (!f || !(f->tmp = test_temp_dir())) return -1;
     f->gen = (DatasetGenConfig){3, 1, 40, 32, 95, 5};
     uint8_t rgb[40 * 32 * 3];
     dataset_gen_render(&f->gen, 1, 0, rgb);
@@ -34,7 +34,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     JpegFixture *f = *state;
-    testutil_rm_tree(f->tmp);
+    test_remove_tree(f->tmp);
+    free(f->tmp);
     free(f);
     return 0;
 }
@@ -92,7 +93,7 @@ static void test_truncated_jpeg_is_named(void **state)
 {
     JpegFixture *f = *state;
     size_t size = 0;
-    unsigned char *buf = testutil_read(f->good, &size);
+    unsigned char *buf = (unsigned char *)test_read_file(f->good, &size);
     assert_non_null(buf);
     expect_decode_error(f, "truncated.jpg", buf, size * 2 / 3, "truncated");
     expect_decode_error(f, "header_cut.jpg", buf, 100, "truncated"); // ends before the frame
@@ -103,7 +104,7 @@ static void test_corrupt_header_is_named(void **state)
 {
     JpegFixture *f = *state;
     size_t size = 0;
-    unsigned char *buf = testutil_read(f->good, &size);
+    unsigned char *buf = (unsigned char *)test_read_file(f->good, &size);
     assert_non_null(buf);
     memset(buf + 2, 0x5A, 60); // garbage where the markers should be
     expect_decode_error(f, "corrupt.jpg", buf, size, "corrupt");
@@ -116,7 +117,7 @@ static void test_decoder_recovers_after_errors(void **state)
 {
     JpegFixture *f = *state;
     size_t size = 0;
-    unsigned char *good = testutil_read(f->good, &size);
+    unsigned char *good = (unsigned char *)test_read_file(f->good, &size);
     assert_non_null(good);
     unsigned char *bad = malloc(size);
     const size_t cuts[] = {20, 100, 400, size * 2 / 3, size - 2};

@@ -68,7 +68,7 @@ typedef struct {
 } FuzzResult;
 
 typedef struct {
-    char tmp[64];
+    char *tmp;  // test_temp_dir's
     FuzzSource src[FUZZ_MAX_SOURCES];
     int nsrc;
 } FuzzFixture;
@@ -123,7 +123,7 @@ static int add_own_source(FuzzFixture *f, int w, int h, int quality)
     if (rc != 0) return -1;
     FuzzSource *s = &f->src[f->nsrc++];
     s->kind = "baseline 4:2:0 (jpeg_write_file)";
-    s->bytes = testutil_read(path, &s->size);
+    s->bytes = (unsigned char *)test_read_file(path, &s->size);
     unlink(path);
     return s->bytes ? 0 : -1;
 }
@@ -131,7 +131,7 @@ static int add_own_source(FuzzFixture *f, int w, int h, int quality)
 static int setup(void **state)
 {
     FuzzFixture *f = calloc(1, sizeof *f);
-    if (!f || testutil_tmpdir(f->tmp) != 0) return -1;
+    if (!f || !(f->tmp = test_temp_dir())) return -1;
     *state = f;
     if (add_own_source(f, 48, 40, 90) != 0 || add_own_source(f, 1, 1, 75) != 0 ||
         add_tj_source(f, "baseline 4:4:4", 17, 9, TJSAMP_444, 0, 80) != 0 ||
@@ -160,7 +160,8 @@ static int teardown(void **state)
         free(f->src[i].bytes);
         image_free(&f->src[i].ref);
     }
-    testutil_rm_tree(f->tmp);
+    test_remove_tree(f->tmp);
+    free(f->tmp);
     free(f);
     return 0;
 }

@@ -302,7 +302,7 @@ static void test_skip_bad_files_counts_them(void **state)
     add_bad_file(f, "aaa_text.jpg", "hello", 5, bad1, sizeof bad1);
     snprintf(good, sizeof good, "%s/class_001/img_00000.jpg", f->root);
     size_t size;
-    unsigned char *buf = testutil_read(good, &size);
+    unsigned char *buf = (unsigned char *)test_read_file(good, &size);
     assert_non_null(buf);
     add_bad_file(f, "aab_truncated.jpg", buf, size / 2, bad2, sizeof bad2);
     // Cut inside the header: the good file decoded next by the same worker must not suffer.

@@ -165,7 +165,7 @@ static void test_bad_files_are_read_once_per_run(void **state)
     char good[256];
     snprintf(good, sizeof good, "%s/class_001/img_00000.jpg", f->root);
     size_t good_size;
-    unsigned char *good_bytes = testutil_read(good, &good_size);
+    unsigned char *good_bytes = (unsigned char *)test_read_file(good, &good_size);
     assert_non_null(good_bytes);
     Dataset ds;
     assert_int_equal(dataset_scan(f->root, &ds), 0);

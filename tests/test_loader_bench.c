@@ -94,8 +94,8 @@ static void test_bench_workers_end_to_end(void **state)
     const char *root = test_suite_root();
     char prog[512];
     if (!bench_workers_path(prog, sizeof prog)) skip();
-    char tmp[64];
-    assert_int_equal(testutil_tmpdir(tmp), 0);
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
     char cmd[2048];
     snprintf(cmd, sizeof cmd,
              "cd %s && BENCH_CACHE_DIR=%s/cache BENCH_WORKERS_PRESET=tiny BENCH_WORKERS_MAX=2 "
@@ -143,7 +143,8 @@ static void test_bench_workers_end_to_end(void **state)
             if (stat(path, &sb) != 0 || sb.st_size < 1000) fail_msg("chart %s missing or empty", path);
         }
     }
-    testutil_rm_tree(tmp);
+    test_remove_tree(tmp);
+    free(tmp);
 }
 
 // Entries (not dot-files) in a folder: the generated datasets of a cache.
@@ -166,20 +167,19 @@ static void test_bench_workers_large_source(void **state)
     (void)state;
     char prog[512];
     if (!bench_workers_path(prog, sizeof prog)) skip();
-    char tmp[64], cmd[2048], csv[128], log[128], cache[128];
-    assert_int_equal(testutil_tmpdir(tmp), 0);
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    char cmd[2048], csv[128], log[128], cache[128];
     snprintf(log, sizeof log, "%s/log.txt", tmp);
     snprintf(cache, sizeof cache, "%s/cache", tmp);
     snprintf(cmd, sizeof cmd, "BENCH_WORKERS_MAX=2 %s --benchmark_list_tests >%s 2>&1", prog, log);
     assert_int_equal(system(cmd), 0);
-    size_t size;
-    unsigned char *text = testutil_read(log, &size);
+    char *text = test_read_file(log, NULL);
     assert_non_null(text);
-    text[size ? size - 1 : 0] = '\0';
     for (int w = 0; w <= 2; w++) {
         char name[64];
         snprintf(name, sizeof name, "num_workers_large_source/workers_%d/", w);
-        if (!strstr((char *)text, name)) fail_msg("%s not listed: %s", name, text);
+        if (!strstr(text, name)) fail_msg("%s not listed: %s", name, text);
     }
     free(text);
     const char *env = "BENCH_WORKERS_PRESET=tiny BENCH_WORKERS_MAX=2 BENCH_WORKERS_BATCH=8 "
@@ -214,7 +214,8 @@ static void test_bench_workers_large_source(void **state)
         assert_true(r->wrong_epochs == 0);
         if (w == 0 && !(r->ratio > 0)) fail_msg("workers_0: no per_core_ratio_to_raw_decode");
     }
-    testutil_rm_tree(tmp);
+    test_remove_tree(tmp);
+    free(tmp);
 }
 
 // A bad BENCH_WORKERS_* value (an option's environment alias) is refused at start-up with
@@ -225,8 +226,8 @@ static void test_bench_workers_bad_environment(void **state)
     (void)state;
     char prog[512];
     if (!bench_workers_path(prog, sizeof prog)) skip();
-    char tmp[64];
-    assert_int_equal(testutil_tmpdir(tmp), 0);
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
     const char *cases[][2] = {{"BENCH_WORKERS_MAX=abc", "BENCH_WORKERS_MAX='abc'"},
                               {"BENCH_WORKERS_MAX=-3", "BENCH_WORKERS_MAX='-3'"},
                               {"BENCH_WORKERS_MAX=0", "BENCH_WORKERS_MAX='0'"},
@@ -246,11 +247,9 @@ static void test_bench_workers_bad_environment(void **state)
         if (!WIFEXITED(rc) || WEXITSTATUS(rc) != (at_start ? 2 : 1))
             fail_msg("%s: exit %d, want %d", cases[c][0], rc, at_start ? 2 : 1);
         if (at_start) {
-            size_t size;
-            unsigned char *text = testutil_read(log, &size);
+            char *text = test_read_file(log, NULL);
             assert_non_null(text);
-            text[size ? size - 1 : 0] = '\0';
-            if (!strstr((char *)text, cases[c][1])) fail_msg("%s: message lacks it: %s", cases[c][0], text);
+            if (!strstr(text, cases[c][1])) fail_msg("%s: message lacks it: %s", cases[c][0], text);
             free(text);
             assert_int_equal(access(csv, F_OK), -1);  // nothing ran, nothing written
             continue;
@@ -264,7 +263,8 @@ static void test_bench_workers_bad_environment(void **state)
                 fail_msg("%s: reason '%s' lacks '%s'", cases[c][0], rows[i].reason, cases[c][1]);
         }
     }
-    testutil_rm_tree(tmp);
+    test_remove_tree(tmp);
+    free(tmp);
 }
 
 // Stopped mid-run the way run-suite.sh stops a program at BENCH_TIMEOUT (SIGINT), the
@@ -275,8 +275,9 @@ static void test_bench_workers_keeps_rows_when_stopped(void **state)
     (void)state;
     char prog[512];
     if (!bench_workers_path(prog, sizeof prog)) skip();
-    char tmp[64], cmd[2048], csv[128];
-    assert_int_equal(testutil_tmpdir(tmp), 0);
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    char cmd[2048], csv[128];
     snprintf(csv, sizeof csv, "%s/stopped.csv", tmp);
     snprintf(cmd, sizeof cmd,
              "BENCH_CACHE_DIR=%s/cache BENCH_WORKERS_PRESET=tiny BENCH_WORKERS_BATCH=8 "
@@ -296,7 +297,8 @@ static void test_bench_workers_keeps_rows_when_stopped(void **state)
     assert_non_null(r);
     assert_string_equal(r->status, "ok");
     assert_true(r->images_per_second > 0);
-    testutil_rm_tree(tmp);
+    test_remove_tree(tmp);
+    free(tmp);
 }
 
 // The loader options every program on the practice driver has: a bad value is refused
@@ -308,8 +310,9 @@ static void test_bench_workers_loader_options(void **state)
     (void)state;
     char prog[512];
     if (!bench_workers_path(prog, sizeof prog)) skip();
-    char tmp[64], cmd[2048], csv[128], log[128];
-    assert_int_equal(testutil_tmpdir(tmp), 0);
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    char cmd[2048], csv[128], log[128];
     snprintf(log, sizeof log, "%s/log.txt", tmp);
     const char *bad[][2] = {{"--loader-timeout=-1", "--loader-timeout='-1'"},
                             {"--loader-timeout=2m", "--loader-timeout='2m'"},
@@ -318,11 +321,9 @@ static void test_bench_workers_loader_options(void **state)
         snprintf(cmd, sizeof cmd, "%s %s --benchmark_filter=decode_ref >%s 2>&1", prog, bad[c][0], log);
         int rc = system(cmd);
         if (!WIFEXITED(rc) || WEXITSTATUS(rc) != 2) fail_msg("%s: exit %d, want 2", bad[c][0], rc);
-        size_t size;
-        unsigned char *text = testutil_read(log, &size);
+        char *text = test_read_file(log, NULL);
         assert_non_null(text);
-        text[size ? size - 1 : 0] = '\0';
-        if (!strstr((char *)text, bad[c][1])) fail_msg("%s: message lacks it: %s", bad[c][0], text);
+        if (!strstr(text, bad[c][1])) fail_msg("%s: message lacks it: %s", bad[c][0], text);
         free(text);
     }
     snprintf(csv, sizeof csv, "%s/pixels.csv", tmp);
@@ -343,7 +344,8 @@ static void test_bench_workers_loader_options(void **state)
             fail_msg("%s/%s: reason '%s' does not name the limit", rows[i].practice, rows[i].variant,
                      rows[i].reason);
     }
-    testutil_rm_tree(tmp);
+    test_remove_tree(tmp);
+    free(tmp);
 }
 
 int main(void)

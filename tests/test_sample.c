@@ -23,13 +23,13 @@
 #include <jpeglib.h>
 
 typedef struct {
-    char tmp[64];
+    char *tmp;  // test_temp_dir's
 } SampleFixture;
 
 static int setup(void **state)
 {
     SampleFixture *f = calloc(1, sizeof *f);
-    if (!f || testutil_tmpdir(f->tmp) != 0) return -1;
+    if (!f || !(f->tmp = test_temp_dir())) return -1;
     *state = f;
     return 0;
 }
@@ -37,7 +37,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     SampleFixture *f = *state;
-    testutil_rm_tree(f->tmp);
+    test_remove_tree(f->tmp);
+    free(f->tmp);
     free(f);
     return 0;
 }
@@ -165,7 +166,7 @@ static void write_bomb(const char *path, bool progressive, int w, int h)
     for (int i = 0; i < (int)sizeof px; i++) px[i] = (uint8_t)(i * 13);
     write_libjpeg(path, px, 16, 16, &(Encoding){JCS_RGB, JCS_YCbCr, false, progressive, 2, 2, 90});
     size_t size;
-    uint8_t *b = testutil_read(path, &size);
+    uint8_t *b = (unsigned char *)test_read_file(path, &size);
     assert_non_null(b);
     bool patched = false;
     for (size_t i = 2; i + 9 < size && !patched; i++)
