@@ -195,11 +195,10 @@ static void macro_finish(void *ctx, HarnessState *st, Core *core, const CoreConf
                          const PracticeVariant *v, const PracticeOutcome *o)
 {
     (void)ctx;
+    (void)core;
     (void)v;
-    (void)o;
-    CoreStats cs;
-    if (cfg->precision != CORE_PRECISION_FP16 || core_stats(core, &cs) != 0) return;
-    harness_counter(st, "final_loss_scale", cs.loss_scale, HARNESS_COUNTER_PLAIN);
+    if (cfg->precision == CORE_PRECISION_FP16)
+        harness_counter(st, "final_loss_scale", o->stats.loss_scale, HARNESS_COUNTER_PLAIN);
 }
 
 // One context per practice (runs are sequential; core_created resets its run).

@@ -70,20 +70,16 @@ static void finish(void *ctx, HarnessState *st, Core *core, const CoreConfig *cf
                    const PracticeVariant *v, const PracticeOutcome *o)
 {
     (void)ctx;
-    (void)o;
-    CoreStats cs;
-    if (core_stats(core, &cs) != 0) {
-        practice_fail_or_skip(st, "reading the core's counters");
-        return;
-    }
-    harness_counter(st, "activation_bytes", (double)cs.activation_bytes, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "activation_bytes_per_image", (double)cs.activation_bytes / cfg->batch_size,
+    (void)core;
+    const CoreStats *cs = &o->stats;
+    harness_counter(st, "activation_bytes", (double)cs->activation_bytes, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "activation_bytes_per_image", (double)cs->activation_bytes / cfg->batch_size,
                     HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "peak_bytes", (double)cs.peak_bytes, HARNESS_COUNTER_PLAIN);
-    if (cs.backend == CORE_BACKEND_CUDA)
-        harness_counter(st, "device_used_bytes", (double)cs.device_used_bytes, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "checkpointed_segments", cs.checkpointed_segments, HARNESS_COUNTER_PLAIN);
-    if (v->role == HARNESS_TUNED && cs.checkpointed_segments <= 0) {
+    harness_counter(st, "peak_bytes", (double)cs->peak_bytes, HARNESS_COUNTER_PLAIN);
+    if (cs->backend == CORE_BACKEND_CUDA)
+        harness_counter(st, "device_used_bytes", (double)cs->device_used_bytes, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "checkpointed_segments", cs->checkpointed_segments, HARNESS_COUNTER_PLAIN);
+    if (v->role == HARNESS_TUNED && cs->checkpointed_segments <= 0) {
         char msg[200];
         snprintf(msg, sizeof msg, "the %s variant checkpointed no segment (preset %s): it ran keep_all",
                  v->name, harness_axis_str(st, "preset"));

@@ -79,6 +79,7 @@ typedef struct PracticeOutcome {
     double seconds;         // their time (time to accuracy: training steps only)
     bool reached, diverged; // time to accuracy only
     double final_accuracy, best_accuracy; // time to accuracy only: held-out
+    CoreStats stats;        // the run's core's counters at its end (activations, peak, graphs, ...)
 } PracticeOutcome;
 
 // A practice's own per-run code around the core (all optional; ctx is passed back).

@@ -31,17 +31,17 @@ static int micro_of(const Practice *p, const PracticeVariant *v)
 
 // ---- counters and labels ----------------------------------------------------------------------
 
-static void core_counters(HarnessState *st, Core *core, const CoreConfig *cfg, const char *extra)
+// The counters and label every run gets from its core (cs: its counters at the run's end).
+static void core_counters(HarnessState *st, Core *core, const CoreStats *cs, const CoreConfig *cfg,
+                          const char *extra)
 {
-    CoreStats cs;
-    if (core_stats(core, &cs) != 0) return;
-    harness_counter(st, "peak_mib", cs.peak_bytes / 1048576.0, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "device_used_mib", cs.device_used_bytes / 1048576.0, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "peak_mib", cs->peak_bytes / 1048576.0, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "device_used_mib", cs->device_used_bytes / 1048576.0, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "batch", cfg->batch_size, HARNESS_COUNTER_PLAIN);
     char algos[1536], label[2300];
     if (core_conv_algo_summary(core, algos, sizeof algos) != 0) snprintf(algos, sizeof algos, "?");
     snprintf(label, sizeof label, "%s backend %s, batch %d, %dx%d; %s; conv algorithms: %s",
-             core_backend_name(cs.backend), core_precision_name(cfg->precision), cfg->batch_size,
+             core_backend_name(cs->backend), core_precision_name(cfg->precision), cfg->batch_size,
              cfg->model.image_size, cfg->model.image_size, extra, algos);
     harness_set_label(st, label);
 }
@@ -167,7 +167,7 @@ void practice_run_throughput(HarnessState *st, const Practice *p, const Practice
                      micro, core_cfg.batch_size);
         snprintf(extra, sizeof extra, "%d untimed warm-up steps%s%s%s", warmup, micro_text,
                  p->label ? "; " : "", p->label ? p->label : "");
-        core_counters(st, core, cfg, extra);
+        core_counters(st, core, &cs, cfg, extra);
         if (wrong) {
             harness_fail(st, check_msg);
         } else if (skipped > explained) {
@@ -176,7 +176,7 @@ void practice_run_throughput(HarnessState *st, const Practice *p, const Practice
                      "GradScaler's start-up explains at most %d", skipped, (long long)taken, explained);
             harness_fail(st, msg);
         } else if (p->hooks && p->hooks->finish) {
-            PracticeOutcome o = {.steps = steps, .seconds = seconds};
+            PracticeOutcome o = {.steps = steps, .seconds = seconds, .stats = cs};
             p->hooks->finish(p->hooks->ctx, st, core, cfg, v, &o);
         }
     }
@@ -261,6 +261,8 @@ void practice_run_time_to_accuracy(HarnessState *st, const Practice *p, const Pr
         }
         harness_set_iteration_time(st, train_s);
     }
+    CoreStats cs;
+    if (rc == 0 && core_stats(core, &cs) != 0) rc = -1;
     if (rc != 0) {
         practice_fail_or_skip(st, "training to the target");
     } else {
@@ -281,10 +283,10 @@ void practice_run_time_to_accuracy(HarnessState *st, const Practice *p, const Pr
         else
             snprintf(extra, sizeof extra, "missed %.2f held-out accuracy in %d steps (best %.3f)",
                      p->target_accuracy, p->max_steps, best);
-        core_counters(st, core, cfg, extra);
+        core_counters(st, core, &cs, cfg, extra);
         if (p->hooks && p->hooks->finish) {
             PracticeOutcome o = {.steps = step, .seconds = train_s, .reached = reached, .diverged = diverged,
-                                 .final_accuracy = accuracy, .best_accuracy = best};
+                                 .final_accuracy = accuracy, .best_accuracy = best, .stats = cs};
             p->hooks->finish(p->hooks->ctx, st, core, cfg, v, &o);
         }
     }

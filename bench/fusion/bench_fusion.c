@@ -75,19 +75,15 @@ static void finish(void *ctx, HarnessState *st, Core *core, const CoreConfig *cf
                    const PracticeVariant *v, const PracticeOutcome *o)
 {
     (void)ctx;
-    (void)o;
-    CoreStats cs;
-    if (core_stats(core, &cs) != 0) {
-        practice_fail_or_skip(st, "reading the core's counters");
-        return;
-    }
-    harness_counter(st, "activation_mib", cs.activation_bytes / 1048576.0, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "fused_ops", cs.fused_ops, HARNESS_COUNTER_PLAIN);
+    (void)core;
+    const CoreStats *cs = &o->stats;
+    harness_counter(st, "activation_mib", cs->activation_bytes / 1048576.0, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "fused_ops", cs->fused_ops, HARNESS_COUNTER_PLAIN);
     if (v->role != HARNESS_TUNED) return;
-    if (cs.fused_ops <= 0) {
+    if (cs->fused_ops <= 0) {
         char msg[200];
         snprintf(msg, sizeof msg, "the fused variant fused no operation (%s backend, preset %s): it "
-                 "ran the separate kernels", core_backend_name(cs.backend), harness_axis_str(st, "preset"));
+                 "ran the separate kernels", core_backend_name(cs->backend), harness_axis_str(st, "preset"));
         harness_fail(st, msg);
         return;
     }
