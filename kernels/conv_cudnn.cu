@@ -224,9 +224,10 @@ static int select_algos(ConvPlan *p, cudnnHandle_t h, const ConvKey *k,
 {
     const ConvSelectRules rules = rules_for(k);
     const bool tune = k->policy == CORE_CONV_ALGO_AUTOTUNE;
-    int algo[3];
-    cudnnMathType_t math[3];
-    for (int pass = CONV_PASS_FWD; pass <= CONV_PASS_BWD_FILTER; pass++) {
+    const int last = k->forward_only ? CONV_PASS_FWD : CONV_PASS_BWD_FILTER;
+    int algo[3] = {0, 0, 0};
+    cudnnMathType_t math[3] = {base_math(k->precision), base_math(k->precision), base_math(k->precision)};
+    for (int pass = CONV_PASS_FWD; pass <= last; pass++) {
         ConvCandidate cands[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];  // the largest of the three
         int count = 0;
         const ConvPassDescs d = pass_descs(p, (ConvPass)pass);
@@ -345,10 +346,12 @@ int conv_plan_set(ConvPlan *p, cudnnHandle_t h, const ConvKey *k, const ConvTria
         cache_put(k, &p->algos);
     }
     CUDNN_TRY(cudnnSetConvolutionMathType(p->fwd, p->algos.fwd_math));
-    CUDNN_TRY(cudnnSetConvolutionMathType(p->bwd_data, p->algos.bwd_data_math));
-    CUDNN_TRY(cudnnSetConvolutionMathType(p->bwd_filter, p->algos.bwd_filter_math));
     CUDNN_TRY(cudnnGetConvolutionForwardWorkspaceSize(h, p->x, p->w, p->fwd, p->y, p->algos.fwd,
                                                       &p->ws_fwd));
+    p->ws_bwd_data = p->ws_bwd_filter = 0;
+    if (k->forward_only) return 0;
+    CUDNN_TRY(cudnnSetConvolutionMathType(p->bwd_data, p->algos.bwd_data_math));
+    CUDNN_TRY(cudnnSetConvolutionMathType(p->bwd_filter, p->algos.bwd_filter_math));
     CUDNN_TRY(cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->w, p->y, p->bwd_data, p->x,
                                                            p->algos.bwd_data, &p->ws_bwd_data));
     CUDNN_TRY(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p->x, p->y, p->bwd_filter, p->w,
@@ -368,6 +371,7 @@ int conv_forward(const ConvPlan *p, cudnnHandle_t h, const void *x, const void *
 int conv_backward_data(const ConvPlan *p, cudnnHandle_t h, const void *w, const void *dy,
                        void *dx, bool accum, void *ws, size_t ws_size)
 {
+    if (p->key.forward_only) return error_set(ERROR_LIBRARY, "conv_backward_data: a forward-only plan");
     const float one = 1.0f, beta = accum ? 1.0f : 0.0f;
     CUDNN_TRY(cudnnConvolutionBackwardData(h, &one, p->w, w, p->y, dy, p->bwd_data,
                                            p->algos.bwd_data, ws, ws_size, &beta, p->x, dx));
@@ -377,6 +381,7 @@ int conv_backward_data(const ConvPlan *p, cudnnHandle_t h, const void *w, const 
 int conv_backward_filter(const ConvPlan *p, cudnnHandle_t h, const void *x, const void *dy,
                          void *dw, bool accum, void *ws, size_t ws_size)
 {
+    if (p->key.forward_only) return error_set(ERROR_LIBRARY, "conv_backward_filter: a forward-only plan");
     const float one = 1.0f, beta = accum ? 1.0f : 0.0f;
     CUDNN_TRY(cudnnConvolutionBackwardFilter(h, &one, p->x, x, p->y, dy, p->bwd_filter,
                                              p->algos.bwd_filter, ws, ws_size, &beta, p->w, dw));

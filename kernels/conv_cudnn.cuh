@@ -24,9 +24,12 @@ typedef struct ConvKey {
     int dtype, nhwc, precision, policy;
     int deterministic;
     int ws_limit_mb;
+    int forward_only;  // an inference plan: the backward passes are neither selected nor
+                       // tuned (cudnn.benchmark under no_grad times forward candidates only)
 } ConvKey;
 
-// The algorithms chosen for one key, their math types and workspace needs.
+// The algorithms chosen for one key and their math types (a forward-only key's backward
+// fields are left at 0 and never run).
 typedef struct ConvAlgos {
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;
@@ -101,6 +104,7 @@ void conv_plan_destroy(ConvPlan *p);
 int conv_plan_set(ConvPlan *p, cudnnHandle_t h, const ConvKey *key, const ConvTrialBuffers *trial,
                   ConvTuneStats *stats);
 // y = conv(x, w).
+// (The backward passes below refuse a forward-only plan.)
 int conv_forward(const ConvPlan *p, cudnnHandle_t h, const void *x, const void *w, void *y,
                  void *ws, size_t ws_size);
 // dx (=|+=) conv backward data of dy.

@@ -224,7 +224,8 @@ typedef struct CoreConvAlgoInfo {
     int n, c, h, w;            // input (N, C, H, W)
     int k, r, stride, pad;     // output channels, square kernel, stride, padding
     int layers;                // convolution layers of the model with this shape
-    const char *fwd, *bwd_data, *bwd_filter;                // algorithm names
+    const char *fwd, *bwd_data, *bwd_filter;                // algorithm names ("none": a
+                                                            // core_infer plan has no backward)
     const char *fwd_math, *bwd_data_math, *bwd_filter_math; // cuDNN math types
 } CoreConvAlgoInfo;
 

@@ -254,6 +254,7 @@ static int prepare_pass(Core *core, int n, bool inference)
         const CoreConfig *cfg = &core->cfg;
         ConvKey key = conv_key_make(c->device, &shape, c->dt, c->nhwc, cfg->precision, cfg->conv_algo,
                                     cfg->deterministic, cfg->workspace_limit);
+        key.forward_only = inference;  // core_infer's plan: no backward to select or tune
         // Candidate trials run on this step's own buffers: nothing holds data yet (both
         // streams are idle), and the filter gradient goes to scratch, never to the
         // gradients (a new shape may come between accumulated micro-batches).
@@ -1128,13 +1129,14 @@ static int cuda_conv_algos(Core *core, CoreConvAlgoInfo *out, int max)
         if (g->ops[i].kind != OP_CONV) continue;
         const ConvPlan *p = &c->plans[i];
         const ConvKey *k = &p->key;
+        const bool bwd = !k->forward_only;
         CoreConvAlgoInfo info = {k->n, k->c, k->h, k->w, k->k, k->r, k->stride, k->pad, 1,
                                  conv_algo_name(CONV_PASS_FWD, p->algos.fwd),
-                                 conv_algo_name(CONV_PASS_BWD_DATA, p->algos.bwd_data),
-                                 conv_algo_name(CONV_PASS_BWD_FILTER, p->algos.bwd_filter),
+                                 bwd ? conv_algo_name(CONV_PASS_BWD_DATA, p->algos.bwd_data) : "none",
+                                 bwd ? conv_algo_name(CONV_PASS_BWD_FILTER, p->algos.bwd_filter) : "none",
                                  conv_math_name(p->algos.fwd_math),
-                                 conv_math_name(p->algos.bwd_data_math),
-                                 conv_math_name(p->algos.bwd_filter_math)};
+                                 bwd ? conv_math_name(p->algos.bwd_data_math) : "none",
+                                 bwd ? conv_math_name(p->algos.bwd_filter_math) : "none"};
         int same = -1;
         for (int j = 0; j < count && same < 0; j++)
             if (out[j].c == info.c && out[j].h == info.h && out[j].w == info.w && out[j].k == info.k &&

@@ -4,8 +4,9 @@
 // plan's activation bytes are at most GRAD_OFF_RATIO_* of the training plan's (tiny, small);
 // core_infer's loss and accuracy are core_eval's; a change of mode re-plans and training
 // after it is unchanged; bad calls are refused. On a GPU (skipped visibly without one): the
-// CUDA backend's logits against the reference's per precision and layout, the two modes
-// and a CUDA graph replay against the eager forward.
+// CUDA backend's logits against the reference's per precision and layout, the two modes,
+// a CUDA graph replay against the eager forward, and the inference plan's forward-only
+// algorithm selection.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -318,6 +319,52 @@ static void test_cuda_grad_off_bytes_and_graph_replay(void **state)
     test_batch_close(&b);
 }
 
+// core_infer's forward-only plan selects (and with autotuning times) the forward algorithms
+// only, as cudnn.benchmark under no_grad does; training on the same core afterwards plans
+// and tunes its backward passes too and takes a step.
+static void test_cuda_infer_plan_is_forward_only(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    CoreConfig cfg = config("tiny", CORE_BACKEND_CUDA, 8);
+    cfg.conv_algo = CORE_CONV_ALGO_AUTOTUNE;
+    TestBatch b;
+    test_batch_open(&b, &cfg, 8, 5);
+    core_conv_cache_clear();
+    Core *core = test_core_create(&cfg);
+    infer(core, &b.b, CORE_GRAD_OFF, NULL, NULL);
+    CoreStats infer_stats, train_stats;
+    assert_int_equal(core_stats(core, &infer_stats), 0);
+    CoreConvAlgoInfo info[16];
+    int n = core_conv_algos(core, info, 16);
+    assert_true(n > 0);
+    for (int i = 0; i < n; i++) {
+        assert_string_not_equal(info[i].fwd, "?");
+        assert_string_equal(info[i].bwd_data, "none");
+        assert_string_equal(info[i].bwd_filter, "none");
+    }
+    CoreStepResult r;
+    int rc = core_step(core, &b.b, &r);
+    if (rc != 0) printf("core_step after core_infer: %s\n", error_message());
+    assert_int_equal(rc, 0);
+    assert_true(isfinite(r.loss));
+    assert_int_equal(core_stats(core, &train_stats), 0);
+    n = core_conv_algos(core, info, 16);
+    assert_true(n > 0);
+    for (int i = 0; i < n; i++) {
+        assert_string_not_equal(info[i].bwd_data, "none");
+        assert_string_not_equal(info[i].bwd_data, "?");
+        assert_string_not_equal(info[i].bwd_filter, "none");
+        assert_string_not_equal(info[i].bwd_filter, "?");
+    }
+    // the training plan is a key of its own: its shapes missed the cache and were tuned
+    assert_true(train_stats.algo_cache_misses > infer_stats.algo_cache_misses);
+    printf("tiny CUDA autotune: forward-only plan %.1f ms, then the training plan %.1f ms more\n",
+           infer_stats.autotune_ms, train_stats.autotune_ms - infer_stats.autotune_ms);
+    core_free(core);
+    test_batch_close(&b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -329,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_bad_calls_are_refused),
         cmocka_unit_test(test_cuda_logits_match_reference),
         cmocka_unit_test(test_cuda_grad_off_bytes_and_graph_replay),
+        cmocka_unit_test(test_cuda_infer_plan_is_forward_only),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
