@@ -378,12 +378,17 @@ int core_conv_algo_summary(Core *core, char *buf, size_t size)
     size_t used = 0;
     for (int i = 0; i < n && used + 1 < size; i++) {
         const CoreConvAlgoInfo *a = &info[i];
-        int w = snprintf(buf + used, size - used,
-                         "%s%dx%dx%d>%d k%d s%d (%d layer%s): fwd %s/%s bwd_data %s/%s bwd_filter %s/%s",
-                         i ? "; " : "", a->c, a->h, a->w, a->k, a->r, a->stride,
-                         a->layers, a->layers == 1 ? "" : "s", a->fwd,
-                         a->fwd_math, a->bwd_data, a->bwd_data_math, a->bwd_filter,
-                         a->bwd_filter_math);
+        int w = snprintf(buf + used, size - used, "%s%dx%dx%d>%d k%d s%d (%d layer%s): fwd %s/%s",
+                         i ? "; " : "", a->c, a->h, a->w, a->k, a->r, a->stride, a->layers,
+                         a->layers == 1 ? "" : "s", a->fwd, a->fwd_math);
+        if (w >= 0 && (size_t)w < size - used) {
+            used += (size_t)w;
+            if (strcmp(a->bwd_data, "none") == 0)  // core_infer's forward-only plan
+                w = snprintf(buf + used, size - used, " (forward only)");
+            else
+                w = snprintf(buf + used, size - used, " bwd_data %s/%s bwd_filter %s/%s", a->bwd_data,
+                             a->bwd_data_math, a->bwd_filter, a->bwd_filter_math);
+        }
         if (w < 0) break;
         used += (size_t)w < size - used ? (size_t)w : size - used - 1;
     }

@@ -292,7 +292,8 @@ int core_stats(Core *core, CoreStats *stats);
 // before the first plan) or -1.
 int core_conv_algos(Core *core, CoreConvAlgoInfo *out, int max);
 // The same as one line of text ("cpu: no cuDNN" on the CPU), for labels and logs:
-// "CxHxW>K kR sS: fwd ALGO/MATH bwd_data ALGO/MATH bwd_filter ALGO/MATH; ...".
+// "CxHxW>K kR sS: fwd ALGO/MATH bwd_data ALGO/MATH bwd_filter ALGO/MATH; ..." (after
+// core_infer without gradients: "fwd ALGO/MATH (forward only)").
 int core_conv_algo_summary(Core *core, char *buf, size_t size);
 // Number of trainable parameters.
 size_t core_param_count(const Core *core);

@@ -343,6 +343,9 @@ static void test_cuda_infer_plan_is_forward_only(void **state)
         assert_string_equal(info[i].bwd_data, "none");
         assert_string_equal(info[i].bwd_filter, "none");
     }
+    char summary[2048];
+    assert_int_equal(core_conv_algo_summary(core, summary, sizeof summary), 0);
+    if (!strstr(summary, "(forward only)") || strstr(summary, "bwd_data")) fail_msg("summary: %s", summary);
     CoreStepResult r;
     int rc = core_step(core, &b.b, &r);
     if (rc != 0) printf("core_step after core_infer: %s\n", error_message());
