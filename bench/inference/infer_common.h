@@ -1,4 +1,4 @@
-// infer_common.h: what the inference practices (bench_inference.c) share: timed single
+// infer_common.h: what the inference practices (bench/inference/) share: timed single
 // requests through core_infer with their latency percentiles, the held-out batch, a trained
 // model state copied between cores of different precision or layout, and the comparison of
 // two sets of logits (relative L2 and top-1 agreement) that every check uses, with the
