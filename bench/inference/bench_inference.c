@@ -22,10 +22,10 @@
 //   op (eager) or as one captured forward (graph). Check: the graph's logits are eager's and
 //   every timed request replayed.
 // cudnn.benchmark (inference_cudnn/*, GPU only): heuristic algorithms against autotuning
-//   (each shape's candidates timed once, cache cleared at the start of every run, as in a
-//   fresh process), for a fixed request shape and for image sizes that change every request
-//   (4 sizes in turn); the tuning is inside the timed requests. Check: autotune's logits
-//   within AUTOTUNE_TOL of the heuristic's.
+//   (each shape's forward candidates timed once, as under no_grad; cache cleared at the
+//   start of every run, as in a fresh process), for a fixed request shape and for image
+//   sizes that change every request (4 sizes in turn); the tuning is inside the timed
+//   requests. Check: autotune's logits within AUTOTUNE_TOL of the heuristic's.
 // --practice_selftest=frozen|skip_all zeroes the tuned logits before each check: every
 // check must then fail.
 // Files: this one holds inference_grad and inference_precision (their variant tables and
