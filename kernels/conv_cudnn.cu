@@ -371,7 +371,7 @@ int conv_forward(const ConvPlan *p, cudnnHandle_t h, const void *x, const void *
 int conv_backward_data(const ConvPlan *p, cudnnHandle_t h, const void *w, const void *dy,
                        void *dx, bool accum, void *ws, size_t ws_size)
 {
-    if (p->key.forward_only) return error_set(ERROR_LIBRARY, "conv_backward_data: a forward-only plan");
+    if (p->key.forward_only) return error_set(ERROR_BAD_USAGE, "conv_backward_data: a forward-only plan");
     const float one = 1.0f, beta = accum ? 1.0f : 0.0f;
     CUDNN_TRY(cudnnConvolutionBackwardData(h, &one, p->w, w, p->y, dy, p->bwd_data,
                                            p->algos.bwd_data, ws, ws_size, &beta, p->x, dx));
@@ -381,7 +381,7 @@ int conv_backward_data(const ConvPlan *p, cudnnHandle_t h, const void *w, const 
 int conv_backward_filter(const ConvPlan *p, cudnnHandle_t h, const void *x, const void *dy,
                          void *dw, bool accum, void *ws, size_t ws_size)
 {
-    if (p->key.forward_only) return error_set(ERROR_LIBRARY, "conv_backward_filter: a forward-only plan");
+    if (p->key.forward_only) return error_set(ERROR_BAD_USAGE, "conv_backward_filter: a forward-only plan");
     const float one = 1.0f, beta = accum ? 1.0f : 0.0f;
     CUDNN_TRY(cudnnConvolutionBackwardFilter(h, &one, p->x, x, p->y, dy, p->bwd_filter,
                                              p->algos.bwd_filter, ws, ws_size, &beta, p->w, dw));

@@ -5,8 +5,8 @@
 // real call each and the first that works is kept (conv_select.h), so an algorithm
 // that cuDNN lists but cannot run (NOT_SUPPORTED, a failed launch, a workspace that does
 // not fit) falls through to the next, as in PyTorch. Choices are cached process-wide per
-// shape, dtype, layout, precision, policy, determinism and workspace limit; the caller
-// counts hits, misses and tuning time.
+// shape, dtype, layout, precision, policy, determinism, workspace limit and whether the plan
+// is forward-only (inference); the caller counts hits, misses and tuning time.
 #ifndef CONV_CUDNN_CUH
 #define CONV_CUDNN_CUH
 
@@ -29,7 +29,7 @@ typedef struct ConvKey {
 } ConvKey;
 
 // The algorithms chosen for one key and their math types (a forward-only key's backward
-// fields are left at 0 and never run).
+// algorithms are 0 and their math types the precision's base: never run).
 typedef struct ConvAlgos {
     cudnnConvolutionFwdAlgo_t fwd;
     cudnnConvolutionBwdDataAlgo_t bwd_data;

@@ -248,7 +248,8 @@ typedef enum {
     CORE_GRAD_ON,  // autograd on (no no_grad): the training memory plan, every activation a
                    // backward reads (and the arena for the gradients) held for the whole pass
     CORE_GRAD_OFF, // no_grad: an inference plan (model_plan.h, training = false, reuse) that
-                   // frees each activation once its consumers ran, so buffers are reused
+                   // frees each activation once its consumers ran, so buffers are reused;
+                   // CUDA: forward-only cuDNN plans (no backward algorithm chosen or tuned)
 } CoreGradMode;
 
 // An inference forward (BN with its running statistics, as model.eval(); nothing updated)

@@ -383,7 +383,7 @@ static void test_run_tests_runs_two_at_once(void **state)
         if (left) usleep(100 * 1000);
     }
     if (left) {
-        test_run("for p in $(pgrep -f '^(%s|%s)$'); do kill $p; done", sleeper_b, sleeper_d);
+        test_run("for p in $(pgrep -f '^(%s|%s)$'); do kill -KILL $p; done", sleeper_b, sleeper_d);  // b's ignores TERM
         fail_msg("a sleeper of the stopped tests still runs 5 s after the deadline");
     }
     // A sanitizer report (what tests/sanitizer/report_hook.c writes) fails the program that
