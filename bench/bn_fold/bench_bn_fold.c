@@ -142,13 +142,8 @@ static void bench_infer(HarnessState *st, void *user)
         return;
     }
     if (variant == VARIANT_BN) selftest = SELFTEST_NONE;  // the self-test breaks the tuned run
-    CoreBackend backend;
-    if (!practice_backend(st, false, &backend)) return;
     CoreConfig cfg;
-    if (practice_config(st, backend, NULL, &cfg) != 0) {
-        practice_fail_or_skip(st, "the preset");
-        return;
-    }
+    if (!practice_run_config(st, false, NULL, &cfg)) return;
     if (cfg.model.kind != CORE_MODEL_RESNET) {
         harness_skip(st, "the MLP preset has no BN to fold");
         return;

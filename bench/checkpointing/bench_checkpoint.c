@@ -153,13 +153,8 @@ static int run_at(const CoreConfig *base, const PracticeBatch *seed, int n, int 
 static void bench_max_batch(HarnessState *st, void *user)
 {
     const PracticeVariant *v = user;
-    CoreBackend backend;
-    if (!practice_backend(st, true, &backend)) return;  // skips without a GPU (see the top)
     CoreConfig cfg;
-    if (practice_config(st, backend, v->change, &cfg) != 0) {
-        practice_fail_or_skip(st, "the config");
-        return;
-    }
+    if (!practice_run_config(st, true, v->change, &cfg)) return;  // skips without a GPU (see the top)
     int cap = (int)harness_option_int_value("checkpoint_max_batch_cap");
     int steps = (int)harness_option_int_value("checkpoint_max_steps");
     PracticeBatch seed;

@@ -133,13 +133,8 @@ static int measure_phases(CoreConfig cfg, bool graph, int steps, const PracticeB
 static void bench_capture(HarnessState *st, void *user)
 {
     bool graph = user != NULL;
-    CoreBackend backend;
-    if (!practice_backend(st, true, &backend)) return;
     CoreConfig cfg;
-    if (practice_config(st, backend, use_eager, &cfg) != 0) {
-        practice_fail_or_skip(st, "the config");
-        return;
-    }
+    if (!practice_run_config(st, true, use_eager, &cfg)) return;
     int steps = (int)harness_option_int_value("capture_steps");
     PracticeBatch b;
     if (practice_batch_make(&b, &cfg, cfg.model.image_size) != 0) {
@@ -254,13 +249,8 @@ static int check_schedule(CoreConfig cfg, const PracticeBatch *b, int every, int
 static void bench_dynamic(HarnessState *st, void *user)
 {
     bool graph = user != NULL;
-    CoreBackend backend;
-    if (!practice_backend(st, true, &backend)) return;
     CoreConfig cfg;
-    if (practice_config(st, backend, graph ? use_graph : use_eager, &cfg) != 0) {
-        practice_fail_or_skip(st, "the config");
-        return;
-    }
+    if (!practice_run_config(st, true, graph ? use_graph : use_eager, &cfg)) return;
     if (cfg.model.kind != CORE_MODEL_RESNET) {
         harness_skip(st, "the MLP's first layer fixes its input size");
         return;

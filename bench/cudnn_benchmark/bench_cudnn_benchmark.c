@@ -58,10 +58,10 @@ typedef struct Variant { const char *name; CoreConvAlgo policy; } Variant;
 static const Variant heuristic = {"heuristic", CORE_CONV_ALGO_HEURISTIC};
 static const Variant autotune = {"autotune", CORE_CONV_ALGO_AUTOTUNE};
 
-// The driver's config of this run's preset and batch axes on backend b, with `policy`. 0 or -1.
-static int run_config(HarnessState *st, CoreBackend b, CoreConvAlgo policy, CoreConfig *cfg)
+// The config change that sets `policy`.
+static PracticeChange use_policy(CoreConvAlgo policy)
 {
-    return practice_config(st, b, policy == CORE_CONV_ALGO_AUTOTUNE ? use_autotune : use_heuristic, cfg);
+    return policy == CORE_CONV_ALGO_AUTOTUNE ? use_autotune : use_heuristic;
 }
 
 // One training step at size x size with n images.
@@ -130,13 +130,8 @@ static int measure_fixed(CoreConfig cfg, CoreConvAlgo policy, int steps, Fixed *
 static void bench_tuning(HarnessState *st, void *user)
 {
     const Variant *v = user;
-    CoreBackend backend;
-    if (!practice_backend(st, true, &backend)) return;
     CoreConfig cfg;
-    if (run_config(st, backend, v->policy, &cfg) != 0) {
-        practice_fail_or_skip(st, "the config");
-        return;
-    }
+    if (!practice_run_config(st, true, use_policy(v->policy), &cfg)) return;
     int steps = (int)harness_option_int_value("fixed_steps");
     Fixed mine = {0}, base = {0};
     bool tuned = v->policy == CORE_CONV_ALGO_AUTOTUNE;
@@ -242,7 +237,7 @@ static int schedule_shapes(const Schedule *s)
 static void run_dynamic(HarnessState *st, CoreBackend backend, CoreConvAlgo policy, const char *what)
 {
     CoreConfig cfg;
-    if (run_config(st, backend, policy, &cfg) != 0) {
+    if (practice_config(st, backend, use_policy(policy), &cfg) != 0) {
         practice_fail_or_skip(st, "the config");
         return;
     }
@@ -374,14 +369,12 @@ static int parse_pass(const char *name, ConvPass *pass)
 static void bench_regret(HarnessState *st, void *user)
 {
     const Pick which = *(const Pick *)user;
-    CoreBackend backend;
-    if (!practice_backend(st, true, &backend)) return;
     CoreConfig cfg;
+    if (!practice_run_config(st, true, use_heuristic, &cfg)) return;
     ConvPass pass = CONV_PASS_FWD;
     ConvShape shapes[MAX_SHAPES];
     int count = -1;
-    if (run_config(st, backend, CORE_CONV_ALGO_HEURISTIC, &cfg) != 0 ||
-        parse_pass(harness_axis_str(st, "pass"), &pass) != 0 ||
+    if (parse_pass(harness_axis_str(st, "pass"), &pass) != 0 ||
         (count = conv_shapes(&cfg, cfg.batch_size, shapes, MAX_SHAPES)) < 0) {
         practice_fail_or_skip(st, "the config");
         return;

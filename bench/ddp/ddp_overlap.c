@@ -14,10 +14,9 @@
 void ddp_bench_overlap(HarnessState *st, void *user)
 {
     bool overlap = *(const bool *)user;
-    CoreBackend backend;
-    if (!practice_backend(st, false, &backend)) return;
     CoreConfig cfg;
-    if (practice_config(st, backend, NULL, &cfg) != 0) { practice_fail_or_skip(st, "the preset"); return; }
+    if (!practice_run_config(st, false, NULL, &cfg)) return;
+    CoreBackend backend = cfg.backend;
     int local_batch = cfg.batch_size;
     int devices = (int)harness_option_int_value("devices_max");
     if (devices <= 0) devices = ddp_bench_device_count(backend);

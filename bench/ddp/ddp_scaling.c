@@ -125,10 +125,9 @@ static double single_throughput(CoreConfig cfg, int local_batch, int steps, int 
 void ddp_bench_scaling(HarnessState *st, void *user)
 {
     ScaleVariant v = *(const ScaleVariant *)user;
-    CoreBackend backend;
-    if (!practice_backend(st, false, &backend)) return;
     CoreConfig cfg;
-    if (practice_config(st, backend, NULL, &cfg) != 0) { practice_fail_or_skip(st, "the preset"); return; }
+    if (!practice_run_config(st, false, NULL, &cfg)) return;
+    CoreBackend backend = cfg.backend;
     int local_batch = cfg.batch_size;
     int devices = (int)harness_axis_int(st, "devices");
     int have = ddp_bench_device_count(backend);

@@ -77,6 +77,17 @@ int practice_config(HarnessState *st, CoreBackend b, PracticeChange change, Core
     return core_config_validate(cfg);
 }
 
+bool practice_run_config(HarnessState *st, bool gpu_only, PracticeChange change, CoreConfig *cfg)
+{
+    CoreBackend backend;
+    if (!practice_backend(st, gpu_only, &backend)) return false;
+    if (practice_config(st, backend, change, cfg) != 0) {
+        practice_fail_or_skip(st, "the config");
+        return false;
+    }
+    return true;
+}
+
 // ---- options --------------------------------------------------------------------------------
 // Both constructors stay in this file: it is linked into every program that uses any of the
 // driver (so each has all three options), and within one file they run in order, which is
@@ -136,13 +147,8 @@ static void run_practice(HarnessState *st, void *user)
     const PracticeRun *r = user;
     const Practice *p = r->practice;
     const PracticeVariant *v = &p->variants[r->variant];
-    CoreBackend backend;
-    if (!practice_backend(st, p->gpu_only, &backend)) return;
     CoreConfig cfg;
-    if (practice_config(st, backend, v->change, &cfg) != 0) {
-        practice_fail_or_skip(st, "the config");
-        return;
-    }
+    if (!practice_run_config(st, p->gpu_only, v->change, &cfg)) return;
     if (p->mode == PRACTICE_TIME_TO_ACCURACY) {
         practice_run_time_to_accuracy(st, p, v, &cfg);
         return;

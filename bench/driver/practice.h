@@ -198,6 +198,10 @@ bool practice_skip_without_gpu(HarnessState *st);
 // 0..2^20, else bad usage), on backend b, with `change` applied (NULL: none), validated.
 // 0 or -1 with the error set: end the run with practice_fail_or_skip.
 int practice_config(HarnessState *st, CoreBackend b, PracticeChange change, CoreConfig *cfg);
+// The two together, as every run starts: the run's backend (practice_backend) and the config
+// of its axes on it (practice_config). False when the run has ended: skipped without the
+// device it needs, or failed (skipped for a machine limit) on the config, naming it.
+bool practice_run_config(HarnessState *st, bool gpu_only, PracticeChange change, CoreConfig *cfg);
 
 // For a program's own step loops over changing image sizes (dynamic shapes): one synthetic
 // batch of cfg->batch_size images at max_size x max_size, on the device for the CUDA

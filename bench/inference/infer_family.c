@@ -25,12 +25,7 @@ int infer_warmup(const CoreConfig *cfg) { return cfg->backend == CORE_BACKEND_CU
 // The run's backend and config (the variant applied); false when the run ended (skip/fail).
 bool infer_run_config(HarnessState *st, const InferVariant *v, CoreConfig *cfg)
 {
-    CoreBackend be;
-    if (!practice_backend(st, v->gpu_only, &be)) return false;
-    if (practice_config(st, be, NULL, cfg) != 0) {
-        practice_fail_or_skip(st, "the config");
-        return false;
-    }
+    if (!practice_run_config(st, v->gpu_only, NULL, cfg)) return false;
     infer_apply(v, cfg);
     if (core_config_validate(cfg) != 0) {
         practice_fail_or_skip(st, "the variant's config");

@@ -40,16 +40,11 @@ static int micro_once(GradPass *p, Micro micro, double *seconds)
 static void bench_micro(HarnessState *st, void *user)
 {
     const Micro micro = *(const Micro *)user;
-    CoreBackend backend;
-    if (!practice_backend(st, false, &backend)) return;
     CoreConfig cfg;
-    if (practice_config(st, backend, NULL, &cfg) != 0) {
-        practice_fail_or_skip(st, "the preset");
-        return;
-    }
+    if (!practice_run_config(st, false, NULL, &cfg)) return;
     int n = cfg.batch_size;
     GradPass *p = NULL;
-    if (grad_pass_create(&cfg.model, n, backend == CORE_BACKEND_CUDA, &p) != 0) {
+    if (grad_pass_create(&cfg.model, n, cfg.backend == CORE_BACKEND_CUDA, &p) != 0) {
         practice_fail_or_skip(st, "setting up");
         return;
     }
@@ -65,13 +60,13 @@ static void bench_micro(HarnessState *st, void *user)
     } else {
         harness_counter(st, "tensors", grad_pass_tensors(p), HARNESS_COUNTER_PLAIN);
         harness_counter(st, "gradient_mib", grad_pass_floats(p) * 4.0 / 1048576.0, HARNESS_COUNTER_PLAIN);
-        bool gpu = backend == CORE_BACKEND_CUDA;
+        bool gpu = cfg.backend == CORE_BACKEND_CUDA;
         const char *how = zeroing ? (gpu ? "cudaMemsetAsync" : "memset")
                                   : (gpu ? "cuDNN backward-filter and cuBLAS, strict fp32"
                                          : "the fast CPU layers");
         char label[200];
         snprintf(label, sizeof label, "%s: %s, %d parameter tensors, batch %d; %s",
-                 core_backend_name(backend), how, grad_pass_tensors(p), n,
+                 core_backend_name(cfg.backend), how, grad_pass_tensors(p), n,
                  gpu ? "CUDA events" : "wall clock");
         harness_set_label(st, label);
     }
