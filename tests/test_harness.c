@@ -82,10 +82,12 @@ static int run_harness(void **state)
     harness_register(&(HarnessSpec){
         .practice = "unit", .variant = "fast", .role = HARNESS_TUNED,
         .timing = HARNESS_TIMING_WALL, .fn = bench_sum, .axes = {{"n", "500"}}});
-    harness_register(&(HarnessSpec){.practice = "unit_ref", .variant = "yardstick",
-                                     .role = HARNESS_REFERENCE, .timing = HARNESS_TIMING_WALL,
-                                     .fn = bench_reference, .axes = {{"kind", "a,b", true}},
-                                     .iterations = 2});
+    // its sweep from a shared list (harness_register_axes), as programs register families
+    static const HarnessAxis kinds[] = {{"kind", "a,b", true}, {NULL, NULL, false}};
+    assert_non_null(harness_register_axes(&(HarnessSpec){.practice = "unit_ref", .variant = "yardstick",
+                                                         .role = HARNESS_REFERENCE, .timing = HARNESS_TIMING_WALL,
+                                                         .fn = bench_reference, .iterations = 2},
+                                          kinds));
     harness_register(&(HarnessSpec){.practice = "unit", .variant = "gpu_only", .role = HARNESS_TUNED,
                                      .timing = HARNESS_TIMING_CUDA_EVENTS, .fn = bench_skipper});
     harness_register(&(HarnessSpec){.practice = "unit", .variant = "broken", .role = HARNESS_TUNED,
@@ -155,6 +157,10 @@ static void test_bad_spec_is_refused(void **state)
     (void)state;
     assert_null(harness_register(NULL));
     assert_null(harness_register(&(HarnessSpec){.practice = "x", .variant = "y"})); // no fn
+    HarnessAxis many[HARNESS_MAX_AXES + 2] = {{NULL, NULL, false}};
+    for (int i = 0; i <= HARNESS_MAX_AXES; i++) many[i] = (HarnessAxis){"a", "1", false};
+    assert_null(harness_register_axes(&(HarnessSpec){.practice = "x", .variant = "y", .fn = bench_sum}, many));
+    assert_null(harness_register_axes(NULL, many));
 }
 
 static void test_exit_status_reports_the_broken_benchmark(void **state)

@@ -232,8 +232,7 @@ int main(int argc, char **argv)
                             .role = variants[i].role, .timing = HARNESS_TIMING_MANUAL,
                             .fn = bench_max_batch, .user = (void *)&variants[i], .unit = HARNESS_US,
                             .iterations = 1};
-        for (int a = 0; axes[a].name; a++) spec.axes[a] = axes[a];
-        harness_register(&spec);
+        harness_register_axes(&spec, axes);
     }
     return harness_run();
 }

@@ -311,8 +311,7 @@ static void register_custom(const char *practice, const char *variant, HarnessRo
     HarnessSpec spec = {.practice = practice, .variant = variant, .role = role,
                         .timing = HARNESS_TIMING_MANUAL, .fn = fn, .user = (void *)user,
                         .unit = HARNESS_MS, .iterations = 1};
-    for (int i = 0; i < HARNESS_MAX_AXES && axes[i].name; i++) spec.axes[i] = axes[i];
-    harness_register(&spec);
+    harness_register_axes(&spec, axes);
 }
 
 int main(int argc, char **argv)

@@ -457,8 +457,7 @@ static void register_custom(const char *practice, const char *variant, HarnessRo
                         // the regret micro times each algorithm on warm caches, as cudnnFind does
                         .cache = timing == HARNESS_TIMING_CUDA_EVENTS ? HARNESS_CACHE_WARM
                                                                       : HARNESS_CACHE_UNSTATED};
-    for (int i = 0; i < HARNESS_MAX_AXES && axes[i].name; i++) spec.axes[i] = axes[i];
-    harness_register(&spec);
+    harness_register_axes(&spec, axes);
 }
 
 int main(int argc, char **argv)

@@ -201,6 +201,23 @@ HarnessBench *harness_register(const HarnessSpec *spec)
     return raw;
 }
 
+HarnessBench *harness_register_axes(const HarnessSpec *spec, const HarnessAxis *axes)
+{
+    if (!spec) return harness_register(spec);
+    HarnessSpec copy = *spec;
+    int n = 0;
+    for (; axes && axes[n].name; n++) {
+        if (n == HARNESS_MAX_AXES) {
+            fprintf(stderr, "harness: %s/%s has more than %d axes\n", spec->practice ? spec->practice : "?",
+                    spec->variant ? spec->variant : "?", HARNESS_MAX_AXES);
+            return nullptr;
+        }
+        copy.axes[n] = axes[n];
+    }
+    for (int i = n; i < HARNESS_MAX_AXES; i++) copy.axes[i] = HarnessAxis{};
+    return harness_register(&copy);
+}
+
 int harness_run(void)
 {
     Globals &G = g();

@@ -110,6 +110,9 @@ int harness_init(int argc, char **argv);
 const HarnessCommon *harness_common(void);
 // Registers a benchmark; returns NULL (and prints why) on a bad spec.
 HarnessBench *harness_register(const HarnessSpec *spec);
+// The same with the sweep from `axes`, a list that ends with a NULL name (one that several
+// specs share), in place of spec->axes; more than HARNESS_MAX_AXES is a bad spec.
+HarnessBench *harness_register_axes(const HarnessSpec *spec, const HarnessAxis *axes);
 // Runs every registered benchmark (after harness_init); prints --help when asked.
 // Returns the process exit code (1 when a run failed, never for skips).
 // Nothing measured is lost: every repetition is written to the tidy CSV and FILE.reps.csv

@@ -191,8 +191,7 @@ static void register_family(const char *practice, const InferVariant *variants, 
                             .timing = HARNESS_TIMING_MANUAL, .fn = fn,
                             .user = (void *)&variants[i], .unit = HARNESS_MS,
                             .iterations = iterations};
-        for (int a = 0; a < HARNESS_MAX_AXES && axes[a].name; a++) spec.axes[a] = axes[a];
-        harness_register(&spec);
+        harness_register_axes(&spec, axes);
     }
 }
 
