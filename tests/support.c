@@ -367,6 +367,25 @@ Core *test_core_create(const CoreConfig *cfg)
     return core;
 }
 
+int test_conv_algos(Core *core, bool backward, CoreConvAlgoInfo *info, int max)
+{
+    int n = core_conv_algos(core, info, max);
+    assert_true(n > 0);
+    for (int i = 0; i < n; i++) {
+        const char *bwd[] = {info[i].bwd_data, info[i].bwd_filter};
+        assert_string_not_equal(info[i].fwd, "?");
+        for (int k = 0; k < 2; k++) {
+            if (!backward) {
+                assert_string_equal(bwd[k], "none");
+            } else {
+                assert_string_not_equal(bwd[k], "none");
+                assert_string_not_equal(bwd[k], "?");
+            }
+        }
+    }
+    return n;
+}
+
 void test_batch_open(TestBatch *b, const CoreConfig *cfg, int n, uint64_t index)
 {
     const CoreModelConfig *m = &cfg->model;

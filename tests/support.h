@@ -96,6 +96,11 @@ double test_rel_l2(const float *got, const float *want, size_t n);
 
 // core_create, failing the test (with the error) when it fails.
 Core *test_core_create(const CoreConfig *cfg);
+// The cuDNN algorithms of core's current plans (core_conv_algos, up to max shapes) into
+// info, asserting at least one shape and for each a named forward algorithm and, for the
+// backward passes, named ones when `backward`, else "none" (core_infer's forward-only
+// plan). Returns the count.
+int test_conv_algos(Core *core, bool backward, CoreConvAlgoInfo *info, int max);
 
 // A synthetic host batch of n images for cfg's model (synth task seed 1): task, buffers
 // and the CoreBatch over them. test_batch_open fills it with batch `index`
