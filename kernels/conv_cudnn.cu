@@ -253,6 +253,26 @@ static int select_algos(ConvPlan *p, cudnnHandle_t h, const ConvKey *k,
     return 0;
 }
 
+// select_algos on `trial`; with no trial input (trial->x NULL: the layer reads the caller's
+// batch in place, which the backward-data trials would overwrite) on a transient buffer of
+// the input's size, freed before returning. It is not the core's memory: like the trials'
+// workspaces, it exists only while candidates are tried.
+static int select_with_trial_input(ConvPlan *p, cudnnHandle_t h, const ConvKey *k,
+                                   const ConvTrialBuffers *trial)
+{
+    ConvTrialBuffers buf = *trial;
+    if (buf.x) return select_algos(p, h, k, &buf, &p->algos);
+    size_t bytes = (size_t)k->n * k->c * k->h * k->w * dtype_size((DType)k->dtype);
+    cudaError_t e = cudaMalloc(&buf.x, bytes);
+    if (e != cudaSuccess) {
+        buf.x = NULL;
+        return check_cuda_failed(e, __FILE__, __LINE__, "the convolution trials' input");
+    }
+    int rc = select_algos(p, h, k, &buf, &p->algos);
+    cudaFree(buf.x);
+    return rc;
+}
+
 static int create_descriptors(ConvPlan *p)
 {
     CUDNN_TRY(cudnnCreateTensorDescriptor(&p->x));
@@ -340,7 +360,7 @@ int conv_plan_set(ConvPlan *p, cudnnHandle_t h, const ConvKey *k, const ConvTria
         stats->hits++;
     } else {
         double t0 = 1e3 * clock_seconds();
-        TRY(select_algos(p, h, k, trial, &p->algos));
+        TRY(select_with_trial_input(p, h, k, trial));
         if (k->policy == CORE_CONV_ALGO_AUTOTUNE) stats->tune_ms += 1e3 * clock_seconds() - t0;
         stats->misses++;
         cache_put(k, &p->algos);

@@ -52,8 +52,9 @@ ConvKey conv_key_make(int device, const ConvShape *s, DType dtype, bool nhwc, Co
                       CoreConvAlgo policy, bool deterministic, size_t workspace_limit);
 
 // Device buffers the candidate trials run on; their contents are overwritten. x holds
-// the input's size (also written as backward-data's output), y the output's (also read
-// as dy), w a filter to read and dw a filter-sized buffer to write.
+// the input's size (also written as backward-data's output; NULL: conv_plan_set tries on a
+// transient buffer of its own), y the output's (also read as dy), w a filter to read and
+// dw a filter-sized buffer to write.
 typedef struct ConvTrialBuffers { void *x, *y; const void *w; void *dw; } ConvTrialBuffers;
 
 // The descriptors one pass runs on: x the input (dx in backward data), y the output (dy in

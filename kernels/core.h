@@ -141,7 +141,8 @@ typedef struct CoreConfig {
                                 // BN to avoid it). Combines with cuda_graph (the recompute is
                                 // more device work in the captured step) and with the split
                                 // step, gradient hooks and every precision
-    int batch_size;             // the expected batch; used for LR scaling and presizing
+    int batch_size;             // the expected batch; used for LR scaling (buffers and
+                                // plans come with the first batch of each kind of pass)
     size_t workspace_limit;     // max cuDNN workspace bytes per convolution (0: 256 MiB)
     bool deterministic;         // only deterministic cuDNN algorithms (for tests that compare
                                 // at tight tolerances; benchmarks leave it false, as PyTorch's
@@ -236,7 +237,9 @@ typedef struct Core Core;
 int core_config_preset(CoreConfig *cfg, const char *name);
 // Checks a config for consistency; -1 with a reason in error_message().
 int core_config_validate(const CoreConfig *cfg);
-// Creates a model and its optimizer state from cfg.
+// Creates a model and its optimizer state from cfg. It plans nothing: the first pass of
+// each kind (training, eval, core_infer per grad mode) plans the buffers and cuDNN
+// algorithms it needs when its batch arrives, so an oversized batch fails there.
 int core_create(const CoreConfig *cfg, Core **out);
 // One training step on a batch (any n > 0; buffers are reallocated only for a new shape).
 int core_step(Core *core, const CoreBatch *batch, CoreStepResult *result);
@@ -265,7 +268,9 @@ typedef enum {
 // pass and peak_bytes (CUDA: device_used_bytes too) the peak since the last change of plan:
 // the mode used last (plus the model's own buffers, and any larger batch met since).
 // Precision and layout apply on CUDA as for training; conv_algo chooses the algorithms
-// (autotuning times every pass a plan needs, forward and backward). With cuda_graph: the
+// (autotuning times every pass a plan needs: forward and backward for CORE_GRAD_ON, the
+// forward alone for CORE_GRAD_OFF). Labels are uploaded only when result is not NULL (a
+// serving request carries none). With cuda_graph: the
 // first call of each (batch, image size, mode) runs eagerly, the next one captures the
 // forward as a CUDA graph, the rest replay it (see CoreConfig.cuda_graph), counted in
 // CoreStats' graph_captures, graph_replays, eager_steps and capture_ms with core_step's.

@@ -721,5 +721,5 @@ int core_cpu_init(Core *core)
         return -1;
     model_init(g, core->cfg.seed, c->params, c->stats);
     amp_scaler_init(&c->scaler, &core->cfg.scaler);
-    return prepare(core, core->cfg.batch_size);
+    return 0;  // no plan yet: each kind of pass plans when its first batch arrives
 }

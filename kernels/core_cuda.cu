@@ -50,9 +50,11 @@ typedef struct CudaCore {
     bool nhwc;                   // activation layout (ResNet only; MLP always NCHW)
     bool staged;                 // weights cast/permuted per step; conv dW gathered back
     float *params, *grads, *mom, *stats, *saved;
-    float *bn_scratch;           // BN reductions' scratch (cuda_bn_scratch_floats), also the
-                                 // conv biases' gradient's (cuda_conv_bias_scratch_floats)
-    size_t bn_scratch_cap;       // floats of bn_scratch
+    float *scratch;              // the reductions' scratch, one user at a time on the compute
+                                 // stream: BN's (cuda_bn_scratch_floats), the conv biases'
+                                 // gradient's (cuda_conv_bias_scratch_floats) and the loss's
+                                 // per-sample values (one float per sample)
+    size_t scratch_cap;          // floats of scratch
     void *wc;                    // compute-type weight copy (staged)
     void *gc;                    // compute-type conv filter gradient (staged); always the
                                  // candidate trials' filter-gradient scratch
@@ -176,8 +178,9 @@ static int grow(CudaCore *c, void **p, size_t *cap, size_t need, size_t elem)
 }
 
 // The memory plan for n samples of the current image size, its arena (activations and
-// their gradients), the staged input and the upload buffers; a buffer is reallocated only
-// when it must grow (a larger batch or larger images).
+// their gradients) and the staged input; a buffer is reallocated only when it must grow (a
+// larger batch or larger images). The upload buffers are the first host batch's to make
+// (stage_reserve): a core fed from device memory never has them.
 static int alloc_activations(Core *core, int n, bool inference)
 {
     CudaCore *c = cu(core);
@@ -202,10 +205,22 @@ static int alloc_activations(Core *core, int n, bool inference)
         c->dact[t] = d == MODEL_PLAN_NONE ? NULL : (void *)((char *)c->arena + d);
     }
     if (c->staged) TRY(grow(c, &c->act[0], &c->x0_cap, in_elems(core, n), es));
-    for (int i = 0; i < 2; i++) {
-        TRY(grow(c, (void **)&c->in_stage[i], &c->in_cap[i], in_elems(core, n), sizeof(float)));
-        TRY(grow(c, (void **)&c->lab_stage[i], &c->lab_cap[i], (size_t)n, sizeof(int32_t)));
-    }
+    return 0;
+}
+
+// Staging slot i holds n images (and n labels when `labels`): grown, never shrunk, when the
+// first batch that needs it arrives (an upload of a host batch, a graph's static input).
+// Both streams are drained before a buffer is replaced: an upload or a step may still read
+// the old one. Never called inside a capture.
+static int stage_reserve(Core *core, int i, int n, bool labels)
+{
+    CudaCore *c = cu(core);
+    bool grows = in_elems(core, n) > c->in_cap[i] || (labels && (size_t)n > c->lab_cap[i]);
+    if (!grows) return 0;
+    CUDA_TRY(cudaStreamSynchronize(c->s));
+    CUDA_TRY(cudaStreamSynchronize(c->cs));
+    TRY(grow(c, (void **)&c->in_stage[i], &c->in_cap[i], in_elems(core, n), sizeof(float)));
+    if (labels) TRY(grow(c, (void **)&c->lab_stage[i], &c->lab_cap[i], (size_t)n, sizeof(int32_t)));
     return 0;
 }
 
@@ -238,16 +253,16 @@ static int prepare_pass(Core *core, int n, bool inference)
         error_restore(kind, why);
         return error_wrap("buffers for a batch of %d at %dx%d", n, size, size);
     }
-    size_t ws_need = 0, bn_need = 0;
+    size_t ws_need = 0, scratch_need = (size_t)n;  // the loss's per-sample values
     for (int i = 0; i < g->n_ops; i++) {
         const ModelOp *op = &g->ops[i];
         if (op->kind == OP_BN) {
             size_t need = cuda_bn_scratch_floats(geom(core, op->in, n));
-            if (need > bn_need) bn_need = need;
+            if (need > scratch_need) scratch_need = need;
         }
         if (op->kind == OP_CONV && op->bias) {  // its gradient's reduction shares the scratch
             size_t need = cuda_conv_bias_scratch_floats(geom(core, op->out, n));
-            if (need > bn_need) bn_need = need;
+            if (need > scratch_need) scratch_need = need;
         }
         if (op->kind != OP_CONV) continue;
         ConvShape shape = model_conv_shape(g, op, n);
@@ -258,8 +273,11 @@ static int prepare_pass(Core *core, int n, bool inference)
         // Candidate trials run on this step's own buffers: nothing holds data yet (both
         // streams are idle), and the filter gradient goes to scratch, never to the
         // gradients (a new shape may come between accumulated micro-batches).
+        // A first convolution reading the caller's images in place has no buffer of ours to
+        // try candidates on (the batch itself must not be overwritten): NULL makes
+        // conv_plan_set use a transient one on a cache miss.
         ConvTrialBuffers trial;
-        trial.x = op->in > 0 || c->staged ? c->act[op->in] : (void *)c->in_stage[0];
+        trial.x = op->in > 0 || c->staged ? c->act[op->in] : NULL;
         trial.y = c->act[op->out];
         trial.w = weight(core, op);
         trial.dw = c->gc;
@@ -269,7 +287,7 @@ static int prepare_pass(Core *core, int n, bool inference)
         if (p->ws_bwd_filter > need) need = p->ws_bwd_filter;
         if (need > ws_need) ws_need = need;
     }
-    TRY(grow(c, (void **)&c->bn_scratch, &c->bn_scratch_cap, bn_need, sizeof(float)));
+    TRY(grow(c, (void **)&c->scratch, &c->scratch_cap, scratch_need, sizeof(float)));
     if (ws_need > c->ws_size) {
         DEV_FREE(c, c->ws, c->ws_size);
         c->ws_size = 0;
@@ -292,15 +310,17 @@ static ChanGeom geom(const Core *core, int t, int n)
     return g;
 }
 
-// Copies a host batch into staging slot i on the upload stream, ordered before the
-// compute stream's next work; the slot is free once the step that last used it is done.
-static int stage_host_batch(Core *core, const CoreBatch *b, int i)
+// Copies a host batch (its labels too when `labels`) into staging slot i on the upload
+// stream, ordered before the compute stream's next work; the slot is free once the step
+// that last used it is done.
+static int stage_host_batch(Core *core, const CoreBatch *b, int i, bool labels)
 {
     CudaCore *c = cu(core);
+    TRY(stage_reserve(core, i, b->n, labels));
     CUDA_TRY(cudaStreamWaitEvent(c->cs, c->consumed[i], 0));
     CUDA_TRY(cudaMemcpyAsync(c->in_stage[i], b->images, in_elems(core, b->n) * sizeof(float),
                              cudaMemcpyHostToDevice, c->cs));
-    if (b->labels)  // core_infer's batches may have none
+    if (labels)
         CUDA_TRY(cudaMemcpyAsync(c->lab_stage[i], b->labels, (size_t)b->n * sizeof(int32_t),
                                  cudaMemcpyHostToDevice, c->cs));
     CUDA_TRY(cudaEventRecord(c->copied[i], c->cs));
@@ -322,19 +342,20 @@ static int set_input(Core *core, const float *src, int n)
     return 0;
 }
 
-// Puts the batch on the device (via the upload stream for host memory) as tensor 0.
-static int upload(Core *core, const CoreBatch *b)
+// Puts the batch on the device (via the upload stream for host memory) as tensor 0, and
+// its labels when the pass reads them (`labels`: a serving forward uploads none).
+static int upload(Core *core, const CoreBatch *b, bool labels)
 {
     CudaCore *c = cu(core);
     c->slot = c->next_slot;
     c->next_slot ^= 1;
     int i = c->slot;
     const float *src = b->images;
-    c->labels = b->labels;
+    c->labels = labels ? b->labels : NULL;
     if (b->memory == CORE_MEMORY_HOST) {
-        TRY(stage_host_batch(core, b, i));
+        TRY(stage_host_batch(core, b, i, labels));
         src = c->in_stage[i];
-        c->labels = c->lab_stage[i];
+        c->labels = labels ? c->lab_stage[i] : NULL;
     }
     return set_input(core, src, b->n);
 }
@@ -418,7 +439,7 @@ static int forward_ops(Core *core, int n, FwdMode mode, int first, int end, bool
                 TRY((po->relu_fused ? cuda_bn_relu_fwd_train : cuda_bn_fwd_train)(
                     x, y, c->dt, gi, gamma, beta, c->saved + op->save_off,
                     c->saved + op->save_off + op->cin, mode == FWD_TRAIN ? mean : NULL,
-                    mode == FWD_TRAIN ? var : NULL, c->bn_scratch, c->s));
+                    mode == FWD_TRAIN ? var : NULL, c->scratch, c->s));
             break;
         }
         case OP_RELU: TRY(cuda_relu_fwd(x, y, c->dt, count, c->s)); break;
@@ -492,7 +513,7 @@ static int backward(Core *core, int n, bool accum_params)
             const ConvPlan *p = &c->plans[i];
             if (op->bias)  // before dx may reuse dy's bytes
                 TRY(cuda_conv_bias_grad(dy, c->grads + op->b_off, accum_params, c->dt,
-                                        geom(core, op->out, n), c->bn_scratch, c->s));
+                                        geom(core, op->out, n), c->scratch, c->s));
             if (dx)
                 TRY(conv_backward_data(p, c->dnn, weight(core, op), dy, dx, op->in_accum, c->ws,
                                        c->ws_size));
@@ -511,12 +532,12 @@ static int backward(Core *core, int n, bool accum_params)
                 TRY(cuda_bn_relu_bwd(x, c->act[op->out], dy, dx, op->in_accum, c->dt, gi,
                                      c->params + op->w_off, c->saved + op->save_off,
                                      c->saved + op->save_off + op->cin, c->grads + op->w_off,
-                                     c->grads + op->b_off, accum_params, c->bn_scratch, c->s));
+                                     c->grads + op->b_off, accum_params, c->scratch, c->s));
             else
                 TRY(cuda_bn_bwd(x, dy, dx, op->in_accum, c->dt, gi, c->params + op->w_off,
                                 c->saved + op->save_off, c->saved + op->save_off + op->cin,
                                 c->grads + op->w_off, c->grads + op->b_off, accum_params,
-                                c->bn_scratch, c->s));
+                                c->scratch, c->s));
             break;
         case OP_RELU:
             // Fused into the BN before it: dact[in] is dact[out], masked by that BN's backward.
@@ -592,7 +613,7 @@ static int forward_backward_work(Core *core, int n, bool accumulate, float loss_
     if (memset_mode && !accumulate) CUDA_TRY(cudaMemsetAsync(c->grads, 0, np * sizeof(float), c->s));
     TRY(forward(core, n, FWD_TRAIN));
     TRY(cuda_softmax_ce(c->act[g->logits], c->dt, c->labels, n, g->shapes[g->logits].c,
-                        fp16 ? &c->dsc->scale : NULL, loss_weight, c->dact[g->logits], &c->dsc->loss_sum,
+                        fp16 ? &c->dsc->scale : NULL, loss_weight, c->dact[g->logits], c->scratch, &c->dsc->loss_sum,
                         &c->dsc->train_correct, c->s));
     TRY(backward(core, n, memset_mode || accumulate));
     return 0;
@@ -606,7 +627,7 @@ static int cuda_forward_backward(Core *core, const CoreBatch *b, bool accumulate
     CudaCore *c = cu(core);
     CUDA_TRY(cudaSetDevice(c->device));
     TRY(prepare(core, b->n));
-    TRY(upload(core, b));
+    TRY(upload(core, b, true));
     TRY(start_loss_window(c));
     TRY(forward_backward_work(core, b->n, accumulate, loss_weight));
     TRY(release_batch(core, b));
@@ -706,8 +727,8 @@ static int graph_key(Core *core, uintptr_t *key)
     const uintptr_t fixed[] = {
         (uintptr_t)c->cur_n, (uintptr_t)c->cur_size, (uintptr_t)c->plan_generation,
         (uintptr_t)g->n_tensors, (uintptr_t)c->params, (uintptr_t)c->grads, (uintptr_t)c->mom,
-        (uintptr_t)c->stats, (uintptr_t)c->saved, (uintptr_t)c->bn_scratch,
-        (uintptr_t)c->bn_scratch_cap, (uintptr_t)c->wc, (uintptr_t)c->gc, (uintptr_t)c->ws,
+        (uintptr_t)c->stats, (uintptr_t)c->saved, (uintptr_t)c->scratch,
+        (uintptr_t)c->scratch_cap, (uintptr_t)c->wc, (uintptr_t)c->gc, (uintptr_t)c->ws,
         (uintptr_t)c->ws_size, (uintptr_t)c->dsc, (uintptr_t)c->in_stage[0],
         (uintptr_t)c->lab_stage[0], (uintptr_t)c->blas_ws, (uintptr_t)c->arena,
         (uintptr_t)c->arena_cap, (uintptr_t)c->x0_cap,
@@ -721,21 +742,22 @@ static int graph_key(Core *core, uintptr_t *key)
     return k;
 }
 
-// Puts the batch where the captured step reads it (staging slot 0), outside the graph.
-static int stage_static_batch(Core *core, const CoreBatch *b)
+// Puts the batch (its labels too when `labels`) where the captured step reads it (staging
+// slot 0, reserved by the caller before it computed the graph's key), outside the graph.
+static int stage_static_batch(Core *core, const CoreBatch *b, bool labels)
 {
     CudaCore *c = cu(core);
     c->slot = 0;
     if (b->memory == CORE_MEMORY_HOST) {
-        TRY(stage_host_batch(core, b, 0));
+        TRY(stage_host_batch(core, b, 0, labels));
     } else {
         CUDA_TRY(cudaMemcpyAsync(c->in_stage[0], b->images, in_elems(core, b->n) * sizeof(float),
                                  cudaMemcpyDeviceToDevice, c->s));
-        if (b->labels)  // core_infer's batches may have none
+        if (labels)
             CUDA_TRY(cudaMemcpyAsync(c->lab_stage[0], b->labels, (size_t)b->n * sizeof(int32_t),
                                      cudaMemcpyDeviceToDevice, c->s));
     }
-    c->labels = c->lab_stage[0];
+    c->labels = labels ? c->lab_stage[0] : NULL;
     return 0;
 }
 
@@ -790,6 +812,7 @@ static int graph_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *
     int n0 = c->cur_n, size0 = c->cur_size;
     unsigned generation0 = c->plan_generation, replans0 = c->replans;
     TRY(prepare(core, b->n));
+    TRY(stage_reserve(core, 0, b->n, true));  // the graph's static input, before its key
     bool replanned = c->cur_n != n0 || c->cur_size != size0 || c->plan_generation != generation0 ||
                      c->replans != replans0;
     uintptr_t key[STEP_GRAPH_KEY_MAX];
@@ -807,7 +830,7 @@ static int graph_step(Core *core, const CoreBatch *b, float lr, CoreStepResult *
         sg->eager_steps++;
         return 0;
     }
-    TRY(stage_static_batch(core, b));
+    TRY(stage_static_batch(core, b, true));
     int rc = start_loss_window(c);
     if (rc == 0) rc = cuda_set_value(&c->dsc->lr, lr, c->s);
     if (rc == 0 && !sg->exec) rc = graph_capture(core, b->n);
@@ -837,13 +860,13 @@ static int cuda_eval(Core *core, const CoreBatch *b, CoreEvalResult *r)
     const ModelGraph *g = &core->graph;
     CUDA_TRY(cudaSetDevice(c->device));
     TRY(prepare(core, b->n));
-    TRY(upload(core, b));
+    TRY(upload(core, b, true));
     TRY(cast_weights(core));
     CUDA_TRY(cudaMemsetAsync(&c->dsc->eval_loss, 0, sizeof(float), c->s));
     CUDA_TRY(cudaMemsetAsync(&c->dsc->eval_correct, 0, sizeof(int), c->s));
     TRY(forward(core, b->n, FWD_INFER));
     TRY(cuda_softmax_ce(c->act[g->logits], c->dt, c->labels, b->n, g->shapes[g->logits].c, NULL,
-                        1.0f, NULL, &c->dsc->eval_loss, &c->dsc->eval_correct, c->s));
+                        1.0f, NULL, c->scratch, &c->dsc->eval_loss, &c->dsc->eval_correct, c->s));
     TRY(release_batch(core, b));
     TRY(read_scalars(c));
     r->loss = c->hsc->eval_loss;
@@ -875,7 +898,7 @@ static int infer_work(Core *core, int n, bool labels)
     TRY(forward(core, n, FWD_INFER));
     if (labels)
         TRY(cuda_softmax_ce(c->act[g->logits], c->dt, c->labels, n, classes, NULL, 1.0f, NULL,
-                            &c->dsc->eval_loss, &c->dsc->eval_correct, c->s));
+                            c->scratch, &c->dsc->eval_loss, &c->dsc->eval_correct, c->s));
     if (c->dt != DT_F32) {
         ChanGeom lg = {n, classes, 1, false};  // (n, classes): the same in either layout
         TRY(cuda_convert_output(c->act[g->logits], c->logits32, c->dt, lg, c->s));
@@ -928,11 +951,12 @@ static int infer_queue(Core *core, const CoreBatch *b, CoreGradMode grad, bool l
     CudaCore *c = cu(core);
     StepGraph *sg = &c->infer_graph;
     if (!core->cfg.cuda_graph) {
-        TRY(upload(core, b));
+        TRY(upload(core, b, labels));
         int rc = infer_work(core, b->n, labels);
         if (release_batch(core, b) != 0 && rc == 0) rc = -1;
         return rc;
     }
+    TRY(stage_reserve(core, 0, b->n, labels));  // the graph's static input, before its key
     uintptr_t key[STEP_GRAPH_KEY_MAX];
     int len = infer_graph_key(core, grad, labels, key);
     if (len != sg->key_len || memcmp(key, sg->key, (size_t)len * sizeof key[0]) != 0) {
@@ -942,7 +966,7 @@ static int infer_queue(Core *core, const CoreBatch *b, CoreGradMode grad, bool l
         sg->eager_done = false;
     }
     if (!sg->eager_done) {  // plans and every lazy library set-up, never inside a capture
-        TRY(upload(core, b));
+        TRY(upload(core, b, labels));
         int rc = infer_work(core, b->n, labels);
         if (release_batch(core, b) != 0 && rc == 0) rc = -1;
         TRY(rc);
@@ -950,7 +974,7 @@ static int infer_queue(Core *core, const CoreBatch *b, CoreGradMode grad, bool l
         sg->eager_steps++;
         return 0;
     }
-    TRY(stage_static_batch(core, b));
+    TRY(stage_static_batch(core, b, labels));
     int rc = sg->exec ? 0 : infer_graph_capture(core, sg, b->n, labels);
     if (rc == 0) {
         cudaError_t e = cudaGraphLaunch(sg->exec, c->s);
@@ -996,13 +1020,13 @@ static int cuda_loss_grad(Core *core, const CoreBatch *b, float *loss, float *gr
     bool fp16 = core->cfg.precision == CORE_PRECISION_FP16;
     CUDA_TRY(cudaSetDevice(c->device));
     TRY(prepare(core, b->n));
-    TRY(upload(core, b));
+    TRY(upload(core, b, true));
     TRY(cast_weights(core));
     CUDA_TRY(cudaMemsetAsync(&c->dsc->eval_loss, 0, sizeof(float), c->s));
     TRY(forward(core, b->n, FWD_TRAIN_NO_STATS));
     TRY(cuda_softmax_ce(c->act[g->logits], c->dt, c->labels, b->n, g->shapes[g->logits].c,
                         fp16 ? &c->dsc->scale : NULL, 1.0f, grad ? c->dact[g->logits] : NULL,
-                        &c->dsc->eval_loss, NULL, c->s));
+                        c->scratch, &c->dsc->eval_loss, NULL, c->s));
     if (grad) {
         TRY(backward(core, b->n, false));
         if (fp16) TRY(cuda_unscale_check(c->grads, g->n_params, &c->dsc->scale, &c->dsc->probe_inf, c->s));
@@ -1093,8 +1117,8 @@ static void cuda_destroy(Core *core)
     DEV_FREE(c, c->mom, np * sizeof(float));
     DEV_FREE(c, c->stats, g->n_stats * sizeof(float));
     DEV_FREE(c, c->saved, g->n_saved * sizeof(float));
-    DEV_FREE(c, c->bn_scratch, c->bn_scratch_cap * sizeof(float));
-    c->bn_scratch_cap = 0;
+    DEV_FREE(c, c->scratch, c->scratch_cap * sizeof(float));
+    c->scratch_cap = 0;
     DEV_FREE(c, c->wc, 0);
     DEV_FREE(c, c->gc, 0);
     DEV_FREE(c, c->ws, c->ws_size);
@@ -1230,7 +1254,10 @@ static int cuda_init_state(Core *core)
     // Pageable cudaMemcpy may return before its DMA lands; the non-blocking stream does
     // not order against it, so wait here once.
     CUDA_TRY(cudaDeviceSynchronize());
-    return prepare(core, cfg->batch_size);  // buffers for the expected batch, once
+    // No plan yet: each kind of pass plans its buffers and cuDNN algorithms when its first
+    // batch arrives (prepare_pass), so a core that only infers never selects, tunes or
+    // reserves anything for a backward pass.
+    return sample_device_used(c);
 }
 
 extern "C" int core_cuda_init(Core *core)

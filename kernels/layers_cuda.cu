@@ -1139,9 +1139,11 @@ __device__ void block_argmax(float *v, int *a)
     *a = sa[0];
 }
 
-// One block per sample.
+// One block per sample: its loss into sample_loss[sample] (summed by loss_mean_kernel in a
+// fixed order, so the loss is the same bit for bit on every run: float atomics would add
+// the samples in whatever order the blocks finish).
 __global__ void softmax_ce_kernel(const void *z, DType dt, const int32_t *labels, int n, int m,
-                                  const float *scale, float weight, void *dz, float *loss_sum,
+                                  const float *scale, float weight, void *dz, float *sample_loss,
                                   int *correct)
 {
     size_t base = (size_t)blockIdx.x * m;
@@ -1158,9 +1160,8 @@ __global__ void softmax_ce_kernel(const void *z, DType dt, const int32_t *labels
     int label = labels[blockIdx.x];
     bool valid = label >= 0 && label < m;
     if (threadIdx.x == 0) {
-        float loss = valid ? lse - ld(z, base + label, dt) : NAN;
-        atomicAdd(loss_sum, loss / (float)n);
-        if (correct && arg == label) atomicAdd(correct, 1);
+        sample_loss[blockIdx.x] = valid ? lse - ld(z, base + label, dt) : NAN;
+        if (correct && arg == label) atomicAdd(correct, 1);  // integers: exact in any order
     }
     if (!dz) return;
     float k = (scale ? *scale : 1.0f) * weight / (float)n;
@@ -1170,12 +1171,24 @@ __global__ void softmax_ce_kernel(const void *z, DType dt, const int32_t *labels
     }
 }
 
+// One block: *loss_sum += the mean of sample_loss[0..n), each thread's strided partial sum
+// then block_sum's fixed tree (deterministic for a fixed block size).
+__global__ void loss_mean_kernel(const float *sample_loss, int n, float *loss_sum)
+{
+    float acc = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) acc += sample_loss[i];
+    float total = block_sum(acc);
+    if (threadIdx.x == 0) *loss_sum += total / (float)n;
+}
+
 int cuda_softmax_ce(const void *logits, DType dt, const int32_t *labels, int n, int m,
-                    const float *scale, float weight, void *dlogits, float *loss_sum,
-                    int *correct, cudaStream_t s)
+                    const float *scale, float weight, void *dlogits, float *sample_loss,
+                    float *loss_sum, int *correct, cudaStream_t s)
 {
     softmax_ce_kernel<<<n, CUDA_THREADS, 0, s>>>(logits, dt, labels, n, m, scale, weight, dlogits,
-                                                 loss_sum, correct);
+                                                 sample_loss, correct);
+    CUDA_TRY(cudaGetLastError());
+    loss_mean_kernel<<<1, CUDA_THREADS, 0, s>>>(sample_loss, n, loss_sum);
     CUDA_TRY(cudaGetLastError());
     return 0;
 }

@@ -80,9 +80,10 @@ int cuda_bias_grad(const void *dy, float *db, bool accum, DType dt, int n, int m
 // number of correct argmax predictions into *correct (if not NULL), and writes
 // dlogits = (softmax - onehot) * (*scale) * weight / N (scale NULL: 1) when dlogits != NULL
 // (weight: the loss's weight, 1/K for one of K accumulated micro-batches; loss_sum is not
-// weighted).
+// weighted). sample_loss: N floats of device scratch for the per-sample losses, which are
+// summed in a fixed order, so the loss is deterministic (no float atomics).
 int cuda_softmax_ce(const void *logits, DType dt, const int32_t *labels, int n, int m,
-                    const float *scale, float weight, void *dlogits, float *loss_sum,
-                    int *correct, cudaStream_t s);
+                    const float *scale, float weight, void *dlogits, float *sample_loss,
+                    float *loss_sum, int *correct, cudaStream_t s);
 
 #endif

@@ -539,6 +539,9 @@ static void test_gpu_split_step_and_hooks(void **state)
         }
 }
 
+// core_create plans nothing (buffers and algorithms come with the first batch of each kind
+// of pass), so an oversized batch is refused by its first step, as out of memory, and the
+// device stays usable. The batch's images are never read: planning fails before the upload.
 static void test_gpu_out_of_memory_is_reported(void **state)
 {
     (void)state;
@@ -546,16 +549,119 @@ static void test_gpu_out_of_memory_is_reported(void **state)
     // 1024x1024 images at batch 4096: terabytes of activations.
     CoreConfig cfg = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 4096);
     cfg.model.image_size = 1024;
-    Core *core = NULL;
+    Core *core = test_core_create(&cfg);
+    float *images = NULL;
+    int32_t *labels = NULL;
+    assert_int_equal(cudaMalloc((void **)&images, sizeof(float)), cudaSuccess);
+    assert_int_equal(cudaMalloc((void **)&labels, sizeof(int32_t)), cudaSuccess);
+    CoreBatch b = {images, labels, 4096, CORE_MEMORY_DEVICE};
     error_clear();
-    assert_int_equal(core_create(&cfg, &core), -1);
-    assert_null(core);
+    assert_int_equal(core_step(core, &b, NULL), -1);
     printf("oversized batch: %s\n", error_message());
     assert_int_equal(error_kind(), ERROR_OUT_OF_MEMORY);
+    core_free(core);
+    cudaFree(images);
+    cudaFree(labels);
     // The device is still usable afterwards.
     CoreConfig ok = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 8);
+    TestBatch tb;
+    test_batch_open(&tb, &ok, 8, 1);
     core = test_core_create(&ok);
+    assert_int_equal(core_step(core, &tb.b, NULL), 0);
     core_free(core);
+    test_batch_close(&tb);
+}
+
+// A new core has no plan: no arena, no algorithm selected or tuned, no convolution shape.
+// Its first pass plans exactly what that pass needs.
+static void test_gpu_core_plans_lazily(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    CoreConfig cfg = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 8);
+    cfg.conv_algo = CORE_CONV_ALGO_AUTOTUNE;
+    core_conv_cache_clear();
+    Core *core = test_core_create(&cfg);
+    CoreStats s;
+    assert_int_equal(core_stats(core, &s), 0);
+    CoreConvAlgoInfo info[16];
+    printf("after core_create: activation bytes %zu, cache misses %d, autotune %.1f ms, "
+           "peak %zu\n", s.activation_bytes, s.algo_cache_misses, s.autotune_ms, s.peak_bytes);
+    assert_int_equal(s.activation_bytes, 0);
+    assert_int_equal(s.algo_cache_misses + s.algo_cache_hits, 0);
+    assert_true(s.autotune_ms == 0.0);
+    assert_int_equal(core_conv_algos(core, info, 16), 0);
+    TestBatch b;
+    test_batch_open(&b, &cfg, 8, 2);
+    assert_int_equal(core_step(core, &b.b, NULL), 0);
+    assert_int_equal(core_stats(core, &s), 0);
+    assert_true(s.activation_bytes > 0 && s.algo_cache_misses > 0 && s.autotune_ms > 0.0);
+    test_batch_close(&b);
+    core_free(core);
+}
+
+// Upload buffers exist only for host batches: a core fed from device memory has none (its
+// peak is lower by exactly the two staging slots' images and labels), as PyTorch holds no
+// copy of a batch that is already on the GPU.
+static void test_gpu_device_batches_need_no_upload_buffers(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    const int n = 8;
+    CoreConfig cfg = config("tiny", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, n);
+    TestBatch b;
+    test_batch_open(&b, &cfg, n, 3);
+    size_t img = (size_t)n * cfg.model.in_channels * cfg.model.image_size * cfg.model.image_size;
+    float *dimg = NULL;
+    int32_t *dlab = NULL;
+    assert_int_equal(cudaMalloc((void **)&dimg, img * sizeof(float)), cudaSuccess);
+    assert_int_equal(cudaMalloc((void **)&dlab, n * sizeof(int32_t)), cudaSuccess);
+    assert_int_equal(cudaMemcpy(dimg, b.images, img * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
+    assert_int_equal(cudaMemcpy(dlab, b.labels, n * sizeof(int32_t), cudaMemcpyHostToDevice), cudaSuccess);
+    CoreBatch db = {dimg, dlab, n, CORE_MEMORY_DEVICE};
+    size_t peak[2];
+    for (int host = 0; host < 2; host++) {
+        Core *core = test_core_create(&cfg);
+        for (int i = 0; i < 2; i++)  // both staging slots in turn
+            assert_int_equal(core_step(core, host ? &b.b : &db, NULL), 0);
+        CoreStats s;
+        assert_int_equal(core_stats(core, &s), 0);
+        peak[host] = s.peak_bytes;
+        core_free(core);
+    }
+    size_t slots = 2 * (img * sizeof(float) + n * sizeof(int32_t));
+    printf("peak: device batches %zu, host batches %zu (two staging slots: %zu)\n", peak[0],
+           peak[1], slots);
+    assert_int_equal(peak[1] - peak[0], slots);
+    cudaFree(dimg);
+    cudaFree(dlab);
+    test_batch_close(&b);
+}
+
+// The loss is summed in a fixed order (per-sample losses, then one block's sum), so the
+// same batch gives the same loss bit for bit, on one core and on two (batch 256: 256
+// blocks whose float atomics would add in the order they finish).
+static void test_gpu_loss_is_deterministic(void **state)
+{
+    (void)state;
+    REQUIRE_GPU();
+    CoreConfig cfg = config("small", CORE_BACKEND_CUDA, CORE_PRECISION_FP32, 256);
+    TestBatch b;
+    test_batch_open(&b, &cfg, 256, 4);
+    float first = NAN;
+    for (int k = 0; k < 2; k++) {
+        Core *core = test_core_create(&cfg);
+        for (int i = 0; i < 3; i++) {
+            CoreEvalResult r;
+            assert_int_equal(core_eval(core, &b.b, &r), 0);
+            if (k == 0 && i == 0) first = r.loss;
+            if (memcmp(&r.loss, &first, sizeof first) != 0)
+                fail_msg("core %d eval %d: loss %.9g differs from the first %.9g", k, i, r.loss, first);
+        }
+        core_free(core);
+    }
+    printf("small batch 256: the same loss %.9g in 6 evals on two cores\n", first);
+    test_batch_close(&b);
 }
 
 // Every precision x layout x algorithm policy trains a step on the tiny preset, whose
@@ -621,6 +727,9 @@ int main(void)
         cmocka_unit_test(test_gpu_batch_size_changes),
         cmocka_unit_test(test_gpu_split_step_and_hooks),
         cmocka_unit_test(test_gpu_out_of_memory_is_reported),
+        cmocka_unit_test(test_gpu_core_plans_lazily),
+        cmocka_unit_test(test_gpu_device_batches_need_no_upload_buffers),
+        cmocka_unit_test(test_gpu_loss_is_deterministic),
         cmocka_unit_test(test_gpu_every_precision_layout_and_policy_runs),
         cmocka_unit_test(test_gpu_fused_matches_cpu_reference),
     };

@@ -23,6 +23,27 @@
 #include "kernels/synth.h"
 
 // --verbose: the cuDNN algorithms and math types chosen for each convolution shape.
+static void print_conv_algos(Core *core, CoreBackend backend);
+
+// What the first step planned (a core plans when its first batch arrives): the memory plan's
+// arena and, with --verbose, the convolution algorithms; then the log's column header.
+static void print_plan(Core *core, const CoreConfig *cfg, bool verbose)
+{
+    CoreStats st;
+    if (core_stats(core, &st) != 0) {
+        fprintf(stderr, "train: cannot read the core's figures: %s\n", error_message());
+        return;
+    }
+    printf("train: pointwise %s, activations and their gradients %.1f MiB (memory plan)",
+           core_pointwise_name(cfg->pointwise), st.activation_bytes / 1048576.0);
+    if (st.checkpointed_segments > 0)
+        printf(", %d segments recomputed in backward (activation checkpointing)", st.checkpointed_segments);
+    printf("\n");
+    if (verbose) print_conv_algos(core, st.backend);
+    printf("%8s %10s %9s %10s %12s %12s\n", "step", "loss", "accuracy", "lr", "loss_scale",
+           "images/s");
+}
+
 static void print_conv_algos(Core *core, CoreBackend backend)
 {
     CoreConvAlgoInfo info[64];
@@ -167,11 +188,6 @@ int main(int argc, char **argv)
            core_zero_grad_name(cfg.zero_grad), core_conv_algo_name(cfg.conv_algo),
            core_readback_name(cfg.readback), cfg.batch_size, m->image_size, m->image_size,
            m->num_classes, st.param_count);
-    printf("train: pointwise %s, activations and their gradients %.1f MiB (memory plan)",
-           core_pointwise_name(cfg.pointwise), st.activation_bytes / 1048576.0);
-    if (st.checkpointed_segments > 0)
-        printf(", %d segments recomputed in backward (activation checkpointing)", st.checkpointed_segments);
-    printf("\n");
     if (st.backend == CORE_BACKEND_CPU)
         printf("train: cpu threads %d (%s)\n", core_cpu_threads(), core_cpu_kernels());
     else if (st.backend == CORE_BACKEND_CPU_REF)
@@ -184,7 +200,8 @@ int main(int argc, char **argv)
         images_buf = malloc((size_t)cfg.batch_size * img * sizeof(float));
         labels_buf = malloc((size_t)cfg.batch_size * sizeof(int32_t));
         if (!images_buf || !labels_buf) {
-            fprintf(stderr, "train: out of host memory\n");
+            fprintf(stderr, "train: out of memory (host): a batch of %d images is %.1f GiB\n",
+                    cfg.batch_size, (double)cfg.batch_size * img * sizeof(float) / 1073741824.0);
             goto out;
         }
         batch = (CoreBatch){images_buf, labels_buf, cfg.batch_size, CORE_MEMORY_HOST};
@@ -192,8 +209,6 @@ int main(int argc, char **argv)
 
     double t0 = clock_seconds(), t_log = t0;
     int64_t images_seen = 0, since_log = 0;
-    printf("%8s %10s %9s %10s %12s %12s\n", "step", "loss", "accuracy", "lr", "loss_scale",
-           "images/s");
     for (int s = 0; s < a.steps; s++) {
         if (images) {
             if (image_data_next(&data, &batch) != 0) {
@@ -211,7 +226,7 @@ int main(int argc, char **argv)
                     error_kind() == ERROR_OUT_OF_MEMORY ? " (out of memory)" : "", error_message());
             goto out;
         }
-        if (a.verbose && s == 0) print_conv_algos(core, st.backend);
+        if (s == 0) print_plan(core, &cfg, a.verbose);  // the core plans on its first step
         int global_n = ddp && images ? batch.n * dist_train_world(ddp) : batch.n;  // every rank's
         since_log += global_n;
         images_seen += global_n;
