@@ -42,6 +42,9 @@ typedef enum {
 
 typedef enum { CORE_LAYOUT_NCHW, CORE_LAYOUT_NHWC } CoreLayout;
 
+// The storage type of activations (CoreStats.activation_type).
+typedef enum { CORE_DTYPE_FP32, CORE_DTYPE_FP16, CORE_DTYPE_BF16 } CoreDType;
+
 typedef enum {
     CORE_ZERO_GRAD_MEMSET,      // memset every gradient, then accumulate (baseline)
     CORE_ZERO_GRAD_SET_TO_NONE, // the first write overwrites; no memset
@@ -218,6 +221,16 @@ typedef struct CoreStats {
                               // fuses (CUDA, fast CPU); 0 before the first plan
     int checkpointed_segments; // checkpoint_segments: segments the current plan recomputes in
                               // backward (0: none, or before the first plan)
+    // What the backend really runs, so that a practice can assert its toggle took effect
+    // (the CPU backends always run NCHW fp32 and choose no cuDNN algorithms):
+    CoreLayout layout_in_effect;  // the activations' layout (NHWC: CUDA, ResNet models only)
+    CoreDType activation_type;    // the activations' storage type
+    bool tf32_allowed;            // some convolution of the current plan runs with a math type
+                                  // that lets cuDNN use TF32 on fp32 data (not FMA), or the
+                                  // GEMMs compute in TF32
+    int conv_shapes;              // convolution layers of the current plan (CUDA; 0 before it)
+    int conv_shapes_tuned;        // of those, the ones whose algorithms were chosen by timing
+                                  // candidates (CORE_CONV_ALGO_AUTOTUNE, now or from the cache)
 } CoreStats;
 
 // The cuDNN algorithms actually in use for one convolution shape (CUDA backend).
@@ -301,6 +314,14 @@ int core_conv_algos(Core *core, CoreConvAlgoInfo *out, int max);
 // "CxHxW>K kR sS: fwd ALGO/MATH bwd_data ALGO/MATH bwd_filter ALGO/MATH; ..." (after
 // core_infer without gradients: "fwd ALGO/MATH (forward only)").
 int core_conv_algo_summary(Core *core, char *buf, size_t size);
+// Whether stats (of a core made from cfg) show what cfg asks for running: on CUDA, the
+// layout, the activations' type, no TF32 under fp32_strict and some under tf32, and every
+// convolution tuned under autotune (none under heuristic); always on the CPU backends, which
+// run fp32 NCHW by design. 0 if so; 1 with the difference in `why` if not.
+int core_config_in_effect(const CoreConfig *cfg, const CoreStats *stats, char *why, size_t size);
+// core_config_in_effect on the core's current stats: 0, or -1 (ERROR_LIBRARY, "the practice
+// was not in effect: ...") when the core ran something else than cfg asks.
+int core_assert_in_effect(Core *core, const CoreConfig *cfg);
 // Number of trainable parameters.
 size_t core_param_count(const Core *core);
 // Copies all parameters (fp32 master weights, fixed order) to host memory dst.
@@ -404,6 +425,7 @@ const char *core_cpu_kernels(void);
 const char *core_backend_name(CoreBackend b);
 const char *core_precision_name(CorePrecision p);
 const char *core_layout_name(CoreLayout l);
+const char *core_dtype_name(CoreDType t);
 const char *core_zero_grad_name(CoreZeroGrad z);
 const char *core_conv_algo_name(CoreConvAlgo a);
 const char *core_readback_name(CoreReadback r);

@@ -656,6 +656,8 @@ static int cpu_stats(Core *core, CoreStats *s)
     s->skipped_steps = c->skipped;
     s->loss_scale = core->cfg.precision == CORE_PRECISION_FP16 ? c->scaler.scale : 1.0f;
     s->growth_tracker = c->scaler.growth_tracker;
+    s->layout_in_effect = CORE_LAYOUT_NCHW;  // fp32 NCHW whatever the config asks
+    s->activation_type = CORE_DTYPE_FP32;
     return 0;
 }
 

@@ -1046,6 +1046,27 @@ static int cuda_sync(Core *core)
     return 0;
 }
 
+// The current plan's convolutions: how many, how many tuned, and whether TF32 may run in
+// any of them (fp32 data with a math type other than FMA) or in the GEMMs.
+static void plans_in_effect(Core *core, CoreStats *st)
+{
+    CudaCore *c = cu(core);
+    const ModelGraph *g = &core->graph;
+    bool linear = false;
+    for (int i = 0; i < g->n_ops; i++) {
+        if (g->ops[i].kind == OP_LINEAR) linear = true;
+        if (g->ops[i].kind != OP_CONV || c->cur_n == 0) continue;
+        const ConvPlan *p = &c->plans[i];
+        st->conv_shapes++;
+        if (p->key.policy == CORE_CONV_ALGO_AUTOTUNE) st->conv_shapes_tuned++;
+        bool tf32 = p->algos.fwd_math != CUDNN_FMA_MATH;
+        if (!p->key.forward_only)
+            tf32 = tf32 || p->algos.bwd_data_math != CUDNN_FMA_MATH || p->algos.bwd_filter_math != CUDNN_FMA_MATH;
+        if (c->dt == DT_F32 && tf32) st->tf32_allowed = true;
+    }
+    if (linear && gemm_compute(core) == CUBLAS_COMPUTE_32F_FAST_TF32) st->tf32_allowed = true;
+}
+
 static int cuda_stats(Core *core, CoreStats *st)
 {
     CudaCore *c = cu(core);
@@ -1067,6 +1088,9 @@ static int cuda_stats(Core *core, CoreStats *st)
     st->graph_replays = c->graph.replays + c->infer_graph.replays;
     st->eager_steps = c->graph.eager_steps + c->infer_graph.eager_steps;
     st->capture_ms = c->graph.capture_ms + c->infer_graph.capture_ms;
+    st->layout_in_effect = c->nhwc ? CORE_LAYOUT_NHWC : CORE_LAYOUT_NCHW;
+    st->activation_type = c->dt == DT_F16 ? CORE_DTYPE_FP16 : c->dt == DT_BF16 ? CORE_DTYPE_BF16 : CORE_DTYPE_FP32;
+    plans_in_effect(core, st);
     return 0;
 }
 

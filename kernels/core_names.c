@@ -7,6 +7,7 @@
 static const char *backend_names[] = {"auto", "cpu", "cuda", "cpu-ref"};
 static const char *precision_names[] = {"fp32", "fp32_strict", "tf32", "fp16", "bf16"};
 static const char *layout_names[] = {"nchw", "nhwc"};
+static const char *dtype_names[] = {"fp32", "fp16", "bf16"};
 static const char *zero_grad_names[] = {"memset", "set_to_none"};
 static const char *conv_algo_names[] = {"heuristic", "autotune"};
 static const char *readback_names[] = {"every_step", "deferred"};
@@ -36,6 +37,7 @@ static int lookup(const char *const *table, int n, const char *s)
 const char *core_backend_name(CoreBackend b) { return NAME(backend_names, b); }
 const char *core_precision_name(CorePrecision p) { return NAME(precision_names, p); }
 const char *core_layout_name(CoreLayout l) { return NAME(layout_names, l); }
+const char *core_dtype_name(CoreDType t) { return NAME(dtype_names, t); }
 const char *core_zero_grad_name(CoreZeroGrad z) { return NAME(zero_grad_names, z); }
 const char *core_conv_algo_name(CoreConvAlgo a) { return NAME(conv_algo_names, a); }
 const char *core_readback_name(CoreReadback r) { return NAME(readback_names, r); }

@@ -239,6 +239,75 @@ static void test_config_errors_are_reported(void **state)
     assert_int_equal(core_layout_parse("nhwc ", &(CoreLayout){0}), -1);
 }
 
+// core_config_in_effect names what a CUDA core ran differently from its config (the layout,
+// the activations' type, TF32 under fp32_strict or none under tf32, tuning); the CPU backends
+// run fp32 NCHW by design and always pass. Stats stand in for a core here: the GPU test
+// (test_core_gpu) checks real cores of every precision, layout and policy.
+static void test_config_in_effect_names_the_difference(void **state)
+{
+    (void)state;
+    CoreConfig cfg;
+    assert_int_equal(core_config_preset(&cfg, "tiny"), 0);
+    cfg.layout = CORE_LAYOUT_NHWC;
+    cfg.precision = CORE_PRECISION_FP16;
+    cfg.conv_algo = CORE_CONV_ALGO_AUTOTUNE;
+    const CoreStats ran = {.backend = CORE_BACKEND_CUDA, .layout_in_effect = CORE_LAYOUT_NHWC,
+                           .activation_type = CORE_DTYPE_FP16, .conv_shapes = 5, .conv_shapes_tuned = 5};
+    char why[256] = "";
+    assert_int_equal(core_config_in_effect(&cfg, &ran, why, sizeof why), 0);
+    struct { CoreStats st; const char *says; } wrong[] = {
+        {ran, "layout nhwc asked, nchw ran"},
+        {ran, "fp16 activations), fp32 activations ran"},
+        {ran, "3 of 5 convolutions' algorithms were timed"},
+    };
+    wrong[0].st.layout_in_effect = CORE_LAYOUT_NCHW;
+    wrong[1].st.activation_type = CORE_DTYPE_FP32;
+    wrong[2].st.conv_shapes_tuned = 3;
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(core_config_in_effect(&cfg, &wrong[i].st, why, sizeof why), 1);
+        printf("not in effect: %s\n", why);
+        assert_non_null(strstr(why, wrong[i].says));
+    }
+    CoreStats cpu = wrong[0].st;  // the same figures from a CPU backend: by design
+    cpu.backend = CORE_BACKEND_CPU;
+    assert_int_equal(core_config_in_effect(&cfg, &cpu, why, sizeof why), 0);
+    cfg.precision = CORE_PRECISION_FP32_STRICT;
+    cfg.conv_algo = CORE_CONV_ALGO_HEURISTIC;
+    CoreStats fp32 = {.backend = CORE_BACKEND_CUDA, .layout_in_effect = CORE_LAYOUT_NHWC,
+                      .activation_type = CORE_DTYPE_FP32, .tf32_allowed = true, .conv_shapes = 5};
+    assert_int_equal(core_config_in_effect(&cfg, &fp32, why, sizeof why), 1);
+    assert_non_null(strstr(why, "fp32_strict"));
+    fp32.tf32_allowed = false;
+    assert_int_equal(core_config_in_effect(&cfg, &fp32, why, sizeof why), 0);
+    cfg.precision = CORE_PRECISION_TF32;
+    assert_int_equal(core_config_in_effect(&cfg, &fp32, why, sizeof why), 1);
+    assert_non_null(strstr(why, "tf32 asked"));
+    fp32.conv_shapes_tuned = 1;  // heuristic asked, a tuned one ran
+    fp32.tf32_allowed = true;
+    assert_int_equal(core_config_in_effect(&cfg, &fp32, why, sizeof why), 1);
+    assert_non_null(strstr(why, "conv_algo heuristic asked"));
+}
+
+// A core reports fp32 NCHW from the CPU backend whatever the config asks, and in-effect
+// checks pass there.
+static void test_cpu_core_reports_what_it_runs(void **state)
+{
+    (void)state;
+    CoreConfig cfg;
+    assert_int_equal(core_config_preset(&cfg, "tiny"), 0);
+    cfg.backend = CORE_BACKEND_CPU;
+    cfg.layout = CORE_LAYOUT_NHWC;
+    Core *core = NULL;
+    assert_int_equal(core_create(&cfg, &core), 0);
+    CoreStats st;
+    assert_int_equal(core_stats(core, &st), 0);
+    assert_int_equal(st.layout_in_effect, CORE_LAYOUT_NCHW);
+    assert_int_equal(st.activation_type, CORE_DTYPE_FP32);
+    assert_int_equal(st.conv_shapes, 0);
+    assert_int_equal(core_assert_in_effect(core, &cfg), 0);
+    core_free(core);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -247,6 +316,8 @@ int main(void)
         cmocka_unit_test(test_step_reports_lr_and_deferred_loss),
         cmocka_unit_test(test_zero_grad_modes_bit_identical),
         cmocka_unit_test(test_tiny_trains_to_accuracy),
+        cmocka_unit_test(test_config_in_effect_names_the_difference),
+        cmocka_unit_test(test_cpu_core_reports_what_it_runs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -707,6 +707,10 @@ static void test_gpu_every_precision_layout_and_policy_runs(void **state)
                        core_conv_algo_name((CoreConvAlgo)a), st.peak_bytes >> 10,
                        st.device_used_bytes >> 10, summary);
                 assert_true(st.device_used_bytes >= st.peak_bytes / 2);
+                // what was asked is what ran: layout, activation type, TF32, tuning
+                rc = core_assert_in_effect(core, &cfg);
+                if (rc != 0) fail_msg("%s", error_message());
+                assert_int_equal(st.conv_shapes_tuned, a == CORE_CONV_ALGO_AUTOTUNE ? st.conv_shapes : 0);
                 test_batch_close(&b);
                 core_free(core);
             }
