@@ -1,5 +1,6 @@
 // conv_bias_cpu.h: the per-channel bias of a convolution (CoreModelConfig.conv_bias) on the
-// two CPU backends: forward y[n][c][hw] += b[c] in place over the convolution's output, and
+// two CPU backends: forward y[n][c][hw] += b[c] in place over the convolution's output (the
+// reference's; the fast backend starts its convolution's GEMMs from the bias), and
 // backward db[c] (=|+= by accum) = the sum of dy over N and HW (as PyTorch's Conv2d bias
 // gradient). The reference is plain C on one thread with double sums (the tests' oracle);
 // the fast forms split channels over the threads of a CpuWorkspace (float sums per plane).
@@ -18,8 +19,7 @@ extern "C" {
 void conv_bias_fwd_cpu(int n, int c, int hw, const float *b, float *y);
 // db (C) (=|+= by accum) = sum over N, HW of dy (N, C, HW).
 void conv_bias_bwd_cpu(int n, int c, int hw, const float *dy, float *db, bool accum);
-// The same on the fast backend's threads.
-void conv_bias_fwd_fast(const CpuWorkspace *ws, int n, int c, int hw, const float *b, float *y);
+// The gradient on the fast backend's threads (its forward bias is inside conv_fwd_fast).
 void conv_bias_bwd_fast(const CpuWorkspace *ws, int n, int c, int hw, const float *dy,
                         float *db, bool accum);
 

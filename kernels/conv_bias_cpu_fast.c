@@ -1,6 +1,7 @@
-// conv_bias_cpu_fast.c: the fast backend's convolution bias: channels split over the
-// threads of cpu_pool.h (each task owns a range of channels, so no task writes what
-// another reads), the loops vectorised per plane.
+// conv_bias_cpu_fast.c: the fast backend's convolution bias gradient: channels split over
+// the threads of cpu_pool.h (each task owns a range of channels, so no task writes what
+// another reads), the loops vectorised per plane. (Its forward bias is inside the
+// convolution's GEMMs: conv_fwd_fast.)
 #include "kernels/conv_bias_cpu.h"
 
 #include <stddef.h>
@@ -18,16 +19,10 @@
 
 typedef struct BiasJob {
     int n, c, hw, tasks;
-    const float *in; // forward: b; backward: dy
-    float *out;      // forward: y; backward: db
+    const float *in; // dy
+    float *out;      // db
     bool accum;
 } BiasJob;
-
-BIAS_SIMD static void add_span(float *restrict y, size_t n, float v)
-{
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) y[i] += v;
-}
 
 BIAS_SIMD static float sum_plane(const float *restrict x, size_t n)
 {
@@ -35,14 +30,6 @@ BIAS_SIMD static float sum_plane(const float *restrict x, size_t n)
 #pragma omp simd reduction(+ : s)
     for (size_t i = 0; i < n; i++) s += x[i];
     return s;
-}
-
-static void fwd_task(void *arg, int t)
-{
-    const BiasJob *j = arg;
-    for (int ch = j->c * t / j->tasks; ch < j->c * (t + 1) / j->tasks; ch++)
-        for (int i = 0; i < j->n; i++)
-            add_span(j->out + ((size_t)i * j->c + ch) * j->hw, (size_t)j->hw, j->in[ch]);
 }
 
 static void bwd_task(void *arg, int t)
@@ -60,12 +47,6 @@ static int bias_tasks(const CpuWorkspace *ws, int n, int c, int hw)
 {
     if ((size_t)n * c * hw < BIAS_SERIAL_FLOATS || ws->threads <= 1) return 1;
     return c < 4 * ws->threads ? c : 4 * ws->threads;
-}
-
-void conv_bias_fwd_fast(const CpuWorkspace *ws, int n, int c, int hw, const float *b, float *y)
-{
-    BiasJob j = {n, c, hw, bias_tasks(ws, n, c, hw), b, y, false};
-    cpu_pool_run(ws->threads, j.tasks, fwd_task, &j);
 }
 
 void conv_bias_bwd_fast(const CpuWorkspace *ws, int n, int c, int hw, const float *dy,

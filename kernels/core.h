@@ -231,6 +231,11 @@ typedef struct CoreStats {
     int conv_shapes;              // convolution layers of the current plan (CUDA; 0 before it)
     int conv_shapes_tuned;        // of those, the ones whose algorithms were chosen by timing
                                   // candidates (CORE_CONV_ALGO_AUTOTUNE, now or from the cache)
+    int conv_biases;              // convolutions with a bias (CoreModelConfig.conv_bias)
+    int conv_biases_fused;        // of those, the ones whose bias costs no pass of its own: the
+                                  // fast CPU backend starts the convolution's GEMMs from it (as
+                                  // PyTorch's CPU convolutions take it inside the kernel); CUDA
+                                  // adds it after cuDNN's convolution, as PyTorch eager does
 } CoreStats;
 
 // The cuDNN algorithms actually in use for one convolution shape (CUDA backend).

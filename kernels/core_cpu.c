@@ -28,7 +28,7 @@
 // The layer functions of one CPU backend; the reference's are adapters below.
 typedef struct CpuLayers {
     void (*conv_fwd)(const CpuWorkspace *ws, const ConvShape *s, const float *x,
-                     const float *w, float *y);
+                     const float *w, const float *bias, float *y);  // bias: NULL for none
     void (*conv_bwd)(const CpuWorkspace *ws, const ConvShape *s, const float *x,
                      const float *dy, const float *w, float *dx, bool accum_dx, float *dw,
                      bool accum_dw);
@@ -76,10 +76,12 @@ typedef struct CpuLayers {
 
 // ---- the reference table: layers_cpu.c on one thread; region 0 is its im2col buffer
 
+// The reference adds a bias in a pass of its own (the oracle keeps every step separate).
 static void ref_conv_fwd(const CpuWorkspace *ws, const ConvShape *s, const float *x,
-                         const float *w, float *y)
+                         const float *w, const float *bias, float *y)
 {
     conv_fwd_cpu(s, x, w, y, cpu_workspace_region(ws, 0));
+    if (bias) conv_bias_fwd_cpu(s->n, s->k, s->p * s->q, bias, y);
 }
 
 static void ref_conv_bwd(const CpuWorkspace *ws, const ConvShape *s, const float *x,
@@ -350,15 +352,6 @@ static int prepare_pass(Core *core, int n, bool inference)
     return ensure_workspace(cpu(core), &core->graph);
 }
 
-// A convolution's bias (CoreModelConfig.conv_bias), added in place over its output; the
-// reference and the fast backend each with their own loops.
-static void conv_bias_fwd(CpuCore *c, const ModelGraph *g, const ModelOp *op, int n)
-{
-    ModelShape o = g->shapes[op->out];
-    if (c->fast) conv_bias_fwd_fast(&c->ws, n, o.c, o.h * o.w, c->params + op->b_off, c->act[op->out]);
-    else conv_bias_fwd_cpu(n, o.c, o.h * o.w, c->params + op->b_off, c->act[op->out]);
-}
-
 // Its gradient: the sum of dy over N, H, W (=|+= by accum).
 static void conv_bias_bwd(CpuCore *c, const ModelGraph *g, const ModelOp *op, int n, bool accum)
 {
@@ -391,8 +384,8 @@ static void forward_ops(Core *core, int n, FwdMode mode, int first, int end, boo
         switch (op->kind) {
         case OP_CONV: {
             ConvShape cs = model_conv_shape(g, op, n);
-            L->conv_fwd(ws, &cs, x, c->params + op->w_off, y);
-            if (op->bias) conv_bias_fwd(c, g, op, n);
+            // a bias (CoreModelConfig.conv_bias): inside the fast convolution's GEMMs
+            L->conv_fwd(ws, &cs, x, c->params + op->w_off, op->bias ? c->params + op->b_off : NULL, y);
             break;
         }
         case OP_BN:
@@ -658,6 +651,9 @@ static int cpu_stats(Core *core, CoreStats *s)
     s->growth_tracker = c->scaler.growth_tracker;
     s->layout_in_effect = CORE_LAYOUT_NCHW;  // fp32 NCHW whatever the config asks
     s->activation_type = CORE_DTYPE_FP32;
+    for (int i = 0; i < core->graph.n_ops; i++)
+        if (core->graph.ops[i].kind == OP_CONV && core->graph.ops[i].bias) s->conv_biases++;
+    s->conv_biases_fused = c->fast ? s->conv_biases : 0;  // inside conv_fwd_fast's GEMMs
     return 0;
 }
 

@@ -530,10 +530,21 @@ typedef struct ConvJob {
     const CpuWorkspace *ws;
     const ConvShape *s;
     int tasks, reduce_tasks;
-    const float *x, *dy, *w, *wf;
+    const float *x, *dy, *w, *wf, *bias;
     float *y, *dx, *dw;
     bool accum_dx, accum_dw;
 } ConvJob;
+
+// The rows of a GEMM's C (k rows of cols floats, row stride ldc) set to their channel's bias,
+// so that the GEMM (beta = 1) adds the convolution onto it: the bias costs no pass of its own
+// (PyTorch's CPU convolutions take the bias inside the kernel too).
+static void fill_bias(float *c, int k, int cols, size_t ldc, const float *bias)
+{
+    for (int r = 0; r < k; r++) {
+        float *row = c + (size_t)r * ldc, v = bias[r];
+        for (int i = 0; i < cols; i++) row[i] = v;
+    }
+}
 
 static void conv_fwd_task(void *arg, int t)
 {
@@ -545,33 +556,39 @@ static void conv_fwd_task(void *arg, int t)
     size_t col_floats, chunk_floats;
     conv_regions(s, &col_floats, &chunk_floats);
     float *col = cpu_workspace_region(j->ws, t), *out = col + col_floats;
+    const float *bias = j->bias;
+    const float beta = bias ? 1.0f : 0.0f;  // C holds the bias, or is overwritten
     int end = s->n * (t + 1) / j->tasks;
     for (int i = s->n * t / j->tasks; i < end; i += nb) {
         int m = end - i < nb ? end - i : nb, cols = m * pq;
         const float *xi = j->x + i * xs;
         float *yi = j->y + i * ys;
         if (conv_is_pointwise(s)) {
-            sgemm(false, false, s->k, pq, crr, j->w, crr, xi, pq, 0.0f, yi, pq);
+            if (bias) fill_bias(yi, s->k, pq, (size_t)pq, bias);
+            sgemm(false, false, s->k, pq, crr, j->w, crr, xi, pq, beta, yi, pq);
         } else if (m == 1) { // one image, a block of output rows at a time
             for (int p0 = 0; p0 < s->p; p0 += block) {
                 int p1 = p0 + block < s->p ? p0 + block : s->p, bcols = (p1 - p0) * s->q;
                 im2col_image(s, xi, col, (size_t)bcols, p0, p1);
-                sgemm(false, false, s->k, bcols, crr, j->w, crr, col, bcols, 0.0f,
-                      yi + (size_t)p0 * s->q, pq);
+                float *yb = yi + (size_t)p0 * s->q;
+                if (bias) fill_bias(yb, s->k, bcols, (size_t)pq, bias);
+                sgemm(false, false, s->k, bcols, crr, j->w, crr, col, bcols, beta, yb, pq);
             }
         } else { // m images side by side
             for (int k = 0; k < m; k++)
                 im2col_image(s, xi + k * xs, col + (size_t)k * pq, (size_t)cols, 0, s->p);
-            sgemm(false, false, s->k, cols, crr, j->w, crr, col, cols, 0.0f, out, cols);
+            if (bias) fill_bias(out, s->k, cols, (size_t)cols, bias);
+            sgemm(false, false, s->k, cols, crr, j->w, crr, col, cols, beta, out, cols);
             chunk_scatter(out, m, s->k, pq, yi, ys, false);
         }
     }
 }
 
 void conv_fwd_fast(const CpuWorkspace *ws, const ConvShape *s, const float *x, const float *w,
-                   float *y)
+                   const float *bias, float *y)
 {
-    ConvJob j = {.ws = ws, .s = s, .tasks = min_int(ws->threads, s->n), .x = x, .w = w, .y = y};
+    ConvJob j = {.ws = ws, .s = s, .tasks = min_int(ws->threads, s->n), .x = x, .w = w, .bias = bias,
+                 .y = y};
     cpu_pool_run(ws->threads, j.tasks, conv_fwd_task, &j);
 }
 

@@ -52,9 +52,10 @@ const char *cpu_fast_isa(void);
 // The BLAS in use and its kernel for this CPU, e.g. "OpenBLAS 0.3.21 Cooperlake".
 const char *cpu_fast_blas(void);
 
-// y = conv(x, w).
+// y = conv(x, w) (+ bias per output channel unless bias is NULL: the GEMMs start from the
+// bias instead of zero, so it takes no pass of its own).
 void conv_fwd_fast(const CpuWorkspace *ws, const ConvShape *s, const float *x, const float *w,
-                   float *y);
+                   const float *bias, float *y);
 // Both convolution gradients in one pass over the images: dx (=|+= by accum_dx)
 // conv_transpose(dy, w) unless dx is NULL, and dw (=|+= by accum_dw) summed over the batch.
 void conv_bwd_fast(const CpuWorkspace *ws, const ConvShape *s, const float *x, const float *dy,

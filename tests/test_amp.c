@@ -284,7 +284,7 @@ static void test_strict_fp32_probe_on_the_cpu(void **state)
     assert_int_equal(cpu_workspace_init(&ws, &s, 1, 1), 0);
     double errs[2] = {0.0, 0.0}, tf32_conv = 0.0;
     for (int pass = 0; pass < 2; pass++) {
-        if (pass == 0) conv_fwd_fast(&ws, &s, cx, cw, cy);
+        if (pass == 0) conv_fwd_fast(&ws, &s, cx, cw, NULL, cy);
         else conv_fwd_cpu(&s, cx, cw, cy, col);
         for (int n = 0; n < s.n; n++)
             for (int k = 0; k < s.k; k++)

@@ -29,6 +29,7 @@
 #include "kernels/core.h"
 #include "kernels/cpu_pool.h"
 #include "kernels/layers_cpu.h"
+#include "kernels/conv_bias_cpu.h"
 #include "kernels/layers_cpu_fast.h"
 #include "kernels/model.h"
 #include "kernels/rng.h"
@@ -159,10 +160,21 @@ static void check_conv(ConvShape s, int threads)
 
     float *y0 = malloc(yn * sizeof *y0), *y1 = malloc(yn * sizeof *y1);
     conv_fwd_cpu(&s, x, w, y0, col);
-    conv_fwd_fast(&ws, &s, x, w, y1);
+    conv_fwd_fast(&ws, &s, x, w, NULL, y1);
     snprintf(what, sizeof what, "conv fwd c%d k%d r%d s%d p%d, %d threads", s.c, s.k, s.r,
              s.stride, s.pad, threads);
     assert_close(what, y1, y0, yn, LAYER_TOL);
+    // With a bias: the GEMMs start from it (every path: 1x1 GEMM, blocks of rows, chunks of
+    // images), against the reference's conv and then its own bias pass. y1 starts as
+    // garbage: a GEMM that added onto what was there would not match.
+    float *bias = rand_array(&r, (size_t)s.k, 1.0f);
+    for (size_t i = 0; i < yn; i++) y1[i] = 1e3f;
+    conv_bias_fwd_cpu(s.n, s.k, s.p * s.q, bias, y0);
+    conv_fwd_fast(&ws, &s, x, w, bias, y1);
+    snprintf(what, sizeof what, "conv fwd + bias c%d k%d r%d s%d p%d, %d threads", s.c, s.k, s.r,
+             s.stride, s.pad, threads);
+    assert_close(what, y1, y0, yn, LAYER_TOL);
+    free(bias);
 
     for (int accum = 0; accum < 2; accum++) {
         // Output buffers start as garbage (overwrite) or as a given gradient (accumulate).

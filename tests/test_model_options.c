@@ -179,6 +179,17 @@ static void check_fast_vs_reference(bool conv_bias, bool no_bn)
         if (!(eg <= GRAD_TOL)) fail_msg("gradients: relative L2 error %.3g", eg);
         if (!(ep <= PARAM_TOL)) fail_msg("parameters: relative L2 error %.3g", ep);
         assert_true(isfinite(fast.eval_loss));
+        // the fast backend's biases are inside its convolutions' GEMMs; the reference's are
+        // passes of their own
+        printf("conv biases %d (fused: fast %d, reference %d)\n", fast.stats.conv_biases,
+               fast.stats.conv_biases_fused, ref.stats.conv_biases_fused);
+        int biased = 0;
+        for (int i = 0; i < g->n_ops; i++) biased += g->ops[i].kind == OP_CONV && g->ops[i].bias;
+        assert_int_equal(fast.stats.conv_biases, biased);
+        assert_true(conv_bias ? biased > 0 : biased == 0);
+        assert_int_equal(fast.stats.conv_biases_fused, fast.stats.conv_biases);
+        assert_int_equal(ref.stats.conv_biases, fast.stats.conv_biases);
+        assert_int_equal(ref.stats.conv_biases_fused, 0);
         test_run_free(&fast);
     }
     test_run_free(&ref);
