@@ -359,8 +359,14 @@ typedef enum {
     CORE_FOLD_FLAW_NO_RUNNING_STATS, // mean 0, var 1 (the initial statistics) instead of
                                      // the running ones
     CORE_FOLD_FLAW_NO_EPS,          // 1 / sqrt(var) without eps
+    CORE_FOLD_FLAW_NO_AFFINE,       // gamma 1 and beta 0 instead of the BN's own
 } CoreFoldMode;
 int core_fold_bn_mode(Core *bn_core, Core *folded_core, CoreFoldMode mode);
+// Testing aid for the fold's check: sets every BN's gamma (0.5..1.5), beta (-0.5..0.5),
+// running mean (-0.5..0.5) and running variance (0.5..2) to values drawn from seed, as a
+// network trained for long has them, so that a fold that mishandles any of them shows (a
+// few steps of training leave gamma near 1, beta near 0). Momentum is reset.
+int core_bn_randomize(Core *core, uint64_t seed);
 
 // ---- split step and gradient hooks (DistributedDataParallel, gradient accumulation) ----
 // core_step = core_forward_backward(accumulate = false) + core_apply_update(lr_batch = n).

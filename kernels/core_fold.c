@@ -9,6 +9,7 @@
 
 #include "kernels/check.h"
 #include "kernels/core_internal.h"
+#include "kernels/rng.h"
 
 // The model configs match apart from the two options the fold changes.
 static bool same_network(CoreModelConfig a, CoreModelConfig b)
@@ -106,11 +107,13 @@ static int fold_params(const ModelGraph *gb, const ModelGraph *gf, const float *
             double mean = stats[bn->stat_off + k], var = stats[bn->stat_off + bn->cin + k];
             if (mode == CORE_FOLD_FLAW_NO_RUNNING_STATS) { mean = 0.0; var = 1.0; }
             double eps = mode == CORE_FOLD_FLAW_NO_EPS ? 0.0 : (double)MODEL_BN_EPS;
-            double scale = pb[bn->w_off + k] / sqrt(var + eps);
+            bool affine = mode != CORE_FOLD_FLAW_NO_AFFINE;
+            double gamma = affine ? pb[bn->w_off + k] : 1.0, beta = affine ? pb[bn->b_off + k] : 0.0;
+            double scale = gamma / sqrt(var + eps);
             double bias = x->bias ? pb[x->b_off + k] : 0.0;
             for (size_t j = 0; j < per_k; j++)
                 pf[y->w_off + k * per_k + j] = (float)(pb[x->w_off + k * per_k + j] * scale);
-            pf[y->b_off + k] = (float)((bias - mean) * scale + pb[bn->b_off + k]);
+            pf[y->b_off + k] = (float)((bias - mean) * scale + beta);
         }
     }
 }
@@ -133,6 +136,56 @@ int core_fold_bn_mode(Core *bn_core, Core *folded_core, CoreFoldMode mode)
 done:
     free(pb);
     free(pf);
+    free(stats);
+    return rc;
+}
+
+// Writes host stats back into the core's BN running statistics (device memory on CUDA).
+static int write_stats(Core *core, const float *host)
+{
+    size_t count = core_buffer_count(core);
+    float *buf = NULL;
+    void *stream = NULL;
+    TRY(core_buffers(core, &buf, &stream));
+    if (!stream) {
+        if (count) memcpy(buf, host, count * sizeof(float));
+        return 0;
+    }
+    cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+    if (e == cudaSuccess) e = cudaMemcpy(buf, host, count * sizeof(float), cudaMemcpyHostToDevice);
+    if (e == cudaSuccess) e = cudaDeviceSynchronize();  // the core's stream is non-blocking
+    if (e != cudaSuccess)
+        return error_set(ERROR_LIBRARY, "core_bn_randomize: writing the running statistics: %s",
+                         cudaGetErrorString(e));
+    return 0;
+}
+
+int core_bn_randomize(Core *core, uint64_t seed)
+{
+    const ModelGraph *g = &core->graph;
+    size_t np = core_param_count(core);
+    float *p = malloc(np * sizeof(float)), *stats = NULL;
+    int rc = -1;
+    if (!p) {
+        error_set(ERROR_OUT_OF_MEMORY, "core_bn_randomize: out of memory");
+        goto done;
+    }
+    if (core_params_get(core, p, np) != 0 || read_stats(core, &stats) != 0) goto done;
+    Rng r = rng_make(seed, 0xb9, 0);
+    for (int i = 0; i < g->n_ops; i++) {
+        const ModelOp *op = &g->ops[i];
+        if (op->kind != OP_BN) continue;
+        for (int k = 0; k < op->cin; k++) {
+            p[op->w_off + k] = 0.5f + rng_uniform_float(&r);                 // gamma in [0.5, 1.5)
+            p[op->b_off + k] = rng_uniform_float(&r) - 0.5f;                 // beta in [-0.5, 0.5)
+            stats[op->stat_off + k] = rng_uniform_float(&r) - 0.5f;          // mean in [-0.5, 0.5)
+            stats[op->stat_off + op->cin + k] = 0.5f + 1.5f * rng_uniform_float(&r); // var in [0.5, 2)
+        }
+    }
+    if (core_params_set(core, p, np) != 0 || write_stats(core, stats) != 0) goto done;
+    rc = 0;
+done:
+    free(p);
     free(stats);
     return rc;
 }

@@ -100,6 +100,19 @@ static void check_fold(CoreBackend backend, bool bn_conv_bias)
     // relative: reported, not asserted either way.
     FoldResult e = fold_and_eval(bn, &fcfg, CORE_FOLD_FLAW_NO_EPS);
     printf("  a fold without eps: loss relative difference %.2g\n", e.rel);
+    // A few steps of training leave gamma near 1 and beta near 0, where a fold that ignores
+    // them hardly shows; with the BNs of a long-trained network (core_bn_randomize) the
+    // exact fold still matches and that flaw is caught.
+    FoldResult n = fold_and_eval(bn, &fcfg, CORE_FOLD_FLAW_NO_AFFINE);
+    assert_int_equal(core_bn_randomize(bn, 7), 0);
+    FoldResult x = fold_and_eval(bn, &fcfg, CORE_FOLD_EXACT);
+    FoldResult a = fold_and_eval(bn, &fcfg, CORE_FOLD_FLAW_NO_AFFINE);
+    printf("  a fold ignoring gamma and beta: relative %.2g after %d steps; with randomized "
+           "BNs %.2g (the exact fold %.2g): %s\n", n.rel, TRAIN_STEPS, a.rel, x.rel,
+           a.rel > FOLD_LOSS_TOL ? "caught" : "NOT caught");
+    assert_true(x.rel <= FOLD_LOSS_TOL);
+    assert_true(x.bn.accuracy == x.folded.accuracy);
+    assert_true(a.rel > FOLD_LOSS_TOL);
     core_free(bn);
 }
 
