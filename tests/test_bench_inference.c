@@ -1,12 +1,13 @@
 // test_bench_inference.c: the inference practices (build/bench_inference). It lists every
 // family's variants over the machine's default axes; bad option values are refused. On the
-// tiny preset (100 requests, short runs): the CPU rows run (grad_on and no_grad with their
-// plan's bytes, no_grad checked bit for bit against grad_on; the largest batch; fp32 serving
+// tiny preset (100 requests, short runs, a 512 MiB budget for the largest batch): the CPU
+// rows run (grad_on and no_grad with their plan's bytes, no_grad checked bit for bit against
+// grad_on; the largest batch, which memory ends in both modes, no_grad's larger; fp32 serving
 // latencies after at least 200 ms of warm-up, p50 and p90 but no p99 from 100 requests; the
 // fp32 forward) and every GPU-only row skips naming "no CUDA device" (on a GPU every row runs
-// and passes its check). From 1,000 requests a row reports p99. The serving label names the
-// warm-up and the percentile rule. --practice_selftest=frozen and =skip_all fail the checked
-// rows (exit status 1) with the check's reason.
+// and passes its check). From 1,000 requests a row reports p99. The labels name the budget
+// and what stopped the search, the warm-up and the percentile rule. --practice_selftest=frozen
+// and =skip_all fail the checked rows (exit status 1) with the check's reason.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,8 +21,9 @@
 #include "tests/support.h"
 
 #define PROGRAM "bench_inference"
+#define BUDGET_MIB 512  // a budget both modes run out of on tiny, far below the 2^31 guard
 #define TINY_ARGS "--preset=tiny --harness_axis=batch=1,8 --serving_requests=100 " \
-                  "--benchmark_min_time=0.01"
+                  "--max_batch_memory_mib=512 --benchmark_min_time=0.01"
 
 static void test_lists_every_family(void **state)
 {
@@ -47,7 +49,8 @@ static void test_lists_every_family(void **state)
 static void test_bad_option_values_are_refused(void **state)
 {
     (void)state;
-    const char *bad[] = {"--serving_requests=0", "--max_batch_cap=0", "--serving_requests=x"};
+    const char *bad[] = {"--serving_requests=0", "--max_batch_cap=0", "--serving_requests=x",
+                         "--max_batch_memory_mib=-1", "--max_batch_memory_mib=x"};
     test_bad_options_refused(PROGRAM, bad, sizeof bad / sizeof bad[0], "");
 }
 
@@ -111,10 +114,19 @@ static void test_tiny_rows_run_or_skip(void **state)
     assert_true(value(csv, "inference_grad,no_grad", b8, "peak_mib") <
                 value(csv, "inference_grad,grad_on", b8, "peak_mib"));
     assert_true(value(csv, "inference_grad,grad_on", b8, "ms_per_batch") > 0.0);
-    // The largest batch: no_grad's is larger.
+    // The largest batch within the budget: memory ends the search in both modes (not the
+    // cap, not the 2^31 guard), and no_grad's is larger; probed on a GPU, estimated on a CPU.
     const char *b1 = "preset:tiny;batch:1";
-    assert_true(value(csv, "inference_grad_max_batch,no_grad", b1, "max_batch") >
-                value(csv, "inference_grad_max_batch,grad_on", b1, "max_batch"));
+    const char *modes[] = {"inference_grad_max_batch,grad_on", "inference_grad_max_batch,no_grad"};
+    for (int i = 0; i < 2; i++) {
+        assert_true(value(csv, modes[i], b1, "memory_budget_mib") == BUDGET_MIB);
+        assert_true(value(csv, modes[i], b1, "max_batch_out_of_memory") == 1);
+        assert_true(value(csv, modes[i], b1, "max_batch_at_guard") == 0);
+        assert_true(value(csv, modes[i], b1, "max_batch_capped") == 0);
+        assert_true(value(csv, modes[i], b1, "max_batch_estimated") == (gpu ? 0 : 1));
+    }
+    assert_true(value(csv, modes[1], b1, "max_batch") > value(csv, modes[0], b1, "max_batch"));
+    assert_true(value(csv, modes[0], b1, "max_batch") > 0);
     // Serving: warmed up for at least 200 ms; p50 and p90 from 100 requests, in order; p95
     // and p99 n/a (they need 200 and 1,000).
     const char *fp32 = "inference_serving,fp32";
@@ -193,6 +205,21 @@ static void test_serving_label_names_warm_up_and_percentiles(void **state)
     free(json);
 }
 
+// The largest batch's label names the budget and what stopped the search.
+static void test_max_batch_label_names_the_budget(void **state)
+{
+    (void)state;
+    char *json = bench_json("--benchmark_filter='^inference_grad_max_batch/.*/preset:tiny/' "
+                            "--max_batch_memory_mib=512");
+    const char *rows[] = {"inference_grad_max_batch/grad_on/preset:tiny/",
+                          "inference_grad_max_batch/no_grad/preset:tiny/"};
+    for (int i = 0; i < 2; i++) {
+        expect_label(json, rows[i], "--max_batch_memory_mib=512");
+        expect_label(json, rows[i], "by: out of memory");
+    }
+    free(json);
+}
+
 // Under the self-test the checked rows (no_grad on a CPU; every tuned row on a GPU) fail,
 // naming the check.
 static void expect_selftest_fails(const char *mode)
@@ -218,6 +245,7 @@ int main(void)
         cmocka_unit_test(test_tiny_rows_run_or_skip),
         cmocka_unit_test(test_serving_p99_from_1000_requests),
         cmocka_unit_test(test_serving_label_names_warm_up_and_percentiles),
+        cmocka_unit_test(test_max_batch_label_names_the_budget),
         cmocka_unit_test(test_selftest_fails_the_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

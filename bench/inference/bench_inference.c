@@ -5,10 +5,11 @@
 //   inference_mode (no_grad, tuned: an inference plan that frees each activation once its
 //   consumers ran), over batch sizes: ms per batch, images/s, the plan's activation bytes and
 //   the core's peak. Check: the no_grad logits equal grad_on's (GRAD_CHECK_TOL, top-1 all).
-// Largest batch (inference_grad_max_batch/*): on a GPU the batch doubles from 1 until the
-//   forward runs out of memory (or --max_batch_cap); on a CPU it is estimated from the
-//   core's bytes at two batches against the machine's memory (a CPU swaps long before an
-//   allocation fails, so there is no probe).
+// Largest batch (inference_grad_max_batch/*): within --max_batch_memory_mib
+//   (bench/driver/max_batch.h): on a GPU the batch doubles from 1 until the forward runs out
+//   of memory, the rest of the device held as ballast (or --max_batch_cap, or the 2^31-value
+//   guard); on a CPU it is estimated from the core's bytes at two batches against the budget
+//   (a CPU swaps long before an allocation fails, so there is no probe).
 // Serving (inference_serving/*): latency of --serving_requests single requests (a host batch
 //   in, no labels, its logits out, each timed alone, after at least 200 ms of warm-up
 //   requests) and throughput against the batch size, per precision (fp32 baseline; tf32,
@@ -40,6 +41,7 @@
 #include <stdlib.h>
 
 #include "bench/driver/harness.h"
+#include "bench/driver/max_batch.h"
 #include "bench/driver/practice.h"
 #include "bench/inference/infer_family.h"
 #include "kernels/check.h"
@@ -206,6 +208,7 @@ int main(int argc, char **argv)
                        "percentile needs 10 beyond it: p99 1000, p95 200, p90 100; fewer: n/a)");
     harness_option_int("max_batch_cap", 1 << 20, 1, 1 << 20, NULL,
                        "inference_grad_max_batch: the largest batch probed (or estimated)");
+    max_batch_option();
     int rc = harness_init(argc, argv);
     if (rc >= 0) return rc;
     bool gpu = practice_on_gpu();
