@@ -3,8 +3,9 @@
 // rows; tiny at batch 8 runs on whatever backend this machine has (the fast CPU backend
 // without a GPU): every row ok, the tuned rows checkpointed segments, hold fewer activation
 // bytes than keep_all and pass the update check (on the CPU bit for bit: difference 0);
-// --practice_selftest=frozen and =skip_all fail the tuned rows; the max-batch rows skip
-// with "no CUDA device" without a GPU (with one they run, capped small).
+// --practice_selftest=frozen and =skip_all fail the tuned rows. The max-batch rows of small
+// within a 512 MiB budget: memory ends the search in every mode and checkpointing fits a
+// larger batch than keep_all; probed and timed on a GPU, estimated on a CPU (reference rows).
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -87,25 +88,44 @@ static void test_self_tests_fail_the_check(void **state)
                         "skipped 3 of 3 steps (overflow)");
 }
 
-// The larger batch it enables: GPU rows; without a GPU each skips with "no CUDA device".
+static double max_batch_value(const char *csv, const char *variant, const char *name)
+{
+    char out[64] = "", pv[64];
+    snprintf(pv, sizeof pv, "checkpoint_max_batch,%s", variant);
+    if (!test_csv_row_value(csv, pv, "preset:small;batch:0", name, out, sizeof out))
+        fail_msg("no %s for %s", name, pv);
+    printf("checkpoint_max_batch,%s: %s = %s\n", variant, name, out);
+    return atof(out);
+}
+
+// The larger batch it enables, within a budget small enough that memory ends every mode's
+// search on any GPU (a 139 GiB one would otherwise take each mode to the 2^31-value guard).
 static void test_max_batch_rows(void **state)
 {
     (void)state;
     char *csv = test_bench_csv("bench_checkpoint", "--benchmark_filter='^checkpoint_max_batch/' "
-                               "--harness_axis=preset=tiny --checkpoint_max_batch_cap=256 "
+                               "--harness_axis=preset=small --max_batch_memory_mib=512 "
                                "--checkpoint_max_steps=1");
     assert_non_null(csv);
     bool gpu = test_gpu_present();
-    char why[512] = "";
-    int rows = test_rows_ok_or_skipped(csv, gpu, why, sizeof why);
-    if (rows < 0) fail_msg("%s", why);
-    assert_int_equal(rows, 3);
-    if (gpu) {  // tiny fits up to the cap in every mode
-        char out[64] = "";
-        assert_true(test_csv_row_value(csv, "checkpoint_max_batch,checkpoint", "preset:tiny;batch:0",
-                                       "max_batch", out, sizeof out));
-        assert_true(atof(out) == 256);
+    const char *modes[] = {"keep_all", "checkpoint", "checkpoint_sqrt"};
+    const char *roles[] = {"baseline", "tuned", "tuned"};
+    for (int i = 0; i < 3; i++) {
+        char pv[64], text[64] = "";
+        snprintf(pv, sizeof pv, "checkpoint_max_batch,%s", modes[i]);
+        assert_true(test_csv_row_value(csv, pv, "preset:small;batch:0", "status", text, sizeof text));
+        if (strcmp(text, "ok") != 0) fail_msg("%s: status %s", pv, text);
+        assert_true(test_csv_row_value(csv, pv, "preset:small;batch:0", "role", text, sizeof text));
+        assert_string_equal(text, gpu ? roles[i] : "reference");  // a CPU times no steps there
+        assert_true(max_batch_value(csv, modes[i], "memory_budget_mib") == 512);
+        assert_true(max_batch_value(csv, modes[i], "max_batch_out_of_memory") == 1);
+        assert_true(max_batch_value(csv, modes[i], "max_batch_estimated") == (gpu ? 0 : 1));
+        assert_true(max_batch_value(csv, modes[i], "max_batch") > 0);
+        if (gpu) assert_true(max_batch_value(csv, modes[i], "images_per_second") > 0);
     }
+    double keep_all = max_batch_value(csv, "keep_all", "max_batch");
+    assert_true(max_batch_value(csv, "checkpoint", "max_batch") > keep_all);
+    assert_true(max_batch_value(csv, "checkpoint_sqrt", "max_batch") >= keep_all);
     free(csv);
 }
 

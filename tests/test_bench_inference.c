@@ -1,10 +1,14 @@
 // test_bench_inference.c: the inference practices (build/bench_inference). It lists every
 // family's variants over the machine's default axes; bad option values are refused. On the
-// tiny preset (few requests, short runs): the CPU rows run (grad_on and no_grad with their
-// plan's bytes, no_grad checked bit for bit against grad_on; the largest batch; fp32 serving
-// latencies; the fp32 forward) and every GPU-only row skips naming "no CUDA device" (on a
-// GPU every row runs and passes its check). --practice_selftest=frozen and =skip_all fail
-// the checked rows (exit status 1) with the check's reason.
+// tiny preset (100 requests, short runs, a 512 MiB budget for the largest batch): the CPU
+// rows run (grad_on and no_grad with their plan's bytes, no_grad checked bit for bit against
+// grad_on; the largest batch, which memory ends in both modes, no_grad's larger; fp32 serving
+// latencies after at least 200 ms of warm-up, p50 and p90 but no p99 from 100 requests; the
+// fp32 forward) and every GPU-only row skips naming "no CUDA device" (on a GPU every row runs
+// and passes its check). From 1,000 requests a row reports p99. The labels name the budget
+// and what stopped the search, the warm-up and the percentile rule. --practice_selftest=frozen
+// and =skip_all fail the checked rows of inference_grad (exit status 1) with the check's
+// reason.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,8 +22,9 @@
 #include "tests/support.h"
 
 #define PROGRAM "bench_inference"
-#define TINY_ARGS "--preset=tiny --harness_axis=batch=1,8 --serving_requests=8 " \
-                  "--benchmark_min_time=0.01"
+#define BUDGET_MIB 512  // a budget both modes run out of on tiny, far below the 2^31 guard
+#define TINY_ARGS "--preset=tiny --harness_axis=batch=1,8 --serving_requests=100 " \
+                  "--max_batch_memory_mib=512 --benchmark_min_time=0.01"
 
 static void test_lists_every_family(void **state)
 {
@@ -45,7 +50,8 @@ static void test_lists_every_family(void **state)
 static void test_bad_option_values_are_refused(void **state)
 {
     (void)state;
-    const char *bad[] = {"--serving_requests=0", "--max_batch_cap=0", "--serving_requests=x"};
+    const char *bad[] = {"--serving_requests=0", "--max_batch_cap=0", "--serving_requests=x",
+                         "--max_batch_memory_mib=-1", "--max_batch_memory_mib=x"};
     test_bad_options_refused(PROGRAM, bad, sizeof bad / sizeof bad[0], "");
 }
 
@@ -109,25 +115,119 @@ static void test_tiny_rows_run_or_skip(void **state)
     assert_true(value(csv, "inference_grad,no_grad", b8, "peak_mib") <
                 value(csv, "inference_grad,grad_on", b8, "peak_mib"));
     assert_true(value(csv, "inference_grad,grad_on", b8, "ms_per_batch") > 0.0);
-    // The largest batch: no_grad's is larger.
+    // The largest batch within the budget: memory ends the search in both modes (not the
+    // cap, not the 2^31 guard), and no_grad's is larger; probed on a GPU, estimated on a CPU.
     const char *b1 = "preset:tiny;batch:1";
-    assert_true(value(csv, "inference_grad_max_batch,no_grad", b1, "max_batch") >
-                value(csv, "inference_grad_max_batch,grad_on", b1, "max_batch"));
-    // Serving: percentiles in order.
-    double p50 = value(csv, "inference_serving,fp32", b8, "latency_p50_ms");
-    double p99 = value(csv, "inference_serving,fp32", b8, "latency_p99_ms");
-    assert_true(p50 > 0.0 && p99 >= p50);
-    assert_true(value(csv, "inference_serving,fp32", b8, "images_per_second") > 0.0);
+    const char *modes[] = {"inference_grad_max_batch,grad_on", "inference_grad_max_batch,no_grad"};
+    for (int i = 0; i < 2; i++) {
+        assert_true(value(csv, modes[i], b1, "memory_budget_mib") == BUDGET_MIB);
+        assert_true(value(csv, modes[i], b1, "max_batch_out_of_memory") == 1);
+        assert_true(value(csv, modes[i], b1, "max_batch_at_guard") == 0);
+        assert_true(value(csv, modes[i], b1, "max_batch_capped") == 0);
+        assert_true(value(csv, modes[i], b1, "max_batch_estimated") == (gpu ? 0 : 1));
+    }
+    assert_true(value(csv, modes[1], b1, "max_batch") > value(csv, modes[0], b1, "max_batch"));
+    assert_true(value(csv, modes[0], b1, "max_batch") > 0);
+    // Serving: warmed up for at least 200 ms; p50 and p90 from 100 requests, in order; p95
+    // and p99 n/a (they need 200 and 1,000).
+    const char *fp32 = "inference_serving,fp32";
+    assert_true(value(csv, fp32, b8, "requests") == 100);
+    assert_true(value(csv, fp32, b8, "warmup_ms") >= 200.0);
+    assert_true(value(csv, fp32, b8, "warmup_requests") >= (gpu ? 3 : 1));
+    double p50 = value(csv, fp32, b8, "latency_p50_ms");
+    double p90 = value(csv, fp32, b8, "latency_p90_ms");
+    assert_true(p50 > 0.0 && p90 >= p50);
+    char cell_text[64] = "";
+    assert_true(!test_csv_row_value(csv, fp32, b8, "latency_p99_ms", cell_text, sizeof cell_text) ||
+                cell_text[0] == '\0');
+    assert_true(!test_csv_row_value(csv, fp32, b8, "latency_p95_ms", cell_text, sizeof cell_text) ||
+                cell_text[0] == '\0');
+    assert_true(value(csv, fp32, b8, "images_per_second") > 0.0);
     free(csv);
 }
 
-// Under the self-test the checked rows (no_grad on a CPU; every tuned row on a GPU) fail,
-// naming the check.
+// From 1,000 requests a serving row reports p99 (and p95), in order.
+static void test_serving_p99_from_1000_requests(void **state)
+{
+    (void)state;
+    char *csv = test_bench_csv(PROGRAM, "--benchmark_filter='^inference_serving/fp32/preset:tiny/batch:1/' "
+                               "--serving_requests=1000");
+    assert_non_null(csv);
+    const char *fp32 = "inference_serving,fp32", *b1 = "preset:tiny;batch:1";
+    assert_true(value(csv, fp32, b1, "requests") == 1000);
+    double p50 = value(csv, fp32, b1, "latency_p50_ms"), p90 = value(csv, fp32, b1, "latency_p90_ms");
+    double p95 = value(csv, fp32, b1, "latency_p95_ms"), p99 = value(csv, fp32, b1, "latency_p99_ms");
+    assert_true(p50 > 0.0 && p90 >= p50 && p95 >= p90 && p99 >= p95);
+    assert_true(value(csv, fp32, b1, "warmup_ms") >= 200.0);
+    free(csv);
+}
+
+// The program's JSON output (the labels are there, not in the CSV).
+static char *bench_json(const char *args)
+{
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    int rc = test_run("'%s/" PROGRAM "' %s --benchmark_format=json >'%s/out.json' 2>'%s/err.txt'",
+                      test_build_dir(), args, tmp, tmp);
+    char *json = test_read_in(tmp, "out.json");
+    test_remove_tree(tmp);
+    free(tmp);
+    if (rc != 0) fail_msg(PROGRAM " %s: exit status %d", args, rc);
+    assert_non_null(json);
+    return json;
+}
+
+static void expect_label(const char *json, const char *name, const char *want)
+{
+    const char *row = strstr(json, name);
+    if (!row) fail_msg("no row %s", name);
+    const char *label = strstr(row, "\"label\": \"");
+    assert_non_null(label);
+    label += strlen("\"label\": \"");
+    const char *end = strchr(label, '"');
+    assert_non_null(end);
+    char text[2048];
+    snprintf(text, sizeof text, "%.*s", (int)(end - label), label);
+    if (!strstr(text, want)) fail_msg("%s: label %s lacks '%s'", name, text, want);
+}
+
+// The serving label says what the counters cannot: the warm-up's rule, no labels, and which
+// percentiles are n/a and why.
+static void test_serving_label_names_warm_up_and_percentiles(void **state)
+{
+    (void)state;
+    char *json = bench_json("--benchmark_filter='^inference_serving/fp32/preset:tiny/batch:1/' "
+                            "--serving_requests=100");
+    const char *serving = "inference_serving/fp32/preset:tiny/batch:1/";
+    expect_label(json, serving, "ms of warm-up (");
+    expect_label(json, serving, " requests; at least 200 ms and ");
+    expect_label(json, serving, "no labels");
+    expect_label(json, serving, "p90, p95 n/a (needs 200), p99 n/a (needs 1000)");
+    free(json);
+}
+
+// The largest batch's label names the budget and what stopped the search.
+static void test_max_batch_label_names_the_budget(void **state)
+{
+    (void)state;
+    char *json = bench_json("--benchmark_filter='^inference_grad_max_batch/.*/preset:tiny/' "
+                            "--max_batch_memory_mib=512");
+    const char *rows[] = {"inference_grad_max_batch/grad_on/preset:tiny/",
+                          "inference_grad_max_batch/no_grad/preset:tiny/"};
+    for (int i = 0; i < 2; i++) {
+        expect_label(json, rows[i], "--max_batch_memory_mib=512");
+        expect_label(json, rows[i], "by: out of memory");
+    }
+    free(json);
+}
+
+// Under the self-test inference_grad's checked rows (no_grad) fail, naming the check: the
+// run is that family's alone (other families' rows would only cost time, on a GPU a lot).
 static void expect_selftest_fails(const char *mode)
 {
     static const char *const no_grad[] = {"no_grad"};
-    test_selftest_fails(PROGRAM, "--preset=tiny --harness_axis=batch=8 --serving_requests=4 "
-                        "--benchmark_min_time=0.01",
+    test_selftest_fails(PROGRAM, "--benchmark_filter='^inference_grad/' --preset=tiny "
+                        "--harness_axis=batch=8 --benchmark_min_time=0.01",
                         mode, "inference_grad", "grad_on", no_grad, 1, "logits differ from grad_on's");
 }
 
@@ -144,6 +244,9 @@ int main(void)
         cmocka_unit_test(test_lists_every_family),
         cmocka_unit_test(test_bad_option_values_are_refused),
         cmocka_unit_test(test_tiny_rows_run_or_skip),
+        cmocka_unit_test(test_serving_p99_from_1000_requests),
+        cmocka_unit_test(test_serving_label_names_warm_up_and_percentiles),
+        cmocka_unit_test(test_max_batch_label_names_the_budget),
         cmocka_unit_test(test_selftest_fails_the_checks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

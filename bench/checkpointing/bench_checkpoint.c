@@ -18,25 +18,24 @@
 //   their gradients), activation_bytes_per_image, peak_bytes (everything the core
 //   allocated), device_used_bytes (CUDA: growth of the device's used memory) and
 //   checkpointed_segments (the tuned rows fail at 0: they would time keep_all).
-// The larger batch it enables (checkpoint_max_batch/*, GPU only): for each mode the largest
-//   batch that fits, doubling from the batch axis (0: the preset's) until a step runs out
-//   of device memory or --checkpoint_max_batch_cap is reached, then the throughput of
-//   --checkpoint_max_steps steps at that batch. Time: seconds per image at that batch, so
-//   the speedup is the throughput ratio of each mode at its own largest batch. Without a
-//   GPU these rows skip: a CPU core pages rather than failing, so there is no "largest
-//   batch that fits" to find; the throughput rows' activation_bytes_per_image say what a
-//   fixed activation budget holds in each mode instead.
-#include <cuda_runtime_api.h>
+// The larger batch it enables (checkpoint_max_batch/*, checkpoint_max_batch.c): for each
+//   mode the largest batch that fits within --max_batch_memory_mib (bench/driver/max_batch.h).
+//   On a GPU the batch halves or doubles from the batch axis (0: the preset's) until a step
+//   runs out of memory, the rest of the device held as ballast (or the cap, or the
+//   2^31-value guard), then --checkpoint_max_steps timed steps at it. Time: seconds per image
+//   at that batch, so the speedup is the throughput ratio of each mode at its own largest
+//   batch. On a CPU, which pages rather than failing an allocation, the batch is estimated
+//   from the core's peak after a step at two batches against the budget, nothing is timed at
+//   it, and the rows are references (no speedup).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/checkpointing/checkpoint_max_batch.h"
 #include "bench/driver/harness.h"
+#include "bench/driver/max_batch.h"
 #include "bench/driver/practice.h"
-#include "kernels/check.h"
-#include "kernels/clock.h"
-#include "kernels/error.h"
 #include "kernels/model.h"
 #include "kernels/model_plan.h"
 
@@ -89,127 +88,13 @@ static void finish(void *ctx, HarnessState *st, Core *core, const CoreConfig *cf
 
 static const PracticeHooks hooks = {.finish = finish};
 
-// ---- the largest batch that fits (GPU) -----------------------------------------------------
-
-// A device batch of n images: the preset's synthetic batch of cfg->batch_size images, tiled.
-typedef struct DeviceBatch { float *images; int32_t *labels; int n; } DeviceBatch;
-
-static void device_batch_free(DeviceBatch *d)
-{
-    cudaFree(d->images);
-    cudaFree(d->labels);
-    *d = (DeviceBatch){0};
-}
-
-static int device_batch_make(DeviceBatch *d, const PracticeBatch *seed, const CoreConfig *cfg, int n)
-{
-    const CoreModelConfig *m = &cfg->model;
-    size_t img = (size_t)m->in_channels * m->image_size * m->image_size;
-    *d = (DeviceBatch){NULL, NULL, n};
-    cudaError_t e = cudaMalloc((void **)&d->images, (size_t)n * img * sizeof(float));
-    if (e == cudaSuccess) e = cudaMalloc((void **)&d->labels, (size_t)n * sizeof(int32_t));
-    for (int done = 0; e == cudaSuccess && done < n; done += seed->n) {
-        int k = n - done < seed->n ? n - done : seed->n;
-        e = cudaMemcpy(d->images + (size_t)done * img, seed->images, (size_t)k * img * sizeof(float),
-                       cudaMemcpyDeviceToDevice);
-        if (e == cudaSuccess)
-            e = cudaMemcpy(d->labels + done, seed->labels, (size_t)k * sizeof(int32_t), cudaMemcpyDeviceToDevice);
-    }
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();
-    if (e != cudaSuccess) {
-        device_batch_free(d);
-        cudaGetLastError();  // an allocation failure is not sticky: clear it
-        if (e == cudaErrorMemoryAllocation)
-            return error_set(ERROR_OUT_OF_MEMORY, "a device batch of %d images: out of device memory", n);
-        return error_set(ERROR_LIBRARY, "a device batch of %d images: %s", n, cudaGetErrorString(e));
-    }
-    return 0;
-}
-
-// Steps at batch n on a fresh core: `warmup` untimed, then `steps` timed (ms per step in
-// *ms when steps > 0). Out of device memory anywhere: -1 with ERROR_OUT_OF_MEMORY.
-static int run_at(const CoreConfig *base, const PracticeBatch *seed, int n, int warmup, int steps,
-                  double *ms, CoreStats *stats)
-{
-    CoreConfig cfg = *base;
-    cfg.batch_size = n;
-    DeviceBatch d;
-    TRY(device_batch_make(&d, seed, &cfg, n));
-    Core *core = NULL;
-    int rc = core_create(&cfg, &core);
-    CoreBatch b = {d.images, d.labels, n, CORE_MEMORY_DEVICE};
-    for (int i = 0; i < warmup && rc == 0; i++) rc = core_step(core, &b, NULL);
-    if (rc == 0) rc = core_sync(core);
-    double t0 = clock_seconds();
-    for (int i = 0; i < steps && rc == 0; i++) rc = core_step(core, &b, NULL);
-    if (rc == 0) rc = core_sync(core);
-    if (rc == 0 && steps > 0) *ms = 1e3 * (clock_seconds() - t0) / steps;
-    if (rc == 0 && stats) rc = core_stats(core, stats);
-    core_free(core);
-    device_batch_free(&d);
-    return rc;
-}
-
-static void bench_max_batch(HarnessState *st, void *user)
-{
-    const PracticeVariant *v = user;
-    CoreConfig cfg;
-    if (!practice_run_config(st, true, v->change, &cfg)) return;  // skips without a GPU (see the top)
-    int cap = (int)harness_option_int_value("checkpoint_max_batch_cap");
-    int steps = (int)harness_option_int_value("checkpoint_max_steps");
-    PracticeBatch seed;
-    if (practice_batch_make(&seed, &cfg, cfg.model.image_size) != 0) {
-        practice_fail_or_skip(st, "preparing the batch");
-        return;
-    }
-    int fits = 0, probes = 0, rc = 0;
-    bool capped = false;
-    for (int n = cfg.batch_size; rc == 0; n *= 2) {
-        if (n > cap) { capped = true; break; }
-        probes++;
-        rc = run_at(&cfg, &seed, n, 1, 0, NULL, NULL);
-        if (rc == 0) fits = n;
-        else if (error_kind() == ERROR_OUT_OF_MEMORY) { rc = 0; break; }
-    }
-    double ms = 0.0;
-    CoreStats cs = {0};
-    if (rc == 0 && fits == 0) {
-        practice_batch_free(&seed);
-        char why[200];
-        snprintf(why, sizeof why, "out of device memory: the starting batch %d does not fit", cfg.batch_size);
-        harness_skip(st, why);
-        return;
-    }
-    while (rc == 0 && harness_keep_running(st)) {
-        rc = run_at(&cfg, &seed, fits, 2, steps, &ms, &cs);
-        harness_set_iteration_time(st, ms * 1e-3 / fits);
-    }
-    practice_batch_free(&seed);
-    if (rc != 0) {
-        practice_fail_or_skip(st, "finding the largest batch");
-        return;
-    }
-    harness_counter(st, "max_batch", fits, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "capped", capped, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "probes", probes, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "step_ms", ms, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "images_per_second", ms > 0 ? 1e3 * fits / ms : 0.0, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "activation_bytes", (double)cs.activation_bytes, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "peak_bytes", (double)cs.peak_bytes, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "device_used_bytes", (double)cs.device_used_bytes, HARNESS_COUNTER_PLAIN);
-    char label[300];
-    snprintf(label, sizeof label, "%s: largest batch %d%s (doubling from %d until out of device "
-             "memory), then %d steps at it; time: seconds per image", v->name, fits,
-             capped ? " (the cap)" : "", cfg.batch_size, steps);
-    harness_set_label(st, label);
-}
-
 int main(int argc, char **argv)
 {
     harness_option_int("checkpoint_max_batch_cap", 65536, 1, 1 << 20, NULL,
-                       "checkpoint_max_batch: the largest batch probed (doubling stops there)");
+                       "checkpoint_max_batch: the largest batch probed or estimated (the search stops there)");
     harness_option_int("checkpoint_max_steps", 5, 1, 100000, NULL,
-                       "checkpoint_max_batch: timed steps at the largest batch");
+                       "checkpoint_max_batch: timed steps at the largest batch (GPU)");
+    max_batch_option();
     int rc = harness_init(argc, argv);
     if (rc >= 0) return rc;
     bool gpu = practice_on_gpu();
@@ -225,13 +110,14 @@ int main(int argc, char **argv)
     practice.tolerance = gpu ? CHECKPOINT_GPU_TOL : 0.0;
     if (!gpu) practice.steps = 4;  // a CPU step of small at 32 takes a second or more
     practice_register(&practice);
-    // The larger batch it enables: GPU rows (skipped with the reason without one).
+    // The larger batch it enables: probed and timed on a GPU; estimated on a CPU, where the
+    // rows time the estimate, not the practice, so they are references (no speedup).
     static const HarnessAxis axes[] = {{"preset", "medium,resnet18", true}, {"batch", "0", false}, {NULL, NULL, false}};
     for (int i = 0; i < VARIANT_COUNT; i++) {
         HarnessSpec spec = {.practice = "checkpoint_max_batch", .variant = variants[i].name,
-                            .role = variants[i].role, .timing = HARNESS_TIMING_MANUAL,
-                            .fn = bench_max_batch, .user = (void *)&variants[i], .unit = HARNESS_US,
-                            .iterations = 1};
+                            .role = gpu ? variants[i].role : HARNESS_REFERENCE,
+                            .timing = HARNESS_TIMING_MANUAL, .fn = checkpoint_bench_max_batch,
+                            .user = (void *)&variants[i], .unit = HARNESS_US, .iterations = 1};
         harness_register_axes(&spec, axes);
     }
     return harness_run();

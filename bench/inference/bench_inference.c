@@ -5,14 +5,17 @@
 //   inference_mode (no_grad, tuned: an inference plan that frees each activation once its
 //   consumers ran), over batch sizes: ms per batch, images/s, the plan's activation bytes and
 //   the core's peak. Check: the no_grad logits equal grad_on's (GRAD_CHECK_TOL, top-1 all).
-// Largest batch (inference_grad_max_batch/*): on a GPU the batch doubles from 1 until the
-//   forward runs out of memory (or --max_batch_cap); on a CPU it is estimated from the
-//   core's bytes at two batches against the machine's memory (a CPU swaps long before an
-//   allocation fails, so there is no probe).
-// Serving (inference_serving/*): latency p50/p99 of --serving_requests single requests (a
-//   host batch in, its logits out, each timed alone) and throughput against the batch size,
-//   per precision (fp32 baseline; tf32, fp16, bf16 on a GPU). Check: logits within the
-//   precision's tolerance of fp32's on the request batch.
+// Largest batch (inference_grad_max_batch/*): within --max_batch_memory_mib
+//   (bench/driver/max_batch.h): on a GPU the batch doubles from 1 until the forward runs out
+//   of memory, the rest of the device held as ballast (or --max_batch_cap, or the 2^31-value
+//   guard); on a CPU it is estimated from the core's bytes at two batches against the budget
+//   (a CPU swaps long before an allocation fails, so there is no probe).
+// Serving (inference_serving/*): latency of --serving_requests single requests (a host batch
+//   in, no labels, its logits out, each timed alone, after at least 200 ms of warm-up
+//   requests) and throughput against the batch size, per precision (fp32 baseline; tf32,
+//   fp16, bf16 on a GPU): mean and p50/p90/p95/p99, each from enough requests (p99 from
+//   1,000: infer_common.h). Check: logits within the precision's tolerance of fp32's on the
+//   request batch.
 // Precision and layout (inference_precision/*): the forward at fp32 (baseline) against
 //   tf32, fp16, bf16, channels_last (nhwc) and fp16 + nhwc, GPU only. Check: on a held-out
 //   batch, with weights trained CHECK_TRAIN_STEPS steps (so that the classes separate), the
@@ -38,6 +41,7 @@
 #include <stdlib.h>
 
 #include "bench/driver/harness.h"
+#include "bench/driver/max_batch.h"
 #include "bench/driver/practice.h"
 #include "bench/inference/infer_family.h"
 #include "kernels/check.h"
@@ -199,10 +203,12 @@ static void register_family(const char *practice, const InferVariant *variants, 
 
 int main(int argc, char **argv)
 {
-    harness_option_int("serving_requests", 200, 1, 1000000, NULL,
-                       "inference_serving, _graphs, _cudnn: single requests timed per run");
+    harness_option_int("serving_requests", 1000, 1, 1000000, NULL,
+                       "inference_serving, _graphs, _cudnn: single requests timed per run (a "
+                       "percentile needs 10 beyond it: p99 1000, p95 200, p90 100; fewer: n/a)");
     harness_option_int("max_batch_cap", 1 << 20, 1, 1 << 20, NULL,
                        "inference_grad_max_batch: the largest batch probed (or estimated)");
+    max_batch_option();
     int rc = harness_init(argc, argv);
     if (rc >= 0) return rc;
     bool gpu = practice_on_gpu();

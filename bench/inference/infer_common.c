@@ -18,6 +18,9 @@
 int infer_requests(Core *core, const CoreBatch *b, CoreGradMode grad, int requests,
                    const int *sizes, int size_count, float *logits, double *ms)
 {
+    if (b->labels)
+        return error_set(ERROR_BAD_USAGE, "infer_requests: a serving request carries no labels "
+                         "(infer_request_batch)");
     for (int i = 0; i < requests; i++) {
         if (sizes) TRY(core_set_image_size(core, sizes[i % size_count]));
         double t0 = clock_seconds();
@@ -25,6 +28,20 @@ int infer_requests(Core *core, const CoreBatch *b, CoreGradMode grad, int reques
         if (!logits) TRY(core_sync(core));
         ms[i] = 1e3 * (clock_seconds() - t0);
     }
+    return 0;
+}
+
+int infer_warm_up(Core *core, const CoreBatch *b, CoreGradMode grad, float *logits,
+                  double min_seconds, int min_requests, int *requests, double *seconds)
+{
+    double t0 = clock_seconds(), ms = 0.0;
+    int n = 0;
+    while (n < min_requests || clock_seconds() - t0 < min_seconds) {
+        TRY(infer_requests(core, b, grad, 1, NULL, 0, logits, &ms));
+        n++;
+    }
+    *requests = n;
+    *seconds = clock_seconds() - t0;
     return 0;
 }
 
@@ -38,10 +55,24 @@ double infer_percentile(double *v, int n, double p)
 {
     if (n <= 0) return NAN;
     qsort(v, (size_t)n, sizeof *v, by_value);
-    int rank = (int)ceil(p / 100.0 * n);  // nearest rank: the smallest value with p% at or below
+    int rank = (int)ceil(p * n / 100.0);  // nearest rank: the smallest value with p% at or below
+                                          // (p * n first: 99 * 1000 / 100 is 990 exactly)
     if (rank < 1) rank = 1;
     if (rank > n) rank = n;
     return v[rank - 1];
+}
+
+bool infer_percentile_reported(int n, double p)
+{
+    return n > 0 && n - (int)ceil(p * n / 100.0) >= INFER_PERCENTILE_TAIL;
+}
+
+int infer_percentile_min_requests(double p)
+{
+    if (p >= 100.0) return 0;  // no request count has a tail beyond the maximum
+    int n = 1;
+    while (!infer_percentile_reported(n, p)) n++;
+    return n;
 }
 
 int infer_held_out(const CoreConfig *cfg, int n, InferHeldOut *h)

@@ -18,12 +18,28 @@ extern "C" {
 
 // `requests` calls of core_infer on batch b, each timed alone from the call to its result on
 // the host (logits read back when `logits` is not NULL, else core_sync): ms[i] per request.
-// The image size of request i is sizes[i % size_count] when sizes is not NULL.
+// The image size of request i is sizes[i % size_count] when sizes is not NULL. A request
+// carries no labels: a batch with labels is bad usage.
 int infer_requests(Core *core, const CoreBatch *b, CoreGradMode grad, int requests,
                    const int *sizes, int size_count, float *logits, double *ms);
 
+// Untimed requests (as infer_requests, one at a time) until at least min_seconds have passed
+// and at least min_requests were made: a GPU's clocks ramp up from idle over a few hundred
+// ms, whatever the count. The count made and their seconds into *requests and *seconds.
+int infer_warm_up(Core *core, const CoreBatch *b, CoreGradMode grad, float *logits,
+                  double min_seconds, int min_requests, int *requests, double *seconds);
+
 // The p-th percentile (0..100, nearest rank) of n values (sorted in place).
 double infer_percentile(double *v, int n, double p);
+
+// Requests a percentile needs beyond it (the tail) before it is reported: 10, so p99 needs
+// 1,000 requests, p95 200, p90 100, p50 20 (MLPerf's early-stopping rule asks 662 for p99 at
+// 99% confidence; the nearest rank of p99 over 100 requests is their second largest).
+#define INFER_PERCENTILE_TAIL 10
+// Whether the p-th percentile of n requests is reported (INFER_PERCENTILE_TAIL beyond it).
+bool infer_percentile_reported(int n, double p);
+// The fewest requests for the p-th percentile (0 for p >= 100: never).
+int infer_percentile_min_requests(double p);
 
 // Host memory for a batch of n images at cfg's image size: the held-out batch of the checks
 // (synthetic, an index no timed batch uses), with its labels.

@@ -83,6 +83,14 @@ int infer_batch_make(PracticeBatch *b, const CoreConfig *cfg, bool host)
     return practice_batch_make(b, &c, cfg->model.image_size);
 }
 
+// A serving request over pb's images: labels NULL.
+CoreBatch infer_request_batch(const PracticeBatch *pb)
+{
+    CoreBatch b = practice_batch_view(pb, pb->n);
+    b.labels = NULL;
+    return b;
+}
+
 // Host memory for the logits of n images; NULL with the error set.
 float *infer_logits_alloc(const CoreConfig *cfg, int n)
 {

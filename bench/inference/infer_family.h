@@ -71,6 +71,10 @@ int infer_check_logits(HarnessState *st, const InferVariant *v, float *want, flo
 // device-resident (practice_batch_make).
 int infer_batch_make(PracticeBatch *b, const CoreConfig *cfg, bool host);
 
+// A serving request over pb's images: labels NULL (a request carries none, so nothing
+// uploads them; core_infer takes a batch without labels).
+CoreBatch infer_request_batch(const PracticeBatch *pb);
+
 // Host memory for the logits of n images of cfg's model; NULL with the error set.
 float *infer_logits_alloc(const CoreConfig *cfg, int n);
 

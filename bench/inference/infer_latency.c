@@ -11,6 +11,9 @@
                                // are deterministic); 1e-5 leaves room for a reordered sum
 #define AUTOTUNE_TOL 2e-2      // other algorithms, TF32 convolutions in both (fp32's default)
 #define VARYING_SIZES 4        // inference_cudnn's varying shapes: 8/8, 7/8, 6/8, 5/8 of the size
+#define WARMUP_SECONDS 0.2     // serving and graphs: untimed requests for at least this long
+                               // (and infer_warmup's count) before the clock: a GPU's SM clock
+                               // ramps up from idle over a few hundred ms
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -50,27 +53,59 @@ static double sum_ms(const double *ms, int n)
     return total;
 }
 
-// The latency counters of `requests` timed requests of n images (ms sorted in place).
+// The percentiles a latency row reports, each from enough requests (INFER_PERCENTILE_TAIL).
+static const double percentiles[] = {50, 90, 95, 99};
+
+// The latency counters of `requests` timed requests of n images (ms sorted in place):
+// requests, latency_mean_ms, latency_pNN_ms for each percentile with enough requests.
 static void latency_counters(HarnessState *st, double *ms, int requests, int n)
 {
     double total = sum_ms(ms, requests);
+    harness_counter(st, "requests", requests, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "latency_mean_ms", total / requests, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "latency_p50_ms", infer_percentile(ms, requests, 50), HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "latency_p99_ms", infer_percentile(ms, requests, 99), HARNESS_COUNTER_PLAIN);
+    for (int i = 0; i < COUNT(percentiles); i++) {
+        if (!infer_percentile_reported(requests, percentiles[i])) continue;
+        char name[32];
+        snprintf(name, sizeof name, "latency_p%.0f_ms", percentiles[i]);
+        harness_counter(st, name, infer_percentile(ms, requests, percentiles[i]), HARNESS_COUNTER_PLAIN);
+    }
     harness_counter(st, "images_per_second", (double)requests * n, HARNESS_COUNTER_RATE);
 }
 
-// Serving and graphs: the warm-up requests (infer_warmup), then `requests` timed ones, each
-// returning its logits.
+// For the label: which percentiles `requests` requests report and why the others are n/a.
+static void percentile_rule(int requests, char *buf, size_t size)
+{
+    int used = snprintf(buf, size, "percentiles of %d requests:", requests);
+    const char *sep = " ";
+    for (int i = 0; i < COUNT(percentiles) && used < (int)size; i++) {
+        double p = percentiles[i];
+        if (infer_percentile_reported(requests, p))
+            used += snprintf(buf + used, size - used, "%sp%.0f", sep, p);
+        else
+            used += snprintf(buf + used, size - used, "%sp%.0f n/a (needs %d)", sep, p,
+                             infer_percentile_min_requests(p));
+        sep = ", ";
+    }
+    if (used < (int)size)
+        snprintf(buf + used, size - used, " (%d requests beyond a percentile; MLPerf's early "
+                 "stopping asks 662 for p99)", INFER_PERCENTILE_TAIL);
+}
+
+// What the warm-up of a latency run did.
+typedef struct Warmup { int requests; double seconds; } Warmup;
+
+// Serving and graphs: the warm-up (WARMUP_SECONDS of requests, at least infer_warmup's
+// count), then `requests` timed ones, each returning its logits.
 static int timed_requests(const CoreConfig *cfg, const CoreBatch *b, int requests, double *ms,
-                          CoreStats *stats)
+                          CoreStats *stats, Warmup *w)
 {
     float *logits = infer_logits_alloc(cfg, b->n);
     if (!logits) return -1;
     Core *core = NULL;
     int rc = core_create(cfg, &core);
-    for (int i = 0; i < infer_warmup(cfg) && rc == 0; i++)
-        rc = core_infer(core, b, CORE_GRAD_OFF, logits, NULL);
+    if (rc == 0)
+        rc = infer_warm_up(core, b, CORE_GRAD_OFF, logits, WARMUP_SECONDS, infer_warmup(cfg),
+                           &w->requests, &w->seconds);
     if (rc == 0) rc = infer_requests(core, b, CORE_GRAD_OFF, requests, NULL, 0, logits, ms);
     if (rc == 0 && stats) rc = core_stats(core, stats);
     core_free(core);
@@ -94,12 +129,13 @@ static int check_against(HarnessState *st, const InferVariant *v, const CoreConf
 
 // Serving and graphs: the run's `requests` single requests of cfg (v's config) on a batch in
 // host memory or not (host), checked first when `check` against the baseline's config on the
-// same batch, then timed (timed_requests, once per iteration), and their latency counters.
-// stats: the core's after the last iteration (NULL: not read). False when the run ended (a
-// skip, or a failure: the batch's, the check's or the timing's).
+// same batch, then timed (timed_requests, once per iteration), and their latency and
+// warm-up counters (warmup_requests, warmup_ms) and the label's account of both (how, at
+// least 300 bytes). stats: the core's after the last iteration (NULL: not read). False when
+// the run ended (a skip, or a failure: the batch's, the check's or the timing's).
 static bool request_runs(HarnessState *st, const InferVariant *v, const CoreConfig *cfg,
                          const InferVariant *baseline, bool host, bool check, const char *against,
-                         int requests, CoreStats *stats)
+                         int requests, CoreStats *stats, char *how, size_t how_size)
 {
     double *ms = malloc((size_t)requests * sizeof *ms);
     PracticeBatch pb;
@@ -109,12 +145,13 @@ static bool request_runs(HarnessState *st, const InferVariant *v, const CoreConf
         free(ms);
         return false;
     }
-    CoreBatch b = practice_batch_view(&pb, pb.n);
+    CoreBatch b = infer_request_batch(&pb);
     CoreConfig base = *cfg;
     infer_apply(baseline, &base);
     int rc = check ? check_against(st, v, cfg, &base, &b, against) : 0;
+    Warmup w = {0};
     while (rc == 0 && harness_keep_running(st)) {  // one iteration: `requests` requests
-        rc = timed_requests(cfg, &b, requests, ms, stats);
+        rc = timed_requests(cfg, &b, requests, ms, stats, &w);
         if (rc == 0) harness_set_iteration_time(st, sum_ms(ms, requests) * 1e-3);
     }
     practice_batch_free(&pb);
@@ -124,6 +161,13 @@ static bool request_runs(HarnessState *st, const InferVariant *v, const CoreConf
         return false;
     }
     latency_counters(st, ms, requests, cfg->batch_size);
+    harness_counter(st, "warmup_requests", w.requests, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "warmup_ms", 1e3 * w.seconds, HARNESS_COUNTER_PLAIN);
+    char rule[300];
+    percentile_rule(requests, rule, sizeof rule);
+    snprintf(how, how_size, "no labels (a request carries none), after %.0f ms of warm-up (%d "
+             "requests; at least %.0f ms and %d); %s", 1e3 * w.seconds, w.requests,
+             1e3 * WARMUP_SECONDS, infer_warmup(cfg), rule);
     free(ms);
     return true;
 }
@@ -134,13 +178,13 @@ void infer_bench_serving(HarnessState *st, void *user)
     CoreConfig cfg;
     if (!infer_run_config(st, v, &cfg)) return;
     int requests = (int)harness_option_int_value("serving_requests");
+    char how[700], label[900];
     if (!request_runs(st, v, &cfg, &infer_serving_variants[0], true, v->role == HARNESS_TUNED,
-                      "fp32's", requests, NULL))
+                      "fp32's", requests, NULL, how, sizeof how))
         return;
-    char label[300];
     snprintf(label, sizeof label, "%s: %d single requests of %d images, each timed alone from a "
-             "host batch to its logits on the host (no_grad, after %d warm-up requests)", v->name,
-             requests, cfg.batch_size, infer_warmup(&cfg));
+             "host batch to its logits on the host (no_grad), %s", v->name, requests,
+             cfg.batch_size, how);
     harness_set_label(st, label);
 }
 
@@ -151,8 +195,9 @@ void infer_bench_graphs(HarnessState *st, void *user)
     if (!infer_run_config(st, v, &cfg)) return;
     int requests = (int)harness_option_int_value("serving_requests");
     CoreStats s = {0};
+    char how[700], label[900];
     if (!request_runs(st, v, &cfg, &infer_graph_variants[0], false, v->cuda_graph, "eager's",
-                      requests, &s))
+                      requests, &s, how, sizeof how))
         return;
     harness_counter(st, "graph_captures", s.graph_captures, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "graph_replays", s.graph_replays, HARNESS_COUNTER_PLAIN);
@@ -164,10 +209,9 @@ void infer_bench_graphs(HarnessState *st, void *user)
                  "replays for %d timed requests", s.graph_captures, s.graph_replays, requests);
         harness_fail(st, msg);
     }
-    char label[300];
     snprintf(label, sizeof label, "%s: %d single requests of %d images (device-resident), logits "
-             "back to the host, each timed alone (no_grad, after %d warm-up requests)", v->name,
-             requests, cfg.batch_size, infer_warmup(&cfg));
+             "back to the host, each timed alone (no_grad), %s", v->name, requests,
+             cfg.batch_size, how);
     harness_set_label(st, label);
 }
 
@@ -206,7 +250,7 @@ void infer_bench_cudnn(HarnessState *st, void *user)
         free(logits);
         return;
     }
-    CoreBatch b = practice_batch_view(&pb, pb.n);
+    CoreBatch b = infer_request_batch(&pb);
     CoreConfig base = cfg;
     infer_apply(&infer_cudnn_variants[0], &base);
     int sizes[VARYING_SIZES];
@@ -235,9 +279,11 @@ void infer_bench_cudnn(HarnessState *st, void *user)
     harness_counter(st, "first_request_ms", first, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "autotune_ms", s.autotune_ms, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "algo_cache_misses", s.algo_cache_misses, HARNESS_COUNTER_PLAIN);
-    char label[300];
-    snprintf(label, sizeof label, "%s: %d requests of %d images (device-resident), image size %s, "
-             "algorithm cache cleared first: tuning counts in the requests (no warm-up)", v->name,
-             requests, cfg.batch_size, varying ? "8/8, 7/8, 6/8, 5/8 of the preset's in turn" : "fixed");
+    char rule[300], label[700];
+    percentile_rule(requests, rule, sizeof rule);
+    snprintf(label, sizeof label, "%s: %d requests of %d images (device-resident, no labels), image "
+             "size %s, algorithm cache cleared first: tuning counts in the requests (no warm-up); %s",
+             v->name, requests, cfg.batch_size,
+             varying ? "8/8, 7/8, 6/8, 5/8 of the preset's in turn" : "fixed", rule);
     harness_set_label(st, label);
 }
