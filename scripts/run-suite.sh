@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make bench`: runs every practice program in BUILD with JSON and tidy-CSV output
-# into results/<gpu>_<driver>_<yyyymmdd-hhmm>/ (cpu_<host>_... without a GPU), keeps
-# going past a program that fails, then writes the speedup summary, the charts and
-# report.md, and ends with a table of what ran, what was skipped and why.
+# into results/<gpu>_<driver>_<yyyymmdd-hhmmss>-<4 hex>/ (cpu_<host>_... without a GPU;
+# scripts/results-dir.sh makes it, never one another run has), keeps going past a program
+# that fails, then writes the speedup summary, the charts and report.md, and ends with a
+# table of what ran, what was skipped and why.
 #
 # Environment:
 #   BENCH_ARGS     extra flags for every program (e.g. --benchmark_min_time=0.05)
@@ -13,7 +14,8 @@
 #                  randomly interleaved so that drift hits baseline and tuned alike; each
 #                  repetition's value goes to <name>.reps.csv and into the statistics
 #   BENCH_TIMEOUT  seconds one program may run before it is stopped (default 1800; 0: no limit)
-#   RESULTS_DIR    write here instead of results/<slug>_<date>
+#   RESULTS_DIR    write here instead of a new folder results/<slug>_<date>-<suffix>
+#   RESULTS_ROOT   make that new folder here instead of in results/
 #   BENCH_NO_CHARTS=1  skip the charts (a machine without gnuplot; `make charts` later)
 #   BENCH_DEADLINE     a time (seconds since the epoch) by which everything, summary and
 #                      report included, must be done: each program gets at most twice its
@@ -45,7 +47,7 @@
 #
 # The time plan: before running, each program's rows (--benchmark_list_tests with its
 # filter), repetitions and estimated time: what the newest earlier results folder of this
-# machine (same context slug, beside the new one) made the same way (the same BENCH_PLAN,
+# machine (same context slug, beside the new folder) made the same way (the same BENCH_PLAN,
 # BENCH_ARGS and BENCH_ARGS_<name>) took for the program, scaled by rows and repetitions
 # when they differ; a program no earlier run has is estimated from its rows'
 # minimum times (the min_time in each benchmark's name, else 0.5 s).
@@ -117,7 +119,10 @@ if ((${#programs[@]} == 0)); then
 fi
 
 slug=$("$build/context" --slug) || { echo "run-suite: $build/context failed" >&2; exit 1; }
-out=${RESULTS_DIR:-results/${slug}_$(date -u +%Y%m%d-%H%M)}
+# The new folder is made once the plan is done (none for BENCH_PLAN_ONLY=1); earlier runs
+# are looked for where it will be.
+results_root=${RESULTS_ROOT:-results}
+[[ -n ${RESULTS_DIR:-} ]] && results_root=$(dirname "$RESULTS_DIR")
 
 verbose=${BENCH_VERBOSE:-0}
 [[ $verbose == 1 ]] || verbose=0
@@ -134,15 +139,15 @@ duration() {
   else echo "$s s"; fi
 }
 
-echo "run-suite: $nprog practice programs -> $out"
+echo "run-suite: $nprog practice programs"
 
 # --- The time plan -------------------------------------------------------------------
 # Earlier results folders of this machine, newest first: beside the new one (same slug).
 previous=()
-earlier=("$(dirname "$out")/${slug}"_*/) # yyyymmdd-hhmm: in time order
+earlier=("$results_root/${slug}"_*/) # yyyymmdd-hhmm[ss-suffix]: in time order
 for ((k = ${#earlier[@]} - 1; k >= 0; k--)); do
   d=${earlier[k]%/}
-  [[ $(realpath -m "$d") == "$(realpath -m "$out")" ]] && continue
+  [[ -n ${RESULTS_DIR:-} && $(realpath -m "$d") == "$(realpath -m "$RESULTS_DIR")" ]] && continue
   [[ -s $d/suite-status.tsv ]] && previous+=("$d")
 done
 # What an earlier folder says of a program: "seconds rows repetitions", or nothing when
@@ -234,8 +239,13 @@ fi
 
 if [[ ${BENCH_PLAN_ONLY:-} == 1 ]]; then exit 0; fi
 
-
-
+if [[ -n ${RESULTS_DIR:-} ]]; then
+  out=$RESULTS_DIR
+  mkdir -p "$out" || exit 1
+else
+  out=$(bash "$here/results-dir.sh" create "$results_root" "$slug") || exit 1
+fi
+echo "run-suite: writing $out"
 mkdir -p "$out/logs" || exit 1
 status="$out/suite-status.tsv"
 printf 'program\tstatus\tok\tskipped\terrors\tseconds\treason\n' >"$status"

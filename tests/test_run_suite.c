@@ -7,7 +7,8 @@
 // - BENCH_VERBOSE=1 prints the full console; BENCH_PROGRESS=1 the in-place progress line;
 // - BENCH_BUDGET cuts a slow program at its share: partial, its rows kept, within budget;
 // - the quick pass (BENCH_PLAN=scripts/quick-pass.txt, as `make bench-quick`) passes each
-//   program its filter and 4 repetitions, and its report says it is the quick pass.
+//   program its filter and 4 repetitions, and its report says it is the quick pass;
+// - two runs started at once (same slug, same second) write two folders.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,13 +30,15 @@ enum { FAKE_COUNT = sizeof fake_names / sizeof fake_names[0] };
 // A fake build in tmp/build: a context without a GPU and the programs named in `names`
 // (bench_<name>). Each lists 6 rows, records its arguments in tmp/args/<name>, prints 600
 // console lines, writes a repetition file and the fixture as its tidy CSV; bench_slow
-// sleeps until SIGINT first (keeping its rows, as the harness does).
+// sleeps (`sleep $SLOW_SLEEP`, default 300) until SIGINT first (keeping its rows, as the
+// harness does).
 static void fake_build(const char *tmp, const char *const *names, int n)
 {
     char build[600], body[3000];
     snprintf(build, sizeof build, "%s/build", tmp);
     assert_int_equal(test_run("mkdir -p '%s' '%s/args' '%s/results'", build, tmp, tmp), 0);
     test_write_script(build, "context", "if [ \"$1\" = --slug ]; then echo cpu_fake; else echo gpu_name=none; "
+                             "echo \"run_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)\"; "
                              "echo 'no_gpu_reason=no CUDA device (fake)'; fi");
     snprintf(body, sizeof body,
              "case \"$*\" in *--benchmark_list_tests*) for i in 1 2 3 4 5 6; do echo \"p/row/$i/min_time:0.010\"; "
@@ -46,7 +49,7 @@ static void fake_build(const char *tmp, const char *const *names, int n)
              "--benchmark_out=*) echo '{}' > \"${a#*=}\";; esac; done\n"
              "for i in $(seq 1 600); do echo \"p/row/$i/manual_time   SKIPPED (no CUDA device (fake))\"; done\n"
              "keep() { cp '%s/tests/fixtures/pin_memory_fixture.csv' \"$csv\"; }\n"
-             "if [ $name = slow ]; then sleep 300 & trap 'kill $!; keep; exit 130' INT; wait; fi\n"
+             "if [ $name = slow ]; then sleep ${SLOW_SLEEP:-300} & trap 'kill $!; keep; exit 130' INT; wait; fi\n"
              "keep\n",
              tmp, test_suite_root());
     for (int i = 0; i < n; i++) {
@@ -213,12 +216,66 @@ static void test_quick_pass_is_the_shared_plan(void **state)
     free(tmp);
 }
 
+// Two `make bench` started together (two terminals; two nodes of a job array on a shared
+// file system, the same host slug) used to write one folder, results/<slug>_<minute>, and
+// mix their rows. Each now makes its own (seconds and a unique suffix, mkdir without -p)
+// and says which; the newest run is found among old and new names alike.
+static void test_two_runs_at_once_write_two_folders(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    const char *names[] = {"kernels", "slow"};
+    fake_build(tmp, names, 2);
+    // an older run under the old name, which the newest-run lookup must rank below today's
+    assert_int_equal(test_run("mkdir -p '%s/results/cpu_fake_20200101-0000' && "
+                              "echo run_date=2020-01-01T00:00:00Z >'%s/results/cpu_fake_20200101-0000/context.txt'",
+                              tmp, tmp), 0);
+    // in tmp, where results/ is the default root; bench_slow ends after 1 s, so the two overlap
+    int rc = test_run("cd '%s' && { export BENCH_NO_CHARTS=1 SLOW_SLEEP=1; bash '%s/scripts/run-suite.sh' build "
+                      ">a.txt 2>&1 </dev/null & a=$!; bash '%s/scripts/run-suite.sh' build >b.txt 2>&1 </dev/null & "
+                      "b=$!; wait $a; ra=$?; wait $b; exit $((ra + $?)); }",
+                      tmp, test_suite_root(), test_suite_root());
+    char *a = test_read_in(tmp, "a.txt"), *b = test_read_in(tmp, "b.txt");
+    assert_non_null(a);
+    assert_non_null(b);
+    if (rc != 0) fail_msg("exit %d:\n%s\n---\n%s", rc, a, b);
+    char folder_a[200] = "", folder_b[200] = "";
+    const char *wa = strstr(a, "run-suite: writing "), *wb = strstr(b, "run-suite: writing ");
+    if (!wa || !wb) fail_msg("a run did not say which folder it wrote:\n%s\n---\n%s", a, b);
+    sscanf(wa, "run-suite: writing %199s", folder_a);
+    sscanf(wb, "run-suite: writing %199s", folder_b);
+    printf("two runs at once: %s and %s\n", folder_a, folder_b);
+    if (strcmp(folder_a, folder_b) == 0) fail_msg("both runs wrote %s", folder_a);
+    free(a);
+    free(b);
+    const char *folders[] = {folder_a, folder_b};
+    for (int i = 0; i < 2; i++) {
+        // results/cpu_fake_<yyyymmdd-hhmmss>-<4 hex>, each with its own rows once
+        assert_int_equal(test_run("echo '%s' | grep -Eq '^results/cpu_fake_[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$'", folders[i]), 0);
+        char dir[800];
+        snprintf(dir, sizeof dir, "%s/%s", tmp, folders[i]);
+        char *status = test_read_in(dir, "suite-status.tsv");
+        assert_non_null(status);
+        if (test_count_lines(status) != 3 || !strstr(status, "\nkernels\tran\t") || !strstr(status, "\nslow\tran\t"))
+            fail_msg("%s/suite-status.tsv:\n%s", folders[i], status);
+        free(status);
+    }
+    // the newest run is one of today's, not the old name's
+    assert_int_equal(test_run("cd '%s' && n=$(bash '%s/scripts/results-dir.sh' newest results) && "
+                              "{ [ \"$n\" = '%s' ] || [ \"$n\" = '%s' ]; }",
+                              tmp, test_suite_root(), folder_a, folder_b), 0);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_console_without_a_terminal),
         cmocka_unit_test(test_budget_cuts_to_partial),
         cmocka_unit_test(test_quick_pass_is_the_shared_plan),
+        cmocka_unit_test(test_two_runs_at_once_write_two_folders),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
