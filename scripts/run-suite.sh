@@ -46,10 +46,11 @@
 # lists, its rows and the time it took go to suite-plan.tsv and to the output.
 #
 # The time plan: before running, each program's rows (--benchmark_list_tests with its
-# filter), repetitions and estimated time: what the newest earlier results folder of this
-# machine (same context slug, beside the new folder) made the same way (the same BENCH_PLAN,
-# BENCH_ARGS and BENCH_ARGS_<name>) took for the program, scaled by rows and repetitions
-# when they differ; a program no earlier run has is estimated from its rows'
+# filter), repetitions and estimated time: what the newest earlier run on the same hardware
+# (beside the new folder; the same CPU model, cores and threads, GPU name, count and maximum
+# SM clock in its context.txt, whatever its host name or slug) made the same way (the same
+# BENCH_PLAN, BENCH_ARGS and BENCH_ARGS_<name>) took for the program, scaled by rows and
+# repetitions when they differ; a program no such run has is estimated from its rows'
 # minimum times (the min_time in each benchmark's name, else 0.5 s).
 set -uo pipefail
 build=${1:-build}
@@ -118,7 +119,8 @@ if ((${#programs[@]} == 0)); then
   exit 1
 fi
 
-slug=$("$build/context" --slug) || { echo "run-suite: $build/context failed" >&2; exit 1; }
+slug=$("$build/context" --slug) && context=$("$build/context") ||
+  { echo "run-suite: $build/context failed" >&2; exit 1; }
 # The new folder is made once the plan is done (none for BENCH_PLAN_ONLY=1); earlier runs
 # are looked for where it will be.
 results_root=${RESULTS_ROOT:-results}
@@ -142,14 +144,21 @@ duration() {
 echo "run-suite: $nprog practice programs"
 
 # --- The time plan -------------------------------------------------------------------
-# Earlier results folders of this machine, newest first: beside the new one (same slug).
-previous=()
-earlier=("$results_root/${slug}"_*/) # yyyymmdd-hhmm[ss-suffix]: in time order
-for ((k = ${#earlier[@]} - 1; k >= 0; k--)); do
-  d=${earlier[k]%/}
+# What decides speed, from a context (context.txt's lines on stdin): the CPU model, its
+# cores and the CPU backend's threads, the GPU's name, count and maximum SM clock. Not the
+# host name (the slug): two machines called "vm" may be an Intel and an AMD one.
+speed_key() {
+  awk -F= '$1 ~ /^(host_cpu|host_cores|cpu_threads|gpu_name|gpu_count|gpu_sm_clock_max_mhz)$/' | sort
+}
+this_key=$(speed_key <<<"$context")
+# Earlier runs on this hardware beside the new folder, newest first; and how many others.
+previous=() other_hardware=0
+while IFS= read -r d; do
+  [[ -s $d/suite-status.tsv ]] || continue
   [[ -n ${RESULTS_DIR:-} && $(realpath -m "$d") == "$(realpath -m "$RESULTS_DIR")" ]] && continue
-  [[ -s $d/suite-status.tsv ]] && previous+=("$d")
-done
+  if [[ $(speed_key <"$d/context.txt") == "$this_key" ]]; then previous+=("$d")
+  else other_hardware=$((other_hardware + 1)); fi
+done < <(bash "$here/results-dir.sh" runs "$results_root" 2>/dev/null)
 # What an earlier folder says of a program: "seconds rows repetitions", or nothing when
 # it did not run there in full (not run, partial) or ran it otherwise: another plan (the
 # quick pass against a full run), other BENCH_ARGS or other arguments of its own (a quick
@@ -220,7 +229,10 @@ for prog in "${programs[@]}"; do
   plan_total=$((plan_total + est))
 done
 echo
-echo "Time plan ($repetitions repetitions each; estimates from ${from_previous:+the previous run on this machine, else }the rows' minimum times):"
+if [[ -z $from_previous ]] && ((other_hardware > 0)); then
+  echo "No earlier run on this hardware ($(awk 'NR > 1 { printf ", " } { printf "%s", $0 }' <<<"$this_key")): estimates from the rows' minimum times ($other_hardware earlier runs in $results_root were on other hardware)"
+fi
+echo "Time plan ($repetitions repetitions each; estimates from ${from_previous:+the newest earlier run on this hardware, else }the rows' minimum times):"
 {
   printf 'program\trows\trepetitions\testimate\tfrom\n'
   for ((k = 0; k < nprog; k++)); do
@@ -251,7 +263,7 @@ status="$out/suite-status.tsv"
 printf 'program\tstatus\tok\tskipped\terrors\tseconds\treason\n' >"$status"
 plan_out="$out/suite-plan.tsv"
 printf 'program\tshare_percent\tshare_s\tlimit_s\tbenchmarks\trepetitions\trows\tseconds\testimate_s\n' >"$plan_out"
-"$build/context" >"$out/context.txt"
+printf '%s\n' "$context" >"$out/context.txt"
 {
   echo "command: ${BENCH_COMMAND:-make bench${BENCH_ARGS:+ BENCH_ARGS=\"$BENCH_ARGS\"}${BENCH_FILTER:+ BENCH_FILTER=\"$BENCH_FILTER\"}}"
   echo "repetitions: $repetitions${rep_args[1]:+ (randomly interleaved)}"

@@ -8,7 +8,8 @@
 // - BENCH_BUDGET cuts a slow program at its share: partial, its rows kept, within budget;
 // - the quick pass (BENCH_PLAN=scripts/quick-pass.txt, as `make bench-quick`) passes each
 //   program its filter and 4 repetitions, and its report says it is the quick pass;
-// - two runs started at once (same slug, same second) write two folders.
+// - two runs started at once (same slug, same second) write two folders;
+// - the plan takes no estimate from an earlier run on other hardware with the same slug.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,9 +38,14 @@ static void fake_build(const char *tmp, const char *const *names, int n)
     char build[600], body[3000];
     snprintf(build, sizeof build, "%s/build", tmp);
     assert_int_equal(test_run("mkdir -p '%s' '%s/args' '%s/results'", build, tmp, tmp), 0);
-    test_write_script(build, "context", "if [ \"$1\" = --slug ]; then echo cpu_fake; else echo gpu_name=none; "
-                             "echo \"run_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)\"; "
-                             "echo 'no_gpu_reason=no CUDA device (fake)'; fi");
+    // the CPU model from tmp/cpu when there is one: another machine of the same slug
+    char context[1200];
+    snprintf(context, sizeof context,
+             "if [ \"$1\" = --slug ]; then echo cpu_fake; else echo gpu_name=none; "
+             "echo \"host_cpu=$(cat '%s/cpu' 2>/dev/null || echo 'Fake CPU')\"; echo host_cores=2; "
+             "echo \"run_date=$(date -u +%%Y-%%m-%%dT%%H:%%M:%%SZ)\"; echo 'no_gpu_reason=no CUDA device (fake)'; fi",
+             tmp);
+    test_write_script(build, "context", context);
     snprintf(body, sizeof body,
              "case \"$*\" in *--benchmark_list_tests*) for i in 1 2 3 4 5 6; do echo \"p/row/$i/min_time:0.010\"; "
              "done; exit 0;; esac\n"
@@ -110,7 +116,7 @@ static void test_console_without_a_terminal(void **state)
     // The second run's plan comes from the first run's times.
     rc = run_suite(tmp, "BENCH_NO_CHARTS=1 BENCH_REPETITIONS=2", "cpu_fake_20260101-0002", &text);
     if (rc != 0) fail_msg("second run-suite: exit %d:\n%s", rc, text);
-    if (!strstr(text, "estimates from the previous run on this machine") || !strstr(text, "cpu_fake_20260101-0001"))
+    if (!strstr(text, "estimates from the newest earlier run on this hardware") || !strstr(text, "cpu_fake_20260101-0001"))
         fail_msg("the second plan does not use the first run:\n%s", text);
     free(text);
     // A run made another way (other BENCH_ARGS, as the quick pass's 0.05 s rows) says nothing
@@ -118,7 +124,7 @@ static void test_console_without_a_terminal(void **state)
     rc = run_suite(tmp, "BENCH_NO_CHARTS=1 BENCH_REPETITIONS=2 BENCH_ARGS=--benchmark_min_time=0.01 BENCH_PLAN_ONLY=1",
                    "cpu_fake_20260101-0005", &text);
     if (rc != 0) fail_msg("plan-only run-suite: exit %d:\n%s", rc, text);
-    if (strstr(text, "cpu_fake_20260101-000") && strstr(text, "from the previous run"))
+    if (strstr(text, "cpu_fake_20260101-000") && strstr(text, "from the newest earlier run"))
         fail_msg("a plan for other BENCH_ARGS took the earlier runs' times:\n%s", text);
     if (!strstr(text, "min times")) fail_msg("no estimate from the rows' minimum times:\n%s", text);
     free(text);
@@ -269,6 +275,40 @@ static void test_two_runs_at_once_write_two_folders(void **state)
     free(tmp);
 }
 
+// The plan estimated 2,793 s on a 2-core AMD machine from a committed run of a 2-core
+// Intel one with the same slug (cpu_vm); the run took 843 s. Estimates now come only from
+// a run on the same hardware (CPU model, cores; GPU name, count, clocks), else from the
+// rows' minimum times, saying so.
+static void test_plan_ignores_other_hardware_of_the_same_slug(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    const char *names[] = {"kernels"};
+    fake_build(tmp, names, 1);
+    assert_true(test_write_file(tmp, "cpu", "Intel(R) Xeon(R) Processor\n"));
+    char *text = NULL;
+    int rc = run_suite(tmp, "BENCH_NO_CHARTS=1 BENCH_REPETITIONS=2", "cpu_fake_20260101-0001", &text);
+    if (rc != 0) fail_msg("first run: exit %d:\n%s", rc, text);
+    free(text);
+    // another machine, the same slug: not the Intel run's times
+    assert_true(test_write_file(tmp, "cpu", "AMD EPYC\n"));
+    rc = run_suite(tmp, "BENCH_REPETITIONS=2 BENCH_PLAN_ONLY=1", "cpu_fake_20260101-0002", &text);
+    if (rc != 0) fail_msg("plan on AMD: exit %d:\n%s", rc, text);
+    if (strstr(text, "cpu_fake_20260101-0001") || !strstr(text, "min times") ||
+        !strstr(text, "No earlier run on this hardware (") || !strstr(text, "host_cpu=AMD EPYC"))
+        fail_msg("the plan on AMD took the Intel run's times or did not say why not:\n%s", text);
+    free(text);
+    // the same hardware again: its times
+    assert_true(test_write_file(tmp, "cpu", "Intel(R) Xeon(R) Processor\n"));
+    rc = run_suite(tmp, "BENCH_REPETITIONS=2 BENCH_PLAN_ONLY=1", "cpu_fake_20260101-0003", &text);
+    if (rc != 0 || !strstr(text, "cpu_fake_20260101-0001") || strstr(text, "No earlier run"))
+        fail_msg("the plan on the Intel machine again: exit %d:\n%s", rc, text);
+    free(text);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -276,6 +316,7 @@ int main(void)
         cmocka_unit_test(test_budget_cuts_to_partial),
         cmocka_unit_test(test_quick_pass_is_the_shared_plan),
         cmocka_unit_test(test_two_runs_at_once_write_two_folders),
+        cmocka_unit_test(test_plan_ignores_other_hardware_of_the_same_slug),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
