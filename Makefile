@@ -177,15 +177,18 @@ test-sanitize:
 
 # BENCH_REPETITIONS: repetitions of every benchmark, randomly interleaved (default 5);
 # BENCH_BUDGET=SECONDS bounds the run (what is cut is kept as partial); BENCH_VERBOSE=1
-# prints every program's full console (always in results/<run>/logs/).
+# prints every program's full console (always in results/<run>/logs/). A signal to make
+# (timeout 40 make bench) stops the running program too and keeps what finished (see
+# scripts/run-suite.sh). run-suite is exec'd: make's child is then run-suite itself, not a
+# shell that dies of the signal at once, so make waits until it has written what finished.
 BENCH_REPETITIONS ?= 5
 bench: all
-	@BENCH_REPETITIONS=$(BENCH_REPETITIONS) bash scripts/run-suite.sh $(BUILD)
+	@BENCH_REPETITIONS=$(BENCH_REPETITIONS) exec bash scripts/run-suite.sh $(BUILD)
 
 # The quick pass of every practice (scripts/quick-pass.txt, shared with the GPU check):
 # the same outputs in ~5 min on one GPU. Its own repetitions (4) unless BENCH_REPETITIONS is set.
 bench-quick: all
-	@BENCH_PLAN=scripts/quick-pass.txt BENCH_COMMAND="make bench-quick" bash scripts/run-suite.sh $(BUILD)
+	@BENCH_PLAN=scripts/quick-pass.txt BENCH_COMMAND="make bench-quick" exec bash scripts/run-suite.sh $(BUILD)
 
 # RESULTS is a path, data: make neither expands it (a $(shell ...) in a folder name would
 # run) nor exports it (exporting expands it); the recipes set its text, single-quoted, as a

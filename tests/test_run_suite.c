@@ -8,6 +8,8 @@
 // - BENCH_BUDGET cuts a slow program at its share: partial, its rows kept, within budget;
 // - the quick pass (BENCH_PLAN=scripts/quick-pass.txt, as `make bench-quick`) passes each
 //   program its filter and 4 repetitions, and its report says it is the quick pass;
+// - a signal to `make bench`'s process group (timeout(1), scancel) or to run-suite stops
+//   the running program too, keeps its finished rows (partial) and leaves nothing running;
 // - two runs started at once (same slug, same second) write two folders;
 // - the plan takes no estimate from an earlier run on other hardware with the same slug.
 #include <setjmp.h>
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "tests/support.h"
 
@@ -31,8 +34,8 @@ enum { FAKE_COUNT = sizeof fake_names / sizeof fake_names[0] };
 // A fake build in tmp/build: a context without a GPU and the programs named in `names`
 // (bench_<name>). Each lists 6 rows, records its arguments in tmp/args/<name>, prints 600
 // console lines, writes a repetition file and the fixture as its tidy CSV; bench_slow
-// sleeps (`sleep $SLOW_SLEEP`, default 300) until SIGINT first (keeping its rows, as the
-// harness does).
+// touches tmp/slow_started and sleeps (`sleep $SLOW_SLEEP`, default 300) until SIGINT,
+// SIGTERM or SIGHUP first (keeping its rows, as the harness does).
 static void fake_build(const char *tmp, const char *const *names, int n)
 {
     char build[600], body[3000];
@@ -55,9 +58,11 @@ static void fake_build(const char *tmp, const char *const *names, int n)
              "--benchmark_out=*) echo '{}' > \"${a#*=}\";; esac; done\n"
              "for i in $(seq 1 600); do echo \"p/row/$i/manual_time   SKIPPED (no CUDA device (fake))\"; done\n"
              "keep() { cp '%s/tests/fixtures/pin_memory_fixture.csv' \"$csv\"; }\n"
-             "if [ $name = slow ]; then sleep ${SLOW_SLEEP:-300} & trap 'kill $!; keep; exit 130' INT; wait; fi\n"
+             "if [ $name = slow ]; then touch '%s/slow_started'; sleep ${SLOW_SLEEP:-300} & "
+             "trap 'kill $!; keep; exit 130' INT; trap 'kill $!; keep; exit 143' TERM; "
+             "trap 'kill $!; keep; exit 129' HUP; wait; fi\n"
              "keep\n",
-             tmp, test_suite_root());
+             tmp, test_suite_root(), tmp);
     for (int i = 0; i < n; i++) {
         char file[64];
         snprintf(file, sizeof file, "bench_%s", names[i]);
@@ -222,6 +227,98 @@ static void test_quick_pass_is_the_shared_plan(void **state)
     free(tmp);
 }
 
+// True when no process's command line matches the extended regex `pattern` within
+// `seconds`; otherwise kills those left (SIGKILL) and returns false.
+static bool none_left_within(const char *pattern, double seconds)
+{
+    double end = test_now_s() + seconds;
+    while (test_run("pgrep -f '%s' >/dev/null", pattern) == 0) {
+        if (test_now_s() > end) {
+            test_run("for p in $(pgrep -f '%s'); do kill -KILL $p; done", pattern);
+            return false;
+        }
+        usleep(100 * 1000);
+    }
+    return true;
+}
+
+// `timeout 40 make bench`: timeout(1) sends SIGTERM to make's whole process group (as CI
+// systems, scancel and container runtimes do), which never reached the running program:
+// its timeout(1) puts it in a group of its own. It ran on to its own limit, writing into
+// the results folder, and was missing from suite-status.tsv. Now run-suite sends the
+// signal on: the program keeps its finished rows (partial), the rest is not run, the
+// summary and report are written, and within 10 s nothing is left. The same for a SIGHUP
+// to run-suite alone, which exits 128 + 1.
+static void test_signal_stops_the_running_program(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    const char *names[] = {"fast", "slow", "zlast"};
+    fake_build(tmp, names, 3);
+    char sleeper[32], sleeper_re[64], suite_re[700];
+    snprintf(sleeper, sizeof sleeper, "%d.25", 700 + (int)(getpid() % 1000));
+    snprintf(sleeper_re, sizeof sleeper_re, "^sleep %s$", sleeper);
+    snprintf(suite_re, sizeof suite_re, "^bash .*/run-suite[.]sh %s/build$", tmp);
+    // The Makefile's own `make bench` (-o all: the fake build is not rebuilt), in a process
+    // group of its own (setsid) as timeout(1) makes one; the signal once bench_slow runs, to
+    // the whole group.
+    int rc = test_run("cd '%s' && { SLOW_SLEEP=%s RESULTS_DIR='%s/results/make' setsid make -s -o all bench "
+                      "BUILD='%s/build' >'%s/out.txt' 2>&1 </dev/null & p=$!; i=0; "
+                      "while [ ! -e '%s/slow_started' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done; "
+                      "t0=$(date +%%s%%N); kill -TERM -$p; wait $p; s=$?; "
+                      "echo $((($(date +%%s%%N) - t0) / 1000000)) >'%s/stop_ms'; exit $s; }",
+                      test_suite_root(), sleeper, tmp, tmp, tmp, tmp, tmp);
+    char *stop_ms = test_read_in(tmp, "stop_ms");
+    assert_non_null(stop_ms);
+    double took = atof(stop_ms) / 1000, waited_from = test_now_s();
+    free(stop_ms);
+    double rest = took < 9.5 ? 10 - took : 0.5;
+    bool suite_left = !none_left_within(suite_re, rest);
+    bool sleeper_left = !none_left_within(sleeper_re, rest - (test_now_s() - waited_from) > 0.2
+                                                          ? rest - (test_now_s() - waited_from) : 0.2);
+    char *text = test_read_in(tmp, "out.txt");
+    assert_non_null(text);
+    printf("make bench, SIGTERM to its group: make's exit %d after %.1f s; run-suite's output:\n%s", rc, took, text);
+    if (took > 10 || sleeper_left || suite_left)
+        fail_msg("10 s after the SIGTERM: make %s, bench_slow %s, run-suite %s", took > 10 ? "ran on" : "ended",
+                 sleeper_left ? "ran on" : "ended", suite_left ? "ran on" : "ended");
+    assert_true(rc != 0);
+    const char *want[] = {"[1/3] fast: ran, 42 rows", "[2/3] slow: partial, 42 rows", "cut by SIGTERM",
+                          "zlast not run: run-suite was stopped (SIGTERM)", "stopped by SIGTERM: the summary and report"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(text, want[i])) fail_msg("output lacks '%s':\n%s", want[i], text);
+    free(text);
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/results/make", tmp);
+    text = test_read_in(dir, "suite-status.tsv");
+    assert_non_null(text);
+    if (!strstr(text, "\nfast\tran\t") || !strstr(text, "\nslow\tpartial\t40\t2\t0\t") ||
+        !strstr(text, "\nzlast\tnot run\t"))
+        fail_msg("suite-status.tsv:\n%s", text);
+    free(text);
+    char path[800];
+    snprintf(path, sizeof path, "%s/summary.csv", dir);
+    assert_true(test_file_at_least(path, 10));
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    assert_true(test_file_at_least(path, 10));
+
+    // SIGHUP to run-suite alone (a closed terminal): the same, and its exit status says so.
+    test_run("rm -f '%s/slow_started'", tmp);
+    rc = test_run("cd '%s' && { SLOW_SLEEP=%s BENCH_NO_CHARTS=1 RESULTS_DIR='%s/results/hup' setsid bash "
+                  "scripts/run-suite.sh '%s/build' >'%s/out.txt' 2>&1 </dev/null & p=$!; i=0; "
+                  "while [ ! -e '%s/slow_started' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done; "
+                  "kill -HUP $p; wait $p; }",
+                  test_suite_root(), sleeper, tmp, tmp, tmp, tmp);
+    text = test_read_in(tmp, "out.txt");
+    assert_non_null(text);
+    if (!none_left_within(sleeper_re, 10)) fail_msg("bench_slow still ran 10 s after the SIGHUP:\n%s", text);
+    if (rc != 129 || !strstr(text, "[2/3] slow: partial, 42 rows")) fail_msg("SIGHUP: exit %d:\n%s", rc, text);
+    free(text);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
 // Two `make bench` started together (two terminals; two nodes of a job array on a shared
 // file system, the same host slug) used to write one folder, results/<slug>_<minute>, and
 // mix their rows. Each now makes its own (seconds and a unique suffix, mkdir without -p)
@@ -315,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_console_without_a_terminal),
         cmocka_unit_test(test_budget_cuts_to_partial),
         cmocka_unit_test(test_quick_pass_is_the_shared_plan),
+        cmocka_unit_test(test_signal_stops_the_running_program),
         cmocka_unit_test(test_two_runs_at_once_write_two_folders),
         cmocka_unit_test(test_plan_ignores_other_hardware_of_the_same_slug),
     };
