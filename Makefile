@@ -158,8 +158,12 @@ $(BUILD)/tests/test_%: $(BUILD)/tests/test_%.c.o $(LIBS) $(PRACTICE_LIBS)
 TEST_JOBS ?= $(if $(LOCAL_ARCH),1,$(shell nproc 2>/dev/null || echo 1))
 export TEST_JOBS
 
+# The runners are exec'd: make's child is then the runner itself, not a shell around it, so
+# a signal to make's process group (timeout(1), scancel, Ctrl-C) finds it still handling the
+# signal (stopping what it started, writing what finished) and make waits for it, instead
+# of a shell that dies at once and a make that returns before the runner is done.
 test: all
-	@bash scripts/run-tests.sh $(BUILD)
+	@exec bash scripts/run-tests.sh $(BUILD)
 
 # Every test again, built with ASan + UBSan into its own folder (forked loader workers and
 # the programs the tests run are sanitized too); reports fail the run. Nothing runs on a
@@ -173,19 +177,21 @@ SANITIZE_SKIP  := test_charts test_device_check test_docs_links test_report test
 test-sanitize:
 	@echo "test-sanitize: ASan + UBSan build in $(SANITIZE_BUILD)/ for $(addprefix sm_,$(SANITIZE_ARCH)); not run: $(SANITIZE_SKIP)"
 	@$(MAKE) --no-print-directory BUILD=$(SANITIZE_BUILD) SANITIZE=1 CUDA_ARCH="$(SANITIZE_ARCH)" all
-	@TESTS_SKIP="$(SANITIZE_SKIP)" bash scripts/run-tests.sh $(SANITIZE_BUILD)
+	@TESTS_SKIP="$(SANITIZE_SKIP)" exec bash scripts/run-tests.sh $(SANITIZE_BUILD)
 
 # BENCH_REPETITIONS: repetitions of every benchmark, randomly interleaved (default 5);
 # BENCH_BUDGET=SECONDS bounds the run (what is cut is kept as partial); BENCH_VERBOSE=1
-# prints every program's full console (always in results/<run>/logs/).
+# prints every program's full console (always in results/<run>/logs/). A signal to make
+# (timeout 40 make bench) stops the running program too and keeps what finished (see
+# scripts/run-suite.sh; the runner is exec'd, as for make test).
 BENCH_REPETITIONS ?= 5
 bench: all
-	@BENCH_REPETITIONS=$(BENCH_REPETITIONS) bash scripts/run-suite.sh $(BUILD)
+	@BENCH_REPETITIONS=$(BENCH_REPETITIONS) exec bash scripts/run-suite.sh $(BUILD)
 
 # The quick pass of every practice (scripts/quick-pass.txt, shared with the GPU check):
 # the same outputs in ~5 min on one GPU. Its own repetitions (4) unless BENCH_REPETITIONS is set.
 bench-quick: all
-	@BENCH_PLAN=scripts/quick-pass.txt BENCH_COMMAND="make bench-quick" bash scripts/run-suite.sh $(BUILD)
+	@BENCH_PLAN=scripts/quick-pass.txt BENCH_COMMAND="make bench-quick" exec bash scripts/run-suite.sh $(BUILD)
 
 # RESULTS is a path, data: make neither expands it (a $(shell ...) in a folder name would
 # run) nor exports it (exporting expands it); the recipes set its text, single-quoted, as a

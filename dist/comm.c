@@ -2,6 +2,7 @@
 #include "dist/comm.h"
 
 #include <cuda_runtime_api.h>
+#include <errno.h>
 #include <mpi.h>
 #include <nccl.h>
 #include <stdio.h>
@@ -92,10 +93,22 @@ static int create(DistComm *c, const DistEnv *env, DistCommKind kind)
 {
     bool mpi_launch = dist_env_has_mpi(env);
     if (kind == DIST_COMM_MPI || mpi_launch) {
-        if (kind == DIST_COMM_MPI && env->world > 1 && !mpi_launch)
-            return error_set(ERROR_BAD_USAGE, "rank %d: CPU ranks talk over MPI: launch them with mpirun or srun "
-                             "(or --nproc-per-node, which runs mpirun), not with %s variables alone",
-                             env->rank, dist_launch_name(env->launch));
+        if (kind == DIST_COMM_MPI && env->world > 1 && !mpi_launch) {
+            // e.g. `train --ddp` in an sbatch script without srun: SLURM_PROCID=0 and
+            // SLURM_NTASKS=4 describe the script itself, one process
+            const char *why = env->launch == DIST_LAUNCH_SLURM
+                                  ? "inside an sbatch script without srun they describe the script itself, one process"
+                                  : "they describe a world this process was not started into by an MPI launcher "
+                                    "(a parent torchrun's, or set by hand)";
+            const char *whose = env->launch == DIST_LAUNCH_SLURM ? "SLURM's" : "torchrun-style";
+            return error_set(ERROR_BAD_USAGE,
+                             "rank %d: CPU ranks talk over MPI, but this process has only %s variables (%s) and "
+                             "none of an MPI launcher's (OMPI_COMM_WORLD_SIZE, PMIX_RANK): %s. Start the %d ranks "
+                             "with srun (srun -n %d --mpi=pmix %s --ddp ...), mpirun (mpirun -np %d %s --ddp ...) "
+                             "or --nproc-per-node %d in place of --ddp (%s starts them)",
+                             env->rank, whose, env->vars, why, env->world, env->world, program_invocation_short_name,
+                             env->world, program_invocation_short_name, env->world, program_invocation_short_name);
+        }
         TRY(mpi_start(c));
         int rank = 0, world = 0;
         MPI_TRY(c->rank, MPI_Comm_rank(MPI_COMM_WORLD, &rank));

@@ -41,6 +41,15 @@ static const Names launchers[] = {
     {DIST_LAUNCH_SLURM, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
 };
 
+// Appends " NAME=value" (the first without the space) to env->vars when NAME is set.
+static void note_var(DistEnv *env, const char *name)
+{
+    const char *v = getenv(name);
+    size_t n = strlen(env->vars);
+    if (v && n + 1 < sizeof env->vars)
+        snprintf(env->vars + n, sizeof env->vars - n, "%s%s=%s", n ? " " : "", name, v);
+}
+
 static int read_var(const char *name, int min, int max, int def, int *out)
 {
     const char *v = getenv(name);
@@ -73,6 +82,11 @@ int dist_env_detect(DistEnv *env)
     if (port && dist_parse_int(port, "MASTER_PORT", 1, 65535, &env->master_port) != 0) return -1;
     if (!found) return 0;
     env->launch = found->launch;
+    const char *seen[] = {found->rank, found->world, found->local_rank, found->local_world,
+                          found->launch == DIST_LAUNCH_SLURM ? "SLURM_JOB_ID" : NULL,
+                          found->launch == DIST_LAUNCH_SLURM ? "SLURM_STEP_ID" : NULL};
+    for (size_t i = 0; i < sizeof seen / sizeof seen[0]; i++)
+        if (seen[i]) note_var(env, seen[i]);
     if (found->launch == DIST_LAUNCH_MPI) die_with_launcher();
     if (!getenv(found->world))
         return error_set(ERROR_BAD_USAGE, "%s is set but %s is missing: set both (the rank and the world size)",
@@ -94,6 +108,29 @@ int dist_env_detect(DistEnv *env)
         return error_set(ERROR_BAD_USAGE, "rank %d: %s=%d is not below %s=%d", env->rank,
                          found->local_rank, env->local_rank, found->local_world, env->local_world);
     return 0;
+}
+
+bool dist_env_is_launcher_var(const char *entry)
+{
+    static const char *const names[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                                        "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
+                                        "MASTER_ADDR", "MASTER_PORT", "DIST_SPAWN_LAUNCHER"};
+    static const char *const prefixes[] = {"SLURM_", "TORCHELASTIC_", "OMPI_", "PMI_", "PMIX_"};
+    // Open MPI's MCA settings are configuration (a container's, a test's), not a place in a
+    // world; these are the ones mpirun sets for the job it runs (its daemon, its job id).
+    static const char *const mca_of_a_job[] = {"OMPI_MCA_orte_", "OMPI_MCA_ess", "OMPI_MCA_pmix",
+                                               "OMPI_MCA_initial_wdir"};
+    size_t len = strcspn(entry, "=");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i]) == len && strncmp(entry, names[i], len) == 0) return true;
+    if (strncmp(entry, "OMPI_MCA_", 9) == 0) {
+        for (size_t i = 0; i < sizeof mca_of_a_job / sizeof mca_of_a_job[0]; i++)
+            if (strncmp(entry, mca_of_a_job[i], strlen(mca_of_a_job[i])) == 0) return true;
+        return false;
+    }
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+        if (strncmp(entry, prefixes[i], strlen(prefixes[i])) == 0) return true;
+    return false;
 }
 
 bool dist_env_has_mpi(const DistEnv *env)

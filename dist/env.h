@@ -3,6 +3,9 @@
 // LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), Open MPI's (OMPI_COMM_WORLD_RANK, _SIZE,
 // _LOCAL_RANK, _LOCAL_SIZE), SLURM's (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID); with
 // none of them, a world of one. Every bad value is an ERROR_BAD_USAGE naming the variable.
+// Such variables describe the process they were set for: a program that starts its own
+// ranks (dist/spawn.h) gives them none of those it inherited (dist_env_is_launcher_var),
+// only its own.
 #ifndef DIST_ENV_H
 #define DIST_ENV_H
 
@@ -24,6 +27,8 @@ typedef struct DistEnv {
     int rank, world, local_rank, local_world;
     char master_addr[256]; // "" when not set (needed only by the TCP rendezvous)
     int master_port;       // 0 when not set
+    char vars[320];        // the variables it was read from, for messages:
+                           // "SLURM_PROCID=0 SLURM_NTASKS=4 ..."; "" for a world of one
 } DistEnv;
 
 // Reads the environment as described above.
@@ -39,6 +44,13 @@ bool dist_env_has_mpi(const DistEnv *env);
 int dist_cpus_per_rank(const DistEnv *env);
 // "single", "torchrun", "mpirun", "srun".
 const char *dist_launch_name(DistLaunch launch);
+// True when `entry` ("NAME=value", or a NAME) is a variable by which a launcher tells a
+// process its place in a world: SLURM_*; torchrun's RANK, WORLD_SIZE, LOCAL_RANK,
+// LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, ROLE_RANK, ROLE_WORLD_SIZE, ROLE_NAME,
+// MASTER_ADDR, MASTER_PORT, TORCHELASTIC_*; Open MPI's OMPI_* (but not the OMPI_MCA_*
+// settings, other than those mpirun sets for the job it runs); PMI_*, PMIX_*; and
+// DIST_SPAWN_LAUNCHER.
+bool dist_env_is_launcher_var(const char *entry);
 // Parses a whole decimal int in [min, max]; -1 (ERROR_BAD_USAGE naming `what`) otherwise.
 int dist_parse_int(const char *text, const char *what, int min, int max, int *out);
 

@@ -14,6 +14,12 @@
 //   a kill of bench_ddp leaves sh and the launcher running): when the launcher's stdout is
 //   a pipe and nobody reads it any more, it stops its ranks as SIGPIPE would stop a
 //   program that wrote there.
+//
+// The ranks get only the launcher variables the launcher sets: inherited SLURM, torchrun,
+// Open MPI and PMI(x) ones (dist_env_is_launcher_var) describe the process that inherited
+// them. Inside an sbatch script (SLURM_PROCID=0, SLURM_NTASKS=4 for the script itself) or
+// under a parent torchrun (RANK, WORLD_SIZE) they made every rank take itself for rank 0 of
+// that world, and mpirun for a job step of the allocation.
 #include "dist/spawn.h"
 
 #include <errno.h>
@@ -30,6 +36,8 @@
 
 #include "dist/env.h"
 #include "kernels/error.h"
+
+extern char **environ;
 
 static double now_ms(void)
 {
@@ -115,6 +123,31 @@ static bool child_die_with_launcher(pid_t launcher)
     }
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     return getppid() == launcher;  // it died before the prctl: nobody would tell us
+}
+
+// The environment of a child: ours without launcher variables, then `extra` (n "NAME=value"
+// strings, the caller's). A malloc'd NULL-terminated array (the strings are not copied);
+// NULL when out of memory.
+static char **child_environ(char *const extra[], int n)
+{
+    int count = 0;
+    for (char **e = environ; *e; e++) count++;
+    char **env = malloc((size_t)(count + n + 1) * sizeof *env);
+    if (!env) return NULL;
+    int k = 0;
+    for (char **e = environ; *e; e++)
+        if (!dist_env_is_launcher_var(*e)) env[k++] = *e;
+    for (int i = 0; i < n; i++) env[k++] = extra[i];
+    env[k] = NULL;
+    return env;
+}
+
+// MASTER_ADDR or MASTER_PORT from the environment for our ranks, unless it belongs to a
+// world this process is a rank of (torchrun sets both beside RANK and WORLD_SIZE): NULL then.
+static const char *own_master_var(const char *name)
+{
+    if (getenv("RANK") || getenv("WORLD_SIZE") || getenv("TORCHELASTIC_RUN_ID")) return NULL;
+    return getenv(name);
 }
 
 // True when stdout is a pipe with no reader left: whoever started us has gone.
@@ -204,6 +237,13 @@ static int run_mpirun(const DistSpawnConfig *cfg, char *const argv[])
     if (!args) return error_set(ERROR_OUT_OF_MEMORY, "spawn: out of memory");
     for (int i = 0; i < h; i++) args[i] = (char *)head[i];
     for (int i = 0; i < argc; i++) args[h + i] = argv[i];
+    char launcher_var[48] = "DIST_SPAWN_LAUNCHER=";  // the child writes its pid in (after fork)
+    char *extra[] = {launcher_var};
+    char **env = child_environ(extra, 1);
+    if (!env) {
+        free(args);
+        return error_set(ERROR_OUT_OF_MEMORY, "spawn: out of memory");
+    }
     pid_t launcher = getpid();
     Forwarding fw;
     forward_as_group = 0;  // mpirun stops its own ranks (they sit in groups of their own)
@@ -214,19 +254,20 @@ static int run_mpirun(const DistSpawnConfig *cfg, char *const argv[])
     if (pid < 0) {
         forwarding_stop(&fw);
         free(args);
+        free(env);
         return error_set(ERROR_LIBRARY, "spawn: fork: %s", strerror(errno));
     }
     if (pid == 0) {
         if (!child_die_with_launcher(launcher)) _exit(143);
-        char v[32];
-        snprintf(v, sizeof v, "%d", (int)getpid());
-        setenv("DIST_SPAWN_LAUNCHER", v, 1);  // the ranks die with mpirun (dist/env.c)
-        execvp("mpirun", args);
+        // the ranks die with mpirun (dist/env.c)
+        snprintf(launcher_var, sizeof launcher_var, "DIST_SPAWN_LAUNCHER=%d", (int)getpid());
+        execvpe("mpirun", args, env);
         fprintf(stderr, "spawn: cannot run mpirun (install openmpi-bin): %s\n", strerror(errno));
         _exit(127);
     }
     forward_to[0] = pid;
     free(args);
+    free(env);
     // a signal that came between forwarding_start and now found no target: send it on
     if (forwarded_signal) kill(pid, forwarded_signal);
     int grace = cfg->grace_ms > 0 ? cfg->grace_ms : 3000;
@@ -242,12 +283,21 @@ int dist_spawn_local(const DistSpawnConfig *cfg, char *const argv[])
         return error_set(ERROR_BAD_USAGE, "--nproc-per-node %d: at most %d local ranks", cfg->nproc, FORWARD_MAX);
     if (!argv || !argv[0]) return error_set(ERROR_BAD_USAGE, "spawn: no command");
     if (cfg->use_mpirun) return run_mpirun(cfg, argv);
-    const char *addr = cfg->master_addr ? cfg->master_addr : getenv("MASTER_ADDR");
+    const char *addr = cfg->master_addr ? cfg->master_addr : own_master_var("MASTER_ADDR");
     if (!addr) addr = "127.0.0.1";
     int port = cfg->master_port;
-    if (port == 0 && getenv("MASTER_PORT") && dist_parse_int(getenv("MASTER_PORT"), "MASTER_PORT", 1, 65535, &port) != 0)
-        return -1;
+    const char *port_var = own_master_var("MASTER_PORT");
+    if (port == 0 && port_var && dist_parse_int(port_var, "MASTER_PORT", 1, 65535, &port) != 0) return -1;
     if (port == 0) port = 29500;
+    // each rank's variables: the rank written in before each fork
+    char rank_var[32], local_rank_var[32], world_var[32], local_world_var[32], port_str[32], addr_var[300];
+    snprintf(world_var, sizeof world_var, "WORLD_SIZE=%d", cfg->nproc);
+    snprintf(local_world_var, sizeof local_world_var, "LOCAL_WORLD_SIZE=%d", cfg->nproc);
+    snprintf(port_str, sizeof port_str, "MASTER_PORT=%d", port);
+    snprintf(addr_var, sizeof addr_var, "MASTER_ADDR=%s", addr);
+    char *extra[] = {rank_var, local_rank_var, world_var, local_world_var, port_str, addr_var};
+    char **env = child_environ(extra, 6);
+    if (!env) return error_set(ERROR_OUT_OF_MEMORY, "spawn: out of memory");
     pid_t launcher = getpid();
     Forwarding fw;
     forward_as_group = 1;  // a rank's own children (loader workers) get what it gets
@@ -256,19 +306,15 @@ int dist_spawn_local(const DistSpawnConfig *cfg, char *const argv[])
     forwarding_start(&fw);
     int started = 0;
     for (; started < cfg->nproc && !forwarded_signal; started++) {
+        snprintf(rank_var, sizeof rank_var, "RANK=%d", started);
+        snprintf(local_rank_var, sizeof local_rank_var, "LOCAL_RANK=%d", started);
         pid_t pid = fork();
         if (pid < 0) break;
         if (pid == 0) {
-            char v[32];
-            int r = started;
             setpgid(0, 0);  // SIGTERM reaches the rank's own children too
             if (!child_die_with_launcher(launcher)) _exit(143);
-            snprintf(v, sizeof v, "%d", r); setenv("RANK", v, 1); setenv("LOCAL_RANK", v, 1);
-            snprintf(v, sizeof v, "%d", cfg->nproc); setenv("WORLD_SIZE", v, 1); setenv("LOCAL_WORLD_SIZE", v, 1);
-            snprintf(v, sizeof v, "%d", port); setenv("MASTER_PORT", v, 1);
-            setenv("MASTER_ADDR", addr, 1);
-            execvp(argv[0], argv);
-            fprintf(stderr, "rank %d: cannot run %s: %s\n", r, argv[0], strerror(errno));
+            execvpe(argv[0], argv, env);
+            fprintf(stderr, "rank %d: cannot run %s: %s\n", started, argv[0], strerror(errno));
             _exit(127);
         }
         setpgid(pid, pid);  // as the child does: no window where a kill misses it
@@ -286,5 +332,6 @@ int dist_spawn_local(const DistSpawnConfig *cfg, char *const argv[])
     }
     int rc = wait_for_children(started, grace, "ranks", first_failure);
     forwarding_stop(&fw);
+    free(env);
     return rc;
 }

@@ -30,9 +30,9 @@ enum { MEAN_MAX = 8 };
 
 int dist_train_launch(int nproc, bool cpu, int argc, char **argv, int *exit_code)
 {
-    DistEnv env;
-    TRY(dist_env_detect(&env));
-    if (nproc <= 0 || env.launch != DIST_LAUNCH_SINGLE) return 0;
+    // --nproc-per-node starts its own world whatever launcher variables this process
+    // inherited (they describe it, not its ranks; the spawner gives the ranks none of them)
+    if (nproc <= 0) return 0;
     char **args = calloc((size_t)argc + 1, sizeof *args);
     if (!args) return error_set(ERROR_OUT_OF_MEMORY, "launch: out of memory");
     int n = 0;

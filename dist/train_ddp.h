@@ -15,10 +15,10 @@ extern "C" {
 
 typedef struct DistTrain DistTrain;
 
-// With nproc > 0 and no launcher around this process: runs argv (the flag
-// "--nproc-per-node" and its value, "=N" or a second word, replaced by "--ddp")
-// as nproc local ranks (mpirun for the CPU backend), waits, stores their exit status in
-// *exit_code and returns 1. Returns 0 when this process is already a rank (go on), -1 on error.
+// With nproc > 0: runs argv (the flag "--nproc-per-node" and its value, "=N" or a second
+// word, replaced by "--ddp") as nproc local ranks of a world of their own (mpirun for the
+// CPU backend; launcher variables this process inherited are not passed on), waits, stores
+// their exit status in *exit_code and returns 1. Returns 0 with nproc <= 0 (go on), -1 on error.
 int dist_train_launch(int nproc, bool cpu, int argc, char **argv, int *exit_code);
 // Joins the world around core (created from cfg: its backend picks MPI or NCCL; on CUDA
 // the rank's device is LOCAL_RANK, which cfg->device must already be). global_batch must

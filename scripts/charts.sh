@@ -7,14 +7,14 @@
 # describes the description format); paths reach it as arguments, never as gnuplot code.
 # A run cut at its deadline draws what exists: an empty CSV is a warning naming it, rows
 # with status partial are drawn, and the exit status is 0 unless a CSV is garbage.
-# usage: charts.sh [RESULTS_DIR]   (default: the newest folder under results/)
+# usage: charts.sh [RESULTS_DIR]   (default: the newest run under results/, scripts/results-dir.sh)
 # Environment: CLAIMS_CSV  the claims file (default bench/claims.csv)
 #              CHARTS_OUT  write the charts here instead of RESULTS_DIR/charts
 #              CHARTS_DESCRIPTIONS  the folder of *.charts descriptions (default scripts/charts)
 #              CHART_FORMATS  svg (default), png, or both ("svg png")
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-dir=${1:-$(ls -1td results/*/ 2>/dev/null | head -n 1)}
+dir=${1:-$(bash "$here/results-dir.sh" newest results 2>/dev/null)}
 dir=${dir%/}
 if [[ -z $dir || ! -d $dir ]]; then
   echo "charts: no results folder (run make bench first, or pass RESULTS=dir)" >&2

@@ -352,7 +352,7 @@ def partial_rows(results, program):
 
 
 def cmd_status(results):
-    """suite-status.tsv as a markdown table; a program cut at its deadline says so."""
+    """suite-status.tsv as a markdown table; a program cut short (its deadline, a stop) says so."""
     print("| program | status | ok | skipped | errors | seconds | reason |")
     print("|---|---|---|---|---|---|---|")
     with open(os.path.join(results, "suite-status.tsv"), newline="", encoding="utf-8") as f:
@@ -361,7 +361,7 @@ def cmd_status(results):
         r = (r + [""] * 7)[:7]
         cut = partial_rows(results, r[0])
         if cut:
-            r[1] = f"partial (cut at the deadline: {cut[0]} of {cut[1]} rows)"
+            r[1] = f"partial (cut short: {cut[0]} of {cut[1]} rows)"
         print("| " + " | ".join(md(x) for x in r) + " |")
     empty = [f"{r[0]} ({r[0]}.csv {why})" for r in sorted(table[1:]) if r and (why := csv_state(results, r[0]))]
     if empty:  # a program cut before its first row, or not run: a note, not a failure
@@ -406,12 +406,12 @@ def cmd_digest(results):
                 skipped += int(number(r.get("skipped")) or 0)
                 failed += int(number(r.get("errors")) or 0)
                 if partial_rows(results, r.get("program", "")):
-                    partial += 1  # cut at the deadline: what it finished is kept
+                    partial += 1  # cut short (its deadline, a stop): what it finished is kept
                 elif r.get("status") == "failed" and not number(r.get("errors")):
                     failed += 1  # a program that crashed, timed out or was not run
     except OSError:
         pass
-    cut = f"; {partial} program{'s' if partial != 1 else ''} partial (cut at the deadline)" if partial else ""
+    cut = f"; {partial} program{'s' if partial != 1 else ''} partial (cut short)" if partial else ""
     print(f"Benchmarks: {ran} ran, {skipped} skipped, {failed} failed{cut}")
     try:
         rows = summary_rows(results)

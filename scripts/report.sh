@@ -4,12 +4,12 @@
 # in scripts/claims.py), what ran and what was skipped and why, the speedups, the charts;
 # with DIR/twin/twin.csv (scripts/twin_compare.py), the credibility section first: the core's
 # step time and memory against PyTorch's on the same machine.
-# usage: report.sh [RESULTS_DIR]   (default: the newest folder under results/)
+# usage: report.sh [RESULTS_DIR]   (default: the newest run under results/, scripts/results-dir.sh)
 # Environment: CLAIMS_CSV  the claims file (default bench/claims.csv)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 claims=${CLAIMS_CSV:-$here/../bench/claims.csv}
-dir=${1:-$(ls -1td results/*/ 2>/dev/null | head -n 1)}
+dir=${1:-$(bash "$here/results-dir.sh" newest results 2>/dev/null)}
 dir=${dir%/}
 if [[ -z $dir || ! -d $dir ]]; then
   echo "report: no results folder (run make bench first, or pass RESULTS=dir)" >&2

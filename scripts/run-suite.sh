@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `make bench`: runs every practice program in BUILD with JSON and tidy-CSV output
-# into results/<gpu>_<driver>_<yyyymmdd-hhmm>/ (cpu_<host>_... without a GPU), keeps
-# going past a program that fails, then writes the speedup summary, the charts and
-# report.md, and ends with a table of what ran, what was skipped and why.
+# into results/<gpu>_<driver>_<yyyymmdd-hhmmss>-<4 hex>/ (cpu_<host>_... without a GPU;
+# scripts/results-dir.sh makes it, never one another run has), keeps going past a program
+# that fails, then writes the speedup summary, the charts and report.md, and ends with a
+# table of what ran, what was skipped and why.
 #
 # Environment:
 #   BENCH_ARGS     extra flags for every program (e.g. --benchmark_min_time=0.05)
@@ -13,7 +14,8 @@
 #                  randomly interleaved so that drift hits baseline and tuned alike; each
 #                  repetition's value goes to <name>.reps.csv and into the statistics
 #   BENCH_TIMEOUT  seconds one program may run before it is stopped (default 1800; 0: no limit)
-#   RESULTS_DIR    write here instead of results/<slug>_<date>
+#   RESULTS_DIR    write here instead of a new folder results/<slug>_<date>-<suffix>
+#   RESULTS_ROOT   make that new folder here instead of in results/
 #   BENCH_NO_CHARTS=1  skip the charts (a machine without gnuplot; `make charts` later)
 #   BENCH_DEADLINE     a time (seconds since the epoch) by which everything, summary and
 #                      report included, must be done: each program gets at most twice its
@@ -44,15 +46,65 @@
 # lists, its rows and the time it took go to suite-plan.tsv and to the output.
 #
 # The time plan: before running, each program's rows (--benchmark_list_tests with its
-# filter), repetitions and estimated time: what the newest earlier results folder of this
-# machine (same context slug, beside the new one) made the same way (the same BENCH_PLAN,
-# BENCH_ARGS and BENCH_ARGS_<name>) took for the program, scaled by rows and repetitions
-# when they differ; a program no earlier run has is estimated from its rows'
+# filter), repetitions and estimated time: what the newest earlier run on the same hardware
+# (beside the new folder; the same CPU model, cores and threads, GPU name, count and maximum
+# SM clock in its context.txt, whatever its host name or slug) made the same way (the same
+# BENCH_PLAN, BENCH_ARGS and BENCH_ARGS_<name>) took for the program, scaled by rows and
+# repetitions when they differ; a program no such run has is estimated from its rows'
 # minimum times (the min_time in each benchmark's name, else 0.5 s).
+#
+# Stopped by SIGTERM, SIGINT or SIGHUP (timeout(1) and CI systems signal make's whole
+# process group, as scancel and container runtimes do; Ctrl-C; a closed terminal): each
+# program runs under its own timeout(1), in a process group of its own that such a signal
+# does not reach, so run-suite sends it on to the running program's group and gives the
+# program 5 seconds (stop_grace) to write what it finished (the harness does on SIGINT,
+# SIGTERM and SIGHUP) before SIGKILL; it is recorded as partial (not run without a row),
+# the programs after it as not run, the summary and report of what finished are written
+# (no charts: `make charts` draws them) and run-suite exits 128 + the signal. Nothing it
+# started runs on.
 set -uo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
 timeout_s=${BENCH_TIMEOUT:-1800}
+
+# --- Stopping (see above) -------------------------------------------------------------
+stop_signal="" child="" stop_grace=5
+on_signal() {
+  # one is enough: timeout(1) signals make, make signals us, and timeout signals the group
+  [[ -n $stop_signal ]] && return 0
+  stop_signal=$1
+  [[ -n $child ]] && kill -s "$1" -- "-$child" "$child" 2>/dev/null
+  return 0
+}
+trap 'on_signal TERM' TERM
+trap 'on_signal INT' INT
+trap 'on_signal HUP' HUP
+# Waits for the background command $child (a timeout(1), which leads a process group of
+# its own) and sets rc to its exit status. A stop signal interrupts the wait: the command
+# has been told (on_signal) and gets stop_grace seconds before its whole group is killed.
+wait_child() {
+  local r r2 waited=0
+  # a signal that came between the start and `child=$!` found no one to tell
+  [[ -n $stop_signal ]] && kill -s "$stop_signal" -- "-$child" "$child" 2>/dev/null
+  while :; do
+    wait "$child"
+    r=$?
+    if ! kill -0 "$child" 2>/dev/null; then
+      wait "$child" 2>/dev/null # its status, when the wait above was cut short as it ended
+      r2=$?
+      ((r2 != 127)) && r=$r2
+      break
+    fi
+    [[ -n $stop_signal ]] || continue
+    while kill -0 "$child" 2>/dev/null && ((waited < stop_grace * 10)); do
+      sleep 0.1
+      waited=$((waited + 1))
+    done
+    kill -s KILL -- "-$child" "$child" 2>/dev/null
+  done
+  rc=$r child=""
+}
+stop_status() { echo $((128 + $(kill -l "$stop_signal"))); }
 
 # The plan: shares (weights, percent) and defaults for what the caller did not set.
 declare -A plan_share=()
@@ -116,8 +168,12 @@ if ((${#programs[@]} == 0)); then
   exit 1
 fi
 
-slug=$("$build/context" --slug) || { echo "run-suite: $build/context failed" >&2; exit 1; }
-out=${RESULTS_DIR:-results/${slug}_$(date -u +%Y%m%d-%H%M)}
+slug=$("$build/context" --slug) && context=$("$build/context") ||
+  { echo "run-suite: $build/context failed" >&2; exit 1; }
+# The new folder is made once the plan is done (none for BENCH_PLAN_ONLY=1); earlier runs
+# are looked for where it will be.
+results_root=${RESULTS_ROOT:-results}
+[[ -n ${RESULTS_DIR:-} ]] && results_root=$(dirname "$RESULTS_DIR")
 
 verbose=${BENCH_VERBOSE:-0}
 [[ $verbose == 1 ]] || verbose=0
@@ -134,17 +190,24 @@ duration() {
   else echo "$s s"; fi
 }
 
-echo "run-suite: $nprog practice programs -> $out"
+echo "run-suite: $nprog practice programs"
 
 # --- The time plan -------------------------------------------------------------------
-# Earlier results folders of this machine, newest first: beside the new one (same slug).
-previous=()
-earlier=("$(dirname "$out")/${slug}"_*/) # yyyymmdd-hhmm: in time order
-for ((k = ${#earlier[@]} - 1; k >= 0; k--)); do
-  d=${earlier[k]%/}
-  [[ $(realpath -m "$d") == "$(realpath -m "$out")" ]] && continue
-  [[ -s $d/suite-status.tsv ]] && previous+=("$d")
-done
+# What decides speed, from a context (context.txt's lines on stdin): the CPU model, its
+# cores and the CPU backend's threads, the GPU's name, count and maximum SM clock. Not the
+# host name (the slug): two machines called "vm" may be an Intel and an AMD one.
+speed_key() {
+  awk -F= '$1 ~ /^(host_cpu|host_cores|cpu_threads|gpu_name|gpu_count|gpu_sm_clock_max_mhz)$/' | sort
+}
+this_key=$(speed_key <<<"$context")
+# Earlier runs on this hardware beside the new folder, newest first; and how many others.
+previous=() other_hardware=0
+while IFS= read -r d; do
+  [[ -s $d/suite-status.tsv ]] || continue
+  [[ -n ${RESULTS_DIR:-} && $(realpath -m "$d") == "$(realpath -m "$RESULTS_DIR")" ]] && continue
+  if [[ $(speed_key <"$d/context.txt") == "$this_key" ]]; then previous+=("$d")
+  else other_hardware=$((other_hardware + 1)); fi
+done < <(bash "$here/results-dir.sh" runs "$results_root" 2>/dev/null)
 # What an earlier folder says of a program: "seconds rows repetitions", or nothing when
 # it did not run there in full (not run, partial) or ran it otherwise: another plan (the
 # quick pass against a full run), other BENCH_ARGS or other arguments of its own (a quick
@@ -180,6 +243,11 @@ estimate_from_min_times() { # listing-file program-args...
 plan_tmp=$(mktemp -d) || exit 1
 monitor=""
 trap 'rm -rf "$plan_tmp"; [[ -n $monitor ]] && kill "$monitor" 2>/dev/null' EXIT
+# Stopped before any program ran: nothing to keep (no results folder yet).
+stopped_in_plan() {
+  echo "run-suite: stopped by SIG$stop_signal while planning: no program ran, no results folder" >&2
+  exit "$(stop_status)"
+}
 listed_of=() estimate_of=() source_of=()
 plan_total=0 from_previous=""
 for prog in "${programs[@]}"; do
@@ -187,7 +255,11 @@ for prog in "${programs[@]}"; do
   prog_args_var=BENCH_ARGS_$name
   read -r -a prog_args <<<"${!prog_args_var:-}"
   listing="$plan_tmp/$name.list"
-  timeout 30 "$prog" --benchmark_list_tests "${extra_args[@]}" "${prog_args[@]}" 2>/dev/null | grep / >"$listing"
+  timeout 30 "$prog" --benchmark_list_tests "${extra_args[@]}" "${prog_args[@]}" >"$listing.all" 2>/dev/null &
+  child=$!
+  wait_child
+  [[ -n $stop_signal ]] && stopped_in_plan
+  grep / "$listing.all" >"$listing"
   listed=$(grep -c / "$listing")
   est="" src=""
   # An earlier run with the same rows and repetitions first, else the newest with the
@@ -215,7 +287,10 @@ for prog in "${programs[@]}"; do
   plan_total=$((plan_total + est))
 done
 echo
-echo "Time plan ($repetitions repetitions each; estimates from ${from_previous:+the previous run on this machine, else }the rows' minimum times):"
+if [[ -z $from_previous ]] && ((other_hardware > 0)); then
+  echo "No earlier run on this hardware ($(awk 'NR > 1 { printf ", " } { printf "%s", $0 }' <<<"$this_key")): estimates from the rows' minimum times ($other_hardware earlier runs in $results_root were on other hardware)"
+fi
+echo "Time plan ($repetitions repetitions each; estimates from ${from_previous:+the newest earlier run on this hardware, else }the rows' minimum times):"
 {
   printf 'program\trows\trepetitions\testimate\tfrom\n'
   for ((k = 0; k < nprog; k++)); do
@@ -233,15 +308,21 @@ if [[ -n $budget ]]; then
 fi
 
 if [[ ${BENCH_PLAN_ONLY:-} == 1 ]]; then exit 0; fi
+[[ -n $stop_signal ]] && stopped_in_plan
 
-
-
+if [[ -n ${RESULTS_DIR:-} ]]; then
+  out=$RESULTS_DIR
+  mkdir -p "$out" || exit 1
+else
+  out=$(bash "$here/results-dir.sh" create "$results_root" "$slug") || exit 1
+fi
+echo "run-suite: writing $out"
 mkdir -p "$out/logs" || exit 1
 status="$out/suite-status.tsv"
 printf 'program\tstatus\tok\tskipped\terrors\tseconds\treason\n' >"$status"
 plan_out="$out/suite-plan.tsv"
 printf 'program\tshare_percent\tshare_s\tlimit_s\tbenchmarks\trepetitions\trows\tseconds\testimate_s\n' >"$plan_out"
-"$build/context" >"$out/context.txt"
+printf '%s\n' "$context" >"$out/context.txt"
 {
   echo "command: ${BENCH_COMMAND:-make bench${BENCH_ARGS:+ BENCH_ARGS=\"$BENCH_ARGS\"}${BENCH_FILTER:+ BENCH_FILTER=\"$BENCH_FILTER\"}}"
   echo "repetitions: $repetitions${rep_args[1]:+ (randomly interleaved)}"
@@ -315,6 +396,13 @@ for prog in "${programs[@]}"; do
   weight=${weights[i - 1]} listed=${listed_of[i - 1]} estimate=${estimate_of[i - 1]}
   prog_args_var=BENCH_ARGS_$name
   read -r -a prog_args <<<"${!prog_args_var:-}"
+  if [[ -n $stop_signal ]]; then
+    echo "[$i/$nprog] $name not run: run-suite was stopped (SIG$stop_signal)"
+    printf '%s\t%s\t%d\t%d\t%d\t%d\t%s\n' "$name" "not run" 0 0 0 0 "run-suite was stopped (SIG$stop_signal)" >>"$status"
+    printf '%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n' "$name" $((100 * weight / weight_total)) 0 0 "$listed" \
+      "$repetitions" 0 0 "$estimate" >>"$plan_out"
+    continue
+  fi
   if ((verbose)); then
     echo
     echo "[$i/$nprog] $name  (log: $out/logs/$name.log)"
@@ -357,17 +445,21 @@ for prog in "${programs[@]}"; do
     progress_loop "$i" "$name" "$listed" "$estimate" &
     monitor=$!
   fi
-  # SIGINT first (the harness keeps what it measured), SIGKILL kill_after seconds later
-  run_cmd=(timeout --signal=INT --kill-after="$kill_after" "$limit" "${stdbuf_cmd[@]}" "$prog"
-    --benchmark_out="$out/$name.json" --benchmark_out_format=json
-    --harness_csv="$out/$name.csv" "${rep_args[@]}" "${extra_args[@]}" "${prog_args[@]}")
+  # SIGINT first (the harness keeps what it measured), SIGKILL kill_after seconds later.
+  # In the background, so that a stop signal is handled at once (bash runs a trap only
+  # after a foreground command ends); verbose: the log on the terminal as it grows.
+  timeout --signal=INT --kill-after="$kill_after" "$limit" "${stdbuf_cmd[@]}" "$prog" \
+    --benchmark_out="$out/$name.json" --benchmark_out_format=json \
+    --harness_csv="$out/$name.csv" "${rep_args[@]}" "${extra_args[@]}" "${prog_args[@]}" \
+    >"$out/logs/$name.log" 2>&1 &
+  child=$!
+  follower=""
   if ((verbose)); then
-    "${run_cmd[@]}" 2>&1 | tee "$out/logs/$name.log"
-    rc=${PIPESTATUS[0]}
-  else
-    "${run_cmd[@]}" >"$out/logs/$name.log" 2>&1
-    rc=$?
+    tail -n +1 -s 0.2 -f --pid="$child" "$out/logs/$name.log" &
+    follower=$!
   fi
+  wait_child
+  [[ -n $follower ]] && wait "$follower" 2>/dev/null
   if [[ -n $monitor ]]; then
     kill "$monitor" 2>/dev/null
     wait "$monitor" 2>/dev/null
@@ -386,18 +478,21 @@ for prog in "${programs[@]}"; do
   for f in "$out/$name.csv" "$out/$name.reps.csv"; do
     [[ -f $f ]] && (($(awk 'NR > 1 && NF { n++ } END { print n + 0 }' "$f") == 0)) && rm -f "$f"
   done
-  cut=0
+  cut=0 cut_by="at the deadline"
   ((rc == 124 || rc == 137)) && cut=1
+  # stopped (a program that ended whole as the signal came is not cut)
+  [[ -n $stop_signal ]] && ((rc != 0)) && cut=1 cut_by="by SIG$stop_signal (run-suite was stopped)"
   if ((cut && rows == 0)); then
     # nothing finished: leave no empty CSV (or JSON) to trip what reads the folder
     rm -f "$out/$name.csv" "$out/$name.json" "$out/$name.reps.csv" "$out/$name.partial"
     state="not run" reason="cut at its ${limit}s share ($limited_by) before its first row"
+    [[ -n $stop_signal ]] && reason="cut $cut_by before its first row"
   elif ((cut)); then
     state=partial
     if [[ -s $out/$name.partial ]] && read -r done_rows planned_rows <"$out/$name.partial"; then
-      reason="cut at the deadline: $done_rows of $planned_rows rows"
+      reason="cut $cut_by: $done_rows of $planned_rows rows"
     else
-      reason="cut at the deadline after ${limit}s: $rows of $listed rows kept"
+      reason="cut $cut_by after ${secs}s: $rows of $listed rows kept"
     fi
   elif ((rc != 0 && errors == 0)); then state=failed reason="exit status $rc; see logs/$name.log.gz"
   elif ((errors > 0)); then state=failed
@@ -445,10 +540,13 @@ PY
   fi
 done
 
-# The summary, charts and report: their output to logs/finish.log unless verbose.
+# The summary, charts and report: their output to logs/finish.log unless verbose. Stopped,
+# what finished gets its summary and report at once; the charts wait for `make charts`.
+charts=1
+[[ -n ${BENCH_NO_CHARTS:-} || -n $stop_signal ]] && charts=0
 finish() {
   bash "$here/summarize.sh" "$out" || return 1
-  if [[ -z ${BENCH_NO_CHARTS:-} ]]; then bash "$here/charts.sh" "$out" || return 1; fi
+  if ((charts)); then bash "$here/charts.sh" "$out" || return 1; fi
   bash "$here/report.sh" "$out" || return 1
   # results/README.md: one line per run (GPU, driver, date, headline speedups)
   # only for the repository's own results/ (a RESULTS_DIR or -o elsewhere gets no index)
@@ -457,6 +555,9 @@ finish() {
   fi
 }
 echo
+if [[ -n $stop_signal ]]; then
+  echo "run-suite: stopped by SIG$stop_signal: the summary and report of what finished follow (charts: make charts RESULTS=$out)"
+fi
 if ((verbose)); then
   echo "run-suite: summary, charts and report"
   finish || any_failed=1
@@ -487,4 +588,5 @@ awk -F'\t' -v OFS='\t' '
 # largest measured effects and where the report is (scripts/claims.py digest).
 echo
 python3 "$here/claims.py" digest "$out" 2>/dev/null || echo "Report:     $out/report.md"
+[[ -n $stop_signal ]] && exit "$(stop_status)"
 exit $any_failed

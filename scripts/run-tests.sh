@@ -10,9 +10,11 @@
 # lines "failing NAME", "stopped NAME", "not_reached NAME", apart from the tests' own
 # output, which may hold such words).
 # Each program runs under its own timeout(1), in a process group of its own; a SIGTERM,
-# SIGINT or SIGHUP to this script (the GPU check's deadline) goes on to the groups of the
-# running tests, so they stop with it instead of running on beside what comes next. It then
-# ends with the tally so far and "tests not reached: ...", and exits 128 + the signal.
+# SIGINT or SIGHUP to this script (the GPU check's deadline) or to make's whole process
+# group (timeout 40 make test, scancel, Ctrl-C: that signal does not reach the tests' own
+# groups) goes on to the groups of the running tests, so they stop with it instead of
+# running on beside what comes next. It then ends with the tally so far and "tests not
+# reached: ...", and exits 128 + the signal.
 set -uo pipefail
 build=${1:-build}
 (($#)) && shift
@@ -83,7 +85,8 @@ stop() {
   # Ignored, not reset: timeout(1) sends its signal to us and then to our whole process group,
   # so a second one may come while we stop the tests; by default it would end us unprinted.
   trap '' TERM INT HUP
-  for pid in "${!running_name[@]}"; do kill -s "$sig" -- "-$pid" "$pid" 2>/dev/null; done
+  # every background job: also one started just before the signal and not yet recorded
+  for pid in "${!running_name[@]}" $(jobs -p); do kill -s "$sig" -- "-$pid" "$pid" 2>/dev/null; done
   for pid in "${!running_name[@]}"; do
     local waited=0 # 3 s to stop cleanly (the GPU check kills us 5 s after), then the group goes
     while kill -0 "$pid" 2>/dev/null && ((waited < 30)); do sleep 0.1; waited=$((waited + 1)); done
@@ -91,11 +94,12 @@ stop() {
     wait "$pid" 2>/dev/null
     cat "${running_files[$pid]}.log"
   done
+  for pid in $(jobs -p); do kill -s KILL -- "-$pid" "$pid" 2>/dev/null; done
   echo
   if ((${#broken[@]})); then printf 'failing: %s\n' "${broken[@]}"; fi
   # not a failure of the test: the caller's deadline came first
   for pid in "${!running_name[@]}"; do
-    echo "tests stopped: ${running_name[$pid]} (SIG$sig, the caller's deadline)"
+    echo "tests stopped: ${running_name[$pid]} (SIG$sig: run-tests was stopped)"
     echo "stopped ${running_name[$pid]}" >>"$status_file"
   done
   local rest=("${programs[@]:index}") p

@@ -680,7 +680,7 @@ def note_partial(d):
         except OSError:
             fields = []
         if len(fields) == 2 and all(x.isdigit() for x in fields):
-            warn("%s: cut at the deadline (%s of %s rows)" % (name[:-len(".partial")], fields[0], fields[1]))
+            warn("%s: cut short (%s of %s rows)" % (name[:-len(".partial")], fields[0], fields[1]))
         else:
             warn("%s is not 'rows_done rows_planned'" % os.path.join(d, name))
 

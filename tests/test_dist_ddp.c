@@ -557,6 +557,65 @@ static void test_bench_ddp_allreduce_rows_are_right(void **state)
     free(csv);
 }
 
+// What an sbatch script's environment holds (no srun: SLURM_PROCID=0 and SLURM_NTASKS=4
+// describe the script itself), and a parent torchrun's.
+#define SBATCH_ENV "SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_LOCALID=0 SLURM_JOB_ID=4242 SLURM_NTASKS_PER_NODE=4 "
+#define TORCHRUN_ENV "RANK=0 WORLD_SIZE=4 LOCAL_RANK=0 LOCAL_WORLD_SIZE=4 GROUP_RANK=0 MASTER_ADDR=10.255.255.1 " \
+                     "MASTER_PORT=29999 TORCHELASTIC_RUN_ID=parent "
+
+// `make bench` inside a batch job: bench_ddp's DDP rows all failed, its ranks reading the
+// batch script's SLURM variables ("CPU ranks talk over MPI ... not with srun variables
+// alone"), and the same under a parent torchrun. It starts its own ranks with only the
+// variables it sets: a DDP row and an all-reduce row pass with either in the environment.
+static void test_bench_ddp_rows_pass_inside_a_batch_job_and_torchrun(void **state)
+{
+    (void)state;
+    if (mpirun_missing()) skip();
+    const char *envs[] = {SBATCH_ENV, TORCHRUN_ENV};
+    const char *args = "--backend=cpu --benchmark_filter='ddp_scaling/ddp/.*devices:2|allreduce/in_place' --steps=1 "
+                       "--allreduce_max_bytes=8 --allreduce_iterations=1";
+    for (int i = 0; i < 2; i++) {
+        int rc = 0;
+        char *csv = bench_ddp_csv(envs[i], args, &rc);
+        assert_non_null(csv);
+        if (rc != 0) fail_msg("bench_ddp with %s: exit %d", envs[i], rc);
+        char v[512];
+        assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", "preset:tiny;batch:16;devices:2", "status", v, sizeof v));
+        if (strcmp(v, "ok") != 0) fail_msg("ddp_scaling/ddp with %s: %s", envs[i], v);
+        assert_true(test_csv_row_value(csv, "allreduce,in_place", "bytes:8", "status", v, sizeof v));
+        if (strcmp(v, "ok") != 0) fail_msg("allreduce/in_place with %s: %s", envs[i], v);
+        free(csv);
+    }
+}
+
+// train in a batch job: --nproc-per-node 2 starts its own two ranks (the script's
+// SLURM_NTASKS=4 is not theirs); --ddp alone refuses, naming the variables it saw and the
+// fix, instead of "not with srun variables alone" when no srun ran.
+static void test_train_inside_a_batch_job(void **state)
+{
+    (void)state;
+    if (mpirun_missing()) skip();
+    char out[128];
+    snprintf(out, sizeof out, "/tmp/test_dist_train_batch_%d.out", (int)getpid());
+    const char *flags = "--backend cpu --data tensor --preset mlp --steps 2 --batch-size 8 --log-every 1";
+    int rc = test_run(SBATCH_ENV "'%s/train' %s --nproc-per-node 2 >%s 2>&1", test_build_dir(), flags, out);
+    char *text = test_read_file(out, NULL);
+    assert_non_null(text);
+    if (rc != 0 || !strstr(text, "DDP rank 0 of 2")) fail_msg("train --nproc-per-node 2 in a batch job: exit %d:\n%s", rc, text);
+    free(text);
+    rc = test_run(SBATCH_ENV "'%s/train' %s --ddp >%s 2>&1", test_build_dir(), flags, out);
+    text = test_read_file(out, NULL);
+    assert_non_null(text);
+    printf("train --ddp in a batch job: exit %d: %s", rc, text);
+    assert_true(rc != 0);
+    const char *want[] = {"SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_LOCALID=0", "SLURM_JOB_ID=4242", "srun -n 4",
+                          "mpirun -np 4", "--nproc-per-node 4"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(text, want[i])) fail_msg("the refusal lacks '%s':\n%s", want[i], text);
+    free(text);
+    unlink(out);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--ddp-worker") == 0) return worker(argc, argv);
@@ -580,6 +639,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bench_ddp_cross_variant_figures_need_no_other_row),
         cmocka_unit_test(test_bench_ddp_missing_mpirun_is_a_failure),
         cmocka_unit_test(test_bench_ddp_allreduce_rows_are_right),
+        cmocka_unit_test(test_bench_ddp_rows_pass_inside_a_batch_job_and_torchrun),
+        cmocka_unit_test(test_train_inside_a_batch_job),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

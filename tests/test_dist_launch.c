@@ -3,7 +3,9 @@
 // forked ranks, a port in use, a missing MASTER_ADDR, a peer that never arrives, a world
 // size that disagrees), the local spawner (a failing rank stops the others), the
 // DistributedSampler's global order, and a world that does not divide the batch.
-// Every error must name the rank and what is wrong.
+// Every error must name the rank and what is wrong. Launcher variables a process inherited
+// (an sbatch script's SLURM_*, a parent torchrun's, mpirun's) never reach the ranks the
+// spawner starts, and the MPI refusal names the variables it saw and the fix.
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -21,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dist/comm.h"
 #include "dist/env.h"
 #include "dist/rendezvous.h"
 #include "dist/sampler.h"
@@ -30,7 +33,8 @@
 static const char *all_vars[] = {
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
-    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE",
+    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE", "SLURM_JOB_ID", "SLURM_STEP_ID",
+    "GROUP_RANK", "TORCHELASTIC_RUN_ID", "PMIX_RANK", "PMI_RANK", "OMPI_MCA_orte_hnp_uri", "OMPI_MCA_btl",
 };
 
 static int clean_env(void **state)
@@ -331,6 +335,90 @@ static void test_spawner_mpirun_leaves_ranks_unbound(void **state)
     assert_int_equal(dist_spawn_local(&cfg, argv), 0);
 }
 
+// Which variables are a launcher's (scrubbed from the ranks' environment) and which are
+// settings that stay (Open MPI's MCA parameters, CUDA's, anything else).
+static void test_launcher_vars_are_named(void **state)
+{
+    (void)state;
+    const char *launcher[] = {"SLURM_PROCID=0", "SLURM_JOB_ID", "RANK=1", "WORLD_SIZE", "LOCAL_RANK=0",
+                              "LOCAL_WORLD_SIZE=2", "GROUP_RANK=0", "ROLE_WORLD_SIZE=2", "MASTER_ADDR=h",
+                              "MASTER_PORT=1", "TORCHELASTIC_RUN_ID=x", "OMPI_COMM_WORLD_SIZE=2",
+                              "OMPI_UNIVERSE_SIZE=2", "OMPI_MCA_orte_hnp_uri=x", "OMPI_MCA_ess_base_jobid=1",
+                              "PMIX_RANK=0", "PMI_SIZE=2", "DIST_SPAWN_LAUNCHER=12"};
+    const char *kept[] = {"OMPI_MCA_btl=self", "OMPI_MCA_mca_base_component_disable_dlclose=1", "PATH=/bin",
+                          "CUDA_VISIBLE_DEVICES=0", "RANKING=1", "SLURMX=1", "OMP_NUM_THREADS=1", "MASTER=x"};
+    for (size_t i = 0; i < sizeof launcher / sizeof launcher[0]; i++)
+        if (!dist_env_is_launcher_var(launcher[i])) fail_msg("%s is not taken for a launcher's", launcher[i]);
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+        if (dist_env_is_launcher_var(kept[i])) fail_msg("%s is taken for a launcher's", kept[i]);
+}
+
+// What an sbatch script (no srun) and a parent torchrun, Open MPI and PMIx leave in the
+// environment of the program that runs there.
+static void set_inherited_launchers(void)
+{
+    setenv("SLURM_PROCID", "0", 1); setenv("SLURM_NTASKS", "4", 1); setenv("SLURM_LOCALID", "0", 1);
+    setenv("SLURM_JOB_ID", "4242", 1);
+    setenv("RANK", "7", 1); setenv("WORLD_SIZE", "9", 1); setenv("LOCAL_RANK", "7", 1); setenv("GROUP_RANK", "3", 1);
+    setenv("MASTER_ADDR", "10.255.255.1", 1); setenv("MASTER_PORT", "29999", 1); setenv("TORCHELASTIC_RUN_ID", "x", 1);
+    setenv("OMPI_COMM_WORLD_RANK", "5", 1); setenv("OMPI_COMM_WORLD_SIZE", "8", 1); setenv("PMIX_RANK", "5", 1);
+    setenv("PMI_RANK", "5", 1); setenv("OMPI_MCA_orte_hnp_uri", "1.0;tcp://10.255.255.1:1", 1);
+    setenv("OMPI_MCA_btl", "self,vader,tcp", 1);
+}
+
+// The spawner's ranks see only the variables it sets: none inherited from an sbatch
+// script, a parent torchrun (its MASTER_ADDR/PORT neither), mpirun or PMIx; settings such
+// as OMPI_MCA_btl stay. Forked ranks, and mpirun's ranks when mpirun is here.
+static void test_spawner_gives_ranks_only_its_own_variables(void **state)
+{
+    (void)state;
+    set_inherited_launchers();
+    const char *none_inherited =
+        "! env | grep -Eq '^(SLURM_|TORCHELASTIC_|GROUP_RANK=|PMI_RANK=|OMPI_MCA_orte_hnp_uri=1.0;)' && "
+        "[ \"$OMPI_MCA_btl\" = self,vader,tcp ] && ";
+    char check[1024];
+    snprintf(check, sizeof check, "%s [ \"$WORLD_SIZE\" = 2 ] && [ \"$RANK\" = \"$LOCAL_RANK\" ] && [ \"$RANK\" -lt 2 ] && "
+             "[ \"$MASTER_ADDR\" = 127.0.0.1 ] && [ \"$MASTER_PORT\" = 29500 ] && [ -z \"$OMPI_COMM_WORLD_SIZE\" ] && "
+             "[ -z \"$PMIX_RANK\" ] || { env | sort >&2; exit 9; }", none_inherited);
+    DistSpawnConfig cfg = {.nproc = 2, .grace_ms = 500};
+    char *argv[] = {"/bin/sh", "-c", check, NULL};
+    assert_int_equal(dist_spawn_local(&cfg, argv), 0);
+    if (system("command -v mpirun >/dev/null 2>&1") != 0) {
+        printf("skipped: mpirun not found (install openmpi-bin): the mpirun half\n");
+        return;
+    }
+    // mpirun's ranks: Open MPI's own variables for this job of 2, none of the parent's
+    snprintf(check, sizeof check, "%s [ \"$OMPI_COMM_WORLD_SIZE\" = 2 ] && [ -z \"$RANK$WORLD_SIZE$MASTER_ADDR\" ] "
+             "|| { env | sort >&2; exit 9; }", none_inherited);
+    DistSpawnConfig mpi = {.nproc = 2, .use_mpirun = true, .grace_ms = 500};
+    assert_int_equal(dist_spawn_local(&mpi, argv), 0);
+}
+
+// MPI ranks need an MPI launcher; a process with only SLURM variables (inside an sbatch
+// script, no srun) or torchrun-style ones is refused with the variables it saw and the
+// fix (srun, mpirun or --nproc-per-node), not "not with srun variables alone".
+static void test_mpi_refusal_names_the_variables_and_the_fix(void **state)
+{
+    (void)state;
+    setenv("SLURM_PROCID", "0", 1); setenv("SLURM_NTASKS", "4", 1); setenv("SLURM_LOCALID", "0", 1);
+    setenv("SLURM_JOB_ID", "4242", 1);
+    DistEnv env;
+    assert_int_equal(dist_env_detect(&env), 0);
+    DistComm *comm = NULL;
+    assert_int_equal(dist_comm_create(&env, DIST_COMM_MPI, 0, 1000, &comm), -1);
+    assert_null(comm);
+    const char *slurm[] = {"SLURM_PROCID=0 SLURM_NTASKS=4 SLURM_LOCALID=0 SLURM_JOB_ID=4242", "sbatch script",
+                           "srun -n 4", "mpirun -np 4", "--nproc-per-node 4"};
+    for (size_t i = 0; i < sizeof slurm / sizeof slurm[0]; i++) assert_error_has(slurm[i], NULL);
+    printf("%s\n", error_message());
+    clean_env(NULL);
+    setenv("RANK", "0", 1); setenv("WORLD_SIZE", "2", 1); setenv("LOCAL_RANK", "0", 1);
+    assert_int_equal(dist_env_detect(&env), 0);
+    assert_int_equal(dist_comm_create(&env, DIST_COMM_MPI, 0, 1000, &comm), -1);
+    const char *torchrun[] = {"RANK=0 WORLD_SIZE=2 LOCAL_RANK=0", "torchrun", "mpirun -np 2", "--nproc-per-node 2"};
+    for (size_t i = 0; i < sizeof torchrun / sizeof torchrun[0]; i++) assert_error_has(torchrun[i], NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -348,6 +436,9 @@ int main(void)
         cmocka_unit_test_setup(test_spawner_stops_the_others_when_one_fails, clean_env),
         cmocka_unit_test_setup(test_cpu_threads_per_rank, clean_env),
         cmocka_unit_test_setup(test_spawner_mpirun_leaves_ranks_unbound, clean_env),
+        cmocka_unit_test_setup(test_launcher_vars_are_named, clean_env),
+        cmocka_unit_test_setup_teardown(test_spawner_gives_ranks_only_its_own_variables, clean_env, clean_env),
+        cmocka_unit_test_setup_teardown(test_mpi_refusal_names_the_variables_and_the_fix, clean_env, clean_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -359,13 +359,15 @@ static void bench_sleeper(HarnessState *st, void *user)
 }
 
 // Its third run signals its own process and then works on, as a program cut at a deadline
-// by `timeout --signal=INT`: the harness must keep every repetition finished before.
+// by `timeout --signal=INT`: the harness must keep every repetition finished before. The
+// signal: TEST_HARNESS_CUT_SIGNAL's number, default SIGINT.
 static void bench_cut_me(HarnessState *st, void *user)
 {
     (void)user;
     static int calls;
     if (++calls == 3) {
-        kill(getpid(), SIGINT);
+        const char *sig = getenv("TEST_HARNESS_CUT_SIGNAL");
+        kill(getpid(), sig ? atoi(sig) : SIGINT);
         sleep(20);  // never reached its end: the harness exits
     }
     while (harness_keep_running(st)) usleep(1000);
@@ -556,6 +558,31 @@ static void test_cut_keeps_every_finished_repetition(void **state)
     free(dir);
 }
 
+// SIGHUP (a closed terminal; run-suite sends on the signal that stopped it) cuts the run as
+// SIGINT does: the repetitions done are kept, FILE.partial written, exit 128 + 1. It used
+// to kill the program with nothing written.
+static void test_sighup_cut_keeps_the_rows(void **state)
+{
+    (void)state;
+    char *dir = test_temp_dir();
+    assert_non_null(dir);
+    int rc = run_child(dir, "cut", "TEST_HARNESS_CUT_SIGNAL=1", "--benchmark_repetitions=3 --benchmark_filter=cut/cutter");
+    char *csv = test_read_in(dir, "cut.csv"), *partial = test_read_in(dir, "cut.partial");
+    if (rc != 129 || !csv || !partial) {
+        char *out = test_read_in(dir, "cut.out");
+        fail_msg("SIGHUP: exit %d, csv %s, partial %s; output:\n%s", rc, csv ? "written" : "none",
+                 partial ? "written" : "none", out ? out : "");
+    }
+    char status[32];
+    row_value(csv, "cutter", "status", status, sizeof status);
+    assert_string_equal(status, "partial");
+    assert_string_equal(partial, "2 3\n");
+    free(csv);
+    free(partial);
+    test_remove_tree(dir);
+    free(dir);
+}
+
 // A finished run leaves no FILE.partial and no partial rows.
 static void test_finished_run_is_not_partial(void **state)
 {
@@ -635,6 +662,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_json_keeps_google_benchmark_format_and_context),
         cmocka_unit_test(test_context_library_versions_match_headers),
         cmocka_unit_test(test_cut_keeps_every_finished_repetition),
+        cmocka_unit_test(test_sighup_cut_keeps_the_rows),
         cmocka_unit_test(test_finished_run_is_not_partial),
         cmocka_unit_test(test_errors_are_errors),
     };

@@ -195,7 +195,7 @@ static void test_report_headline_claims_table(void **state)
     expect_line(report, "| extra | x | 1 | 1.01x | n/a | n/a (1 repetition) |  |");
     expect_line(report, "| conv | never | 1 | - | n/a | did not reach |  |");
     // a program cut at its deadline
-    expect_line(report, "| cut | partial (cut at the deadline: 3 of 10 rows) | 3 | 0 | 0 | 50 |");
+    expect_line(report, "| cut | partial (cut short: 3 of 10 rows) | 3 | 0 | 0 | 50 |");
     // programs that left no rows are named (their CSV missing or empty), not a failed report
     expect_line(report, "No rows from: broken (broken.csv missing), cut (cut.csv empty), demo (demo.csv missing).");
     free(report);
@@ -228,7 +228,7 @@ static void test_end_of_run_digest(void **state)
                               test_dir), 0);
     char *text = read_in_dir("d.txt");
     expect_line(text, "Machine:    no GPU (no CUDA device (test)); host h, Test CPU, 2 cores\n");
-    expect_line(text, "Benchmarks: 6 ran, 3 skipped, 1 failed; 1 program partial (cut at the deadline)\n");
+    expect_line(text, "Benchmarks: 6 ran, 3 skipped, 1 failed; 1 program partial (cut short)\n");
     // each practice's largest effect, the three largest: 3.00x, 1.20x, 1.01x
     expect_line(text, "Largest:    demo/faster 3.00x [2.50-3.50]; gemm/tf32 3.00x [2.90-3.10]; few/fast 1.50x [1.20-1.80]\n");
     char want[1200];

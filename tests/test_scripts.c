@@ -2,7 +2,8 @@
 // (tests/fixtures/pin_memory_fixture.csv, made-up numbers for tests only):
 // speedup summary values, gnuplot charts that are real non-empty PNGs (skipped, visibly,
 // where gnuplot is missing, as on the GPU machine), report.md; bad arguments and missing
-// folders are clear errors.
+// folders are clear errors; `make test` stopped by a signal to its process group stops the
+// running test too.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -169,6 +171,50 @@ static void test_run_suite_bad_settings_are_refused(void **state)
     assert_int_equal(test_run("'%s/context' --slug >/dev/null 2>&1", test_build_dir()), 0);
 }
 
+// `timeout 40 make test`: SIGTERM to make's whole process group (timeout(1), scancel, CI).
+// The running test sits in a process group of its own (its timeout(1) makes one), which
+// that signal does not reach: run-tests sends it on, prints the tally so far and the tests
+// not reached, and make waits for it (the recipe execs the runner); within 10 s nothing of
+// the test is left.
+static void test_signal_to_make_test_stops_the_tests(void **state)
+{
+    (void)state;
+    char tests_dir[600], body[700], sleeper[64];
+    snprintf(tests_dir, sizeof tests_dir, "%s/build/tests", test_dir);
+    snprintf(sleeper, sizeof sleeper, "sleep %d.125", 700 + (int)(getpid() % 1000));
+    assert_int_equal(test_run("mkdir -p '%s'", tests_dir), 0);
+    test_write_script(tests_dir, "test_a", "echo '[  PASSED  ] 2 test(s).'");
+    snprintf(body, sizeof body, "touch '%s/b_started'; %s & wait", test_dir, sleeper);  // its own child
+    test_write_script(tests_dir, "test_b", body);
+    test_write_script(tests_dir, "test_c", "echo '[  PASSED  ] 1 test(s).'");
+    // the Makefile's own `make test` (-o all: the fake build is not rebuilt) in a group of
+    // its own, as timeout(1) makes one; the signal once test_b runs, to the whole group
+    double t0 = test_now_s();
+    int rc = test_run("cd '%s' && { setsid make -s -o all test BUILD='%s/build' TEST_JOBS=1 >'%s/out.txt' 2>&1 "
+                      "</dev/null & p=$!; i=0; while [ ! -e '%s/b_started' ] && [ $i -lt 300 ]; do sleep 0.1; "
+                      "i=$((i + 1)); done; kill -TERM -$p; wait $p; }",
+                      test_suite_root(), test_dir, test_dir, test_dir);
+    double took = test_now_s() - t0;
+    char *text = test_read_in(test_dir, "out.txt");
+    assert_non_null(text);
+    printf("make test, SIGTERM to its group: exit %d, %.1f s in all\n%s", rc, took, text);
+    assert_true(rc != 0);
+    const char *want[] = {"tests stopped: test_b (SIGTERM", "tests not reached: test_c",
+                          "tests: 2 passed, 0 failed, 0 skipped (stopped by SIGTERM)"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(text, want[i])) fail_msg("make test's output lacks '%s':\n%s", want[i], text);
+    free(text);
+    int left = 1;
+    for (int i = 0; i < 100 && left; i++) {
+        left = test_run("pgrep -f '^%s$' >/dev/null", sleeper) == 0;
+        if (left) usleep(100 * 1000);
+    }
+    if (left) {
+        test_run("for p in $(pgrep -f '^%s$'); do kill -KILL $p; done", sleeper);
+        fail_msg("'%s' of the stopped test still ran 10 s after make ended", sleeper);
+    }
+}
+
 // The GPU machine has no gnuplot: its charts are drawn back home (make charts). Tests
 // that draw say so and skip there, visibly.
 static bool gnuplot_missing(void)
@@ -271,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_summary_rejects_a_file_that_is_not_tidy_csv),
         cmocka_unit_test(test_summary_bad_arguments_are_clear_errors),
         cmocka_unit_test(test_run_suite_bad_settings_are_refused),
+        cmocka_unit_test(test_signal_to_make_test_stops_the_tests),
         cmocka_unit_test(test_charts_are_non_empty_svgs),
         cmocka_unit_test(test_report_embeds_charts_and_speedups),
         cmocka_unit_test(test_make_targets_treat_paths_as_data),

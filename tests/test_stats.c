@@ -608,7 +608,7 @@ static void test_cut_run_is_summarized(void **state)
     assert_non_null(out);
     if (rc != 0) fail_msg("summarize of a cut run failed (%d): %s", rc, out);
     if (!strstr(out, "empty.csv")) fail_msg("no warning naming empty.csv: %s", out);
-    if (!strstr(out, "fx: cut at the deadline (3 of 10 rows)")) fail_msg("no note of the cut program: %s", out);
+    if (!strstr(out, "fx: cut short (3 of 10 rows)")) fail_msg("no note of the cut program: %s", out);
     free(out);
     char *s = test_read_in(test_dir, "cut/summary.csv"), line[1024];
     assert_non_null(s);

@@ -166,12 +166,10 @@ int ddp_bench_worker_main(int argc, char **argv)
         fprintf(stderr, "bench_ddp: %s\n", error_message());
         return 2;
     }
-    DistEnv env;
-    if (dist_env_detect(&env) != 0) {
-        fprintf(stderr, "bench_ddp: %s\n", error_message());
-        return 2;
-    }
-    if (a.nproc > 0 && env.launch == DIST_LAUNCH_SINGLE) {  // the launcher: start the ranks
+    // The launcher: start the ranks, whatever launcher variables we inherited (an sbatch
+    // script's SLURM_PROCID/SLURM_NTASKS, a parent torchrun's RANK/WORLD_SIZE describe the
+    // process they were set for, not these ranks; the spawner gives the ranks none of them).
+    if (a.nproc > 0) {
         char **args = calloc((size_t)argc + 1, sizeof *args);
         int n = 0;
         for (int i = 0; i < argc && args; i++)
@@ -181,6 +179,11 @@ int ddp_bench_worker_main(int argc, char **argv)
         if (rc < 0) fprintf(stderr, "bench_ddp: %s\n", error_message());
         free(args);
         return rc == 0 ? 0 : 1;
+    }
+    DistEnv env;
+    if (dist_env_detect(&env) != 0) {
+        fprintf(stderr, "bench_ddp: %s\n", error_message());
+        return 2;
     }
     // On the CPU a device is a core: one compute thread per rank, as DataParallel's one per
     // replica (at N = the cores this is dist_cpus_per_rank). The ranks run unbound (see

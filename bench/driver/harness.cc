@@ -2,7 +2,7 @@
 // the run. It expands each benchmark's sweep axes into instances (each registered as its
 // own benchmark, named practice/variant/axis:value...), sets their unit, timing and
 // minimum time, puts the device/library context on the run, and runs them through the
-// display teed into the tidy CSV (--harness_csv=FILE), with a cut by SIGINT/SIGTERM
+// display teed into the tidy CSV (--harness_csv=FILE), with a cut by SIGINT/SIGTERM/SIGHUP
 // handled. The harness is the suite's only C++; its other files are named in
 // harness_internal.h.
 #include <benchmark/benchmark.h>

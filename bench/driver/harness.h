@@ -117,8 +117,9 @@ HarnessBench *harness_register_axes(const HarnessSpec *spec, const HarnessAxis *
 // Returns the process exit code (1 when a run failed, never for skips).
 // Nothing measured is lost: every repetition is written to the tidy CSV and FILE.reps.csv
 // as it finishes (Google Benchmark itself reports an instance only after its last one);
-// until then its row has status `partial` ("k of N repetitions"). SIGINT or SIGTERM (a
-// deadline's `timeout --signal=INT`) finishes the write in progress, closes the
+// until then its row has status `partial` ("k of N repetitions"). SIGINT, SIGTERM or SIGHUP (a
+// deadline's `timeout --signal=INT`, a stopped `make bench`; SIGHUP unless it was ignored at
+// start, as under nohup) finishes the write in progress, closes the
 // --benchmark_out file, writes FILE.partial ("rows_done rows_planned": repetitions done,
 // instances x repetitions planned) beside the CSV and exits with 128 + the signal.
 // Every run starts with an empty error store (kernels/error.h); an error in any

@@ -1,5 +1,6 @@
-// harness_cut.cc: a run cut short by SIGINT or SIGTERM (a deadline's `timeout
-// --signal=INT`, Ctrl-C) keeps everything it measured. The signal handler only writes the
+// harness_cut.cc: a run cut short by SIGINT, SIGTERM or SIGHUP (a deadline's `timeout
+// --signal=INT`, Ctrl-C, a stopped `make bench`, a closed terminal) keeps everything it
+// measured. The signal handler only writes the
 // signal's number into a pipe; a watcher thread reads it, closes the --benchmark_out file
 // (its reporter is locked and flushed after every write, so a JSON stays valid) and has
 // the tidy CSV tee write what is done and FILE.partial, then exit with 128 + the signal.
@@ -93,12 +94,13 @@ private:
 
 LockedFileReporter *the_file_reporter; // while harness_run runs, with --benchmark_out
 
-// SIGINT/SIGTERM (timeout --signal=INT at a deadline, Ctrl-C): the handler only writes
+// SIGINT/SIGTERM/SIGHUP (timeout --signal=INT at a deadline, Ctrl-C): the handler only writes
 // the signal's number into a pipe; a watcher thread waits for it, finishes the write in
 // progress, writes what is done and exits with 128 + the signal. A forked child that has
 // not exec'd (a loader worker) keeps the default action: the pipe is its parent's.
 int cut_pipe[2] = {-1, -1};
 pid_t harness_pid;
+bool hup_caught;  // SIGHUP was not ignored at start, so the cut catches it
 
 void on_cut_signal(int sig)
 {
@@ -157,6 +159,11 @@ std::thread cut_watch_start(TidyCsvTee *tee, int planned)
         sa.sa_flags = SA_RESTART;
         sigaction(SIGINT, &sa, nullptr);
         sigaction(SIGTERM, &sa, nullptr);
+        struct sigaction hup;  // nohup's SIGHUP stays ignored
+        if (sigaction(SIGHUP, nullptr, &hup) == 0 && hup.sa_handler != SIG_IGN) {
+            sigaction(SIGHUP, &sa, nullptr);
+            hup_caught = true;
+        }
     }
     return watcher;
 }
@@ -166,6 +173,8 @@ void cut_watch_stop(std::thread &watcher)
     if (watcher.joinable()) {
         signal(SIGINT, SIG_DFL);
         signal(SIGTERM, SIG_DFL);
+        if (hup_caught) signal(SIGHUP, SIG_DFL);
+        hup_caught = false;
         unsigned char done = 0;
         ssize_t ignored = write(cut_pipe[1], &done, 1);
         (void)ignored;

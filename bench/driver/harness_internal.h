@@ -232,7 +232,7 @@ extern TidyCsvTee *the_tee;
 // The --benchmark_out reporter (nullptr without --benchmark_out), locked and flushed after
 // every write so that a cut can close it; valid until cut_watch_stop.
 std::unique_ptr<benchmark::BenchmarkReporter> make_file_reporter();
-// Sends SIGINT and SIGTERM to a watcher thread that closes the --benchmark_out file and
+// Sends SIGINT, SIGTERM and SIGHUP (unless ignored at start: nohup) to a watcher thread that closes the --benchmark_out file and
 // cuts the tee (tee->Cut). Returns the watcher (not joinable when no pipe could be made).
 std::thread cut_watch_start(TidyCsvTee *tee, int planned);
 // The run is over: default signal actions again, the watcher stopped and joined.

@@ -131,7 +131,10 @@ static void usage(FILE *f)
         "                         all-reduce of 3 scalars per logged step), not rank 0's\n"
         "                         local loss\n"
         "  --nproc-per-node N     start N local ranks of this command with --ddp (mpirun on\n"
-        "                         the CPU backend; forked ranks + TCP rendezvous on GPUs)\n"
+        "                         the CPU backend; forked ranks + TCP rendezvous on GPUs),\n"
+        "                         a world of their own: inherited launcher variables (an\n"
+        "                         sbatch script's SLURM_*, a parent torchrun's RANK,\n"
+        "                         WORLD_SIZE, MASTER_*) are not passed on to them\n"
         "  --help                 this text\n", LOADER_PROGRAM_TIMEOUT_S);
 }
 
