@@ -95,7 +95,7 @@ static void slow_close(void *ctx)
     free(s->labels);
 }
 
-static const PracticeSource slow_source = {slow_open, slow_next, NULL, NULL, slow_close, &slow};
+static const PracticeSource slow_source = {slow_open, slow_next, NULL, NULL, slow_close, &slow, true};
 static const PracticeVariant plain[] = {{"plain", HARNESS_BASELINE, NULL, NULL}};
 
 // ASan reports the refusal of a terabyte allocation as an error: leave that variant out.
