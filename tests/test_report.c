@@ -277,7 +277,25 @@ static void test_claims_file_covers_every_practice(void **state)
     assert_null(strstr(text, "1.5-5.5x"));
     expect_line(text, "\namp_gemm,tf32,size:10240,claim,speedup,faster,");
     expect_line(text, "\nbatch_size_parity,large_linear_lr_warmup,,claim,accuracy,");
+    // issue 37: inference_mode's speed-up is bookkeeping the core does not have (no autograd):
+    // a reference it cannot test, not no_grad's claim; checkpoint_max_batch's sentence is in
+    // no source: this suite's hypothesis
+    expect_line(text, "\ninference_grad,no_grad,,reference,speedup,faster,");
+    assert_null(strstr(text, "\ninference_grad,no_grad,,claim,"));
+    expect_line(text, "not testable here,");
+    expect_line(text, "\ncheckpoint_max_batch,checkpoint,,claim,speedup,faster,this suite's hypothesis: ");
+    expect_line(text, ",this suite's hypothesis (torch.utils.checkpoint");
     free(text);
+    // and the docs and charts no longer describe autograd bookkeeping the core does not have
+    const char *grad_docs[] = {"docs/practices/inference.md", "scripts/charts/inference.charts"};
+    for (size_t i = 0; i < 2; i++) {
+        char doc[1024];
+        snprintf(doc, sizeof doc, "%s/%s", test_suite_root(), grad_docs[i]);
+        text = test_read_file(doc, NULL);
+        assert_non_null(text);
+        if (strstr(text, "autograd's bookkeeping")) fail_msg("%s still speaks of autograd's bookkeeping", grad_docs[i]);
+        free(text);
+    }
     // claims.py validates it (a source on every row, direction, ranges) on the committed run
     assert_int_equal(test_run("python3 '%s/scripts/claims.py' table '%s/results/cpu_vm_20261130-1203' '%s' "
                               ">'%s/t.txt' 2>&1", test_suite_root(), test_suite_root(), path, test_dir), 0);
