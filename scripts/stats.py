@@ -18,10 +18,10 @@ BOOTSTRAP_RESAMPLES times, from a fixed seed, so the same data always give the s
 interval). Its p-value is the two-sided Mann-Whitney U test of the two sets of times
 (exact distribution without ties, else the normal approximation with tie and continuity
 corrections, as scipy.stats.mannwhitneyu). Verdict: p < ALPHA gives faster or slower (by
-the side of 1 the median ratio is on), else "no significant difference" -- but only where
-a difference could have been shown: with one repetition on a side "n/a (1 repetition)",
-and where even complete separation gives p >= ALPHA (smallest p = 2 / C(n1+n2, n1): 0.1
-at 3 a side, 0.029 at 4) "n/a (too few repetitions)". A geometric mean over parameter
+the side of 1 the median ratio is on), else "no significant difference" -- but only with
+at least MIN_REPETITIONS (4) a side, the first count where a difference can be shown (the
+smallest p is 2 / C(n1+n2, n1): 0.1 at 3 a side, 0.029 at 4): with one repetition on a
+side "n/a (1 repetition)", with 2 or 3 on either side "n/a (too few repetitions)". A geometric mean over parameter
 points takes its interval from the same bootstrap replicates (the geometric mean of every
 replicate), and its verdict from whether that interval holds 1 (n/a where any point is).
 The bootstrap seed is salted with the run (the results folder's name) and the benchmark,
@@ -209,14 +209,19 @@ def smallest_p(n1, n2):
     return min(1.0, 2.0 / math.comb(n1 + n2, n1))
 
 
+MIN_REPETITIONS = 4  # a side; below it the verdict is n/a
+
+
 def too_few(n1, n2):
-    """The n/a verdict when n1 and n2 repetitions cannot show a difference at ALPHA, else
-    None. One repetition has no spread at all; with 3 a side the smallest p is 0.1, so
-    "no significant difference" would be a foregone conclusion, not a finding (n = 4 a
-    side is the first with p < 0.05 attainable)."""
+    """The n/a verdict when n1 and n2 repetitions are too few for one, else None. One
+    repetition has no spread at all; with 3 a side the smallest p is 0.1, so "no
+    significant difference" would be a foregone conclusion, not a finding (n = 4 a side is
+    the first with p < 0.05 attainable). The rule is MIN_REPETITIONS on each side, as the
+    docs say: with 3 against 5 the smallest p (2 / C(8, 3) = 0.036) is below ALPHA, but one
+    side would still rest on 3 samples."""
     if min(n1, n2) < 2:
         return "n/a (1 repetition)"
-    if smallest_p(n1, n2) >= ALPHA:
+    if min(n1, n2) < MIN_REPETITIONS or smallest_p(n1, n2) >= ALPHA:
         return "n/a (too few repetitions)"
     return None
 
