@@ -744,16 +744,30 @@ class Run:
             if b.row.get("role") != "tuned":
                 continue
             k = (b.row["practice"], b.row.get("params", ""))
-            if k in base:
-                s = compare_pair(base[k], b)
-                if s["ratio"] is not None:  # a variant that did not reach its target has no speedup
-                    out.setdefault((b.row["practice"], b.row["variant"]), {})[k[1]] = s
+            if k in base:  # a point that did not reach its target stays, with no speedup
+                out.setdefault((b.row["practice"], b.row["variant"]), {})[k[1]] = compare_pair(base[k], b)
         return out
 
 
 def points_na(pts):
     """The n/a verdict of the first point whose repetitions are too few, or None."""
     return next((s["verdict"] for s in pts if s["verdict"].startswith("n/a")), None)
+
+
+def points_speedup(pts):
+    """A variant's points on one machine as summarize's by-variant line has them: the
+    geometric mean over the points with a speedup (None when none has one), its bootstrap
+    replicates and 95% interval only when every point has one, and variant_verdict's
+    verdict ("did not reach" where a point missed its target)."""
+    with_ratio = [x for x in pts if x["ratio"] is not None]
+    g = geomean([x["ratio"] for x in with_ratio]) if with_ratio else None
+    reps = geomean_replicates([x["reps"] for x in pts]) if len(with_ratio) == len(pts) else None
+    lo, hi = interval(reps)
+    return g, reps, lo, hi, variant_verdict(pts)
+
+
+def speedup_text(g):
+    return "did not reach" if g is None else "%.2fx" % g
 
 
 def human_time(seconds):
@@ -837,37 +851,39 @@ def cmd_compare(args):
                         mdl.append("| %s | %s | 0 | | | not measured here | | | | |" % (md(v), r.label))
                         continue
                     own = [p[c] for c in sorted(p)]
-                    g = geomean([x["ratio"] for x in own])
-                    lo, hi = interval(geomean_replicates([x["reps"] for x in own]))
-                    mdl.append("| %s | %s | %d | %.2fx | %s | %s | n/a | | not measured on every machine | %s |" % (
-                        md(v), r.label, len(own), g, ci_text(lo, hi), verdict_from_interval(g, lo, hi, points_na(own)),
+                    g, _, lo, hi, verdict = points_speedup(own)
+                    mdl.append("| %s | %s | %d | %s | %s | %s | n/a | | not measured on every machine | %s |" % (
+                        md(v), r.label, len(own), speedup_text(g), ci_text(lo, hi), verdict,
                         md(flags_text(any(x["noisy"] for x in own), "; ".join(x["contended"] for x in own if x["contended"])))))
                     continue
                 pts = [p[c] for c in common]
-                g = geomean([s["ratio"] for s in pts])
-                reps = geomean_replicates([s["reps"] for s in pts])
-                lo, hi = interval(reps)
+                g, reps, lo, hi, verdict = points_speedup(pts)
+                missed = any(s["ratio"] is None for s in pts)  # a point that did not reach its target
                 na = points_na(pts)
                 noisy = any(s["noisy"] for s in pts)
                 cont = "; ".join(s["contended"] for s in pts if s["contended"])
                 if first is None:
-                    first = (g, reps, na)
+                    first = (g, reps, na or missed)
                     vs = vlo = vhi = None
                     sig = ""
+                elif missed or first[2] is True or first[0] is None:  # no speedup to set against A's
+                    vs = vlo = vhi = None
+                    sig = "n/a"
                 else:
                     vs = g / first[0]
                     vreps = None if reps is None or first[1] is None else [a / b for a, b in zip(reps, first[1])]
                     vlo, vhi = interval(vreps)
                     sig = "n/a" if vlo is None or na or first[2] else ("yes" if vlo > 1 or vhi < 1 else "no")
-                mdl.append("| %s | %s | %d | %.2fx | %s | %s | %s | %s | %s | %s |" % (
-                    md(v), r.label, len(common), g, ci_text(lo, hi), verdict_from_interval(g, lo, hi, na),
+                mdl.append("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
+                    md(v), r.label, len(common), speedup_text(None if missed else g), ci_text(lo, hi), verdict,
                     "" if vs is None else "%.2fx" % vs, "" if vs is None else ci_text(vlo, vhi), sig,
                     md(flags_text(noisy, cont))))
-                bars.setdefault(practice, {}).setdefault(v, {})[r.label] = (g, lo, hi)
+                if not missed:
+                    bars.setdefault(practice, {}).setdefault(v, {})[r.label] = (g, lo, hi)
                 speed_rows.append(",".join([clean(practice), clean(v), r.label, clean(r.name),
                                             clean(r.ctx.get("gpu_name", "")), clean(r.ctx.get("driver_version", "")),
-                                            str(len(common)), "%.4f" % g, fmt(lo), fmt(hi),
-                                            verdict_from_interval(g, lo, hi, na), "1" if noisy else "0", clean(cont),
+                                            str(len(common)), "" if missed else "%.4f" % g, fmt(lo), fmt(hi),
+                                            verdict, "1" if noisy else "0", clean(cont),
                                             fmt(vs), fmt(vlo), fmt(vhi), sig]))
         mdl.append("")
     # absolute times of the same benchmark, relative to machine A

@@ -507,6 +507,27 @@ static void test_missed_targets_are_results(void **state)
     expect_field(v, line, "reached", "0 of 5");
     expect_field(v, line, "geomean_speedup", "");
     free(v);
+    // make compare carries it as summarize does: a row on every machine that says "did not
+    // reach", no speedup and no "vs A", beside the variant that has one
+    assert_int_equal(test_run("cd '%s' && rm -rf conv2 && cp -r conv conv2 && "
+                              "bash '%s/scripts/compare.sh' -o cmpconv/out conv conv2 >/dev/null 2>&1",
+                              test_dir, test_suite_root()), 0);
+    char *sp = test_read_in(test_dir, "cmpconv/out/speedups.csv");
+    assert_non_null(sp);
+    const char *machines[] = {"conv,never,A,", "conv,never,B,"};
+    for (int i = 0; i < 2; i++) {
+        if (!line_starting(sp, machines[i], line, sizeof line)) fail_msg("compare dropped %s:\n%s", machines[i], sp);
+        expect_field(sp, line, "verdict", "did not reach");
+        expect_field(sp, line, "speedup", "");
+        expect_field(sp, line, "vs_first", "");
+    }
+    assert_true(line_starting(sp, "conv,big,B,", line, sizeof line));
+    ASSERT_NEAR(numf(sp, line, "speedup"), 1.2 / 0.7, 1e-3);
+    free(sp);
+    char *cmp = test_read_in(test_dir, "cmpconv/out/compare.md");
+    assert_non_null(cmp);
+    assert_non_null(strstr(cmp, "| never | A | 1 | did not reach | n/a | did not reach |"));
+    free(cmp);
 }
 
 // Accuracy parity at equal epochs (rows with accuracy_parity = 1): each variant's final
