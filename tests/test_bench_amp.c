@@ -221,6 +221,11 @@ static void test_clipping_backoff_and_growth_are_checked(void **state)
     }
     // the growth after step 1 explains the overflow forced into step 2 (skipped, backed off)
     assert_true(num(csv, "amp_backoff_growth,fp16,", "check_skipped_steps") == 1.0);
+    // the timed run: its forced overflow (in the warm-up) follows a growth, so it is no
+    // start-up skip; the scale then grows at every clean step
+    assert_true(num(csv, "amp_backoff_growth,fp16,", "skipped_steps") == 1.0);
+    assert_true(num(csv, "amp_backoff_growth,fp16,", "skipped_steps_explained") >= 1.0);
+    assert_true(num(csv, "amp_backoff_growth,fp16,", "final_loss_scale") > 65536.0);
     free(csv);
     test_remove_tree(tmp);
     tmp = test_temp_dir();

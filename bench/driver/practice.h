@@ -164,8 +164,8 @@ typedef struct Practice {
 // Counters of every throughput run: images_per_second, step_ms, wrong; with fp16 (or any
 // skipped step) skipped_steps and skipped_steps_explained, over warm-up and timed steps (a
 // run that skips more fails; fp16's warm-up lasts until `warmup_steps` steps in a row have
-// updated, so GradScaler's start-up is never timed, and a timed step may skip only after a
-// growth of the scale); of a checked run (tuned or reference): check_rel_diff (its update
+// had no skip but a grown scale's one overflow, so GradScaler's start-up is never timed, and
+// after it a step may skip only after a growth of the scale); of a checked run (tuned or reference): check_rel_diff (its update
 // against the baseline's, relative L2 of the baseline's update), check_worst_tensor_rel_diff
 // (the same for the parameter tensor where it is largest, relative to that tensor's own
 // baseline update), check_baseline_moved (the baseline's update relative to its parameters)

@@ -78,23 +78,29 @@ static int check_variant(HarnessState *st, const Practice *p, const PracticeVari
     return 0;
 }
 
+// What the warm-up did: its steps, the skips GradScaler's start-up took (those no growth of
+// the scale at the step before explains), and all its skips.
+typedef struct WarmUp {
+    int taken, startup, skipped;
+} WarmUp;
+
 // Untimed warm-up: module loading, cuBLAS/cuDNN set-up and plans, first touch; with fp16 it
-// goes on until `warmup` steps in a row have updated, so that GradScaler's start-up (every
-// step skipped while the scale comes down from init_scale) is never timed. *skipped: the
-// steps it skipped, *clean: the updating steps since its last skip. 1 done, 0 (the run failed
-// with the reason) or -1 (error set).
+// goes on until `warmup` steps in a row have had no skip but the one a growth explains, so
+// that GradScaler's start-up (every step skipped while the scale comes down from init_scale)
+// is never timed. 1 done, 0 (the run failed with the reason) or -1 (error set).
 static int warm_up(HarnessState *st, Core *core, const CoreConfig *cfg, const PracticeSource *src, int warmup,
-                   int micro, Selftest selftest, float *scratch, int *driver_skipped, int *taken,
-                   int *skipped, int *clean)
+                   int micro, Selftest selftest, float *scratch, int *driver_skipped, WarmUp *w)
 {
-    bool fp16 = cfg->precision == CORE_PRECISION_FP16;
-    int max = practice_startup_skips_max(cfg);
-    *taken = *skipped = *clean = 0;
-    while (fp16 ? *clean < warmup : *taken < warmup) {
-        if (*skipped > max) {
+    bool fp16 = cfg->precision == CORE_PRECISION_FP16, grew = false;
+    int max = practice_startup_skips_max(cfg), settled = 0;
+    *w = (WarmUp){0};
+    CoreStats cs = {0};
+    if (fp16) TRY(core_stats(core, &cs));
+    while (fp16 ? settled < warmup : w->taken < warmup) {
+        if (w->startup > max) {
             char msg[300];
             snprintf(msg, sizeof msg, "GradScaler's start-up: %d steps skipped (overflow) before %d in a row "
-                     "updated; halving the scale from %g down to 1 explains at most %d", *skipped, warmup,
+                     "updated; halving the scale from %g down to 1 explains at most %d", w->startup, warmup,
                      (double)cfg->scaler.init_scale, max);
             harness_fail(st, msg);
             return 0;
@@ -103,15 +109,20 @@ static int warm_up(HarnessState *st, Core *core, const CoreConfig *cfg, const Pr
         int rc = src->next(src->ctx, &b);
         if (rc == 0) rc = src->next(src->ctx, &b);  // an epoch ended: the next one
         if (rc < 0) return -1;
-        CoreStats cs = {0};
-        int before = *driver_skipped;
+        int before = cs.skipped_steps + *driver_skipped;
+        float scale = cs.loss_scale;
         TRY(practice_run_step(core, cfg, &b, micro, selftest, scratch, driver_skipped));
-        (*taken)++;
+        w->taken++;
         if (fp16) TRY(core_stats(core, &cs));
-        int now = cs.skipped_steps + *driver_skipped;
-        bool skip = now > *skipped || *driver_skipped > before;
-        *skipped = now;
-        *clean = skip ? 0 : *clean + 1;
+        bool skip = cs.skipped_steps + *driver_skipped > before;
+        w->skipped += skip;
+        if (skip && !grew) {  // not a grown scale's one overflow: the start-up goes on
+            w->startup++;
+            settled = 0;
+        } else {
+            settled++;
+        }
+        grew = !skip && cs.loss_scale > scale;
     }
     TRY(core_sync(core));
     return 1;
@@ -163,9 +174,9 @@ void practice_run_throughput(HarnessState *st, const Practice *p, const Practice
         return;
     }
     bool fp16 = cfg->precision == CORE_PRECISION_FP16;
-    int driver_skipped = 0, warm_taken = 0, warm_skipped = 0, warm_clean = 0;
-    int rc = warm_up(st, core, cfg, src, warmup, micro, selftest, scratch, &driver_skipped, &warm_taken,
-                     &warm_skipped, &warm_clean);
+    int driver_skipped = 0;
+    WarmUp w;
+    int rc = warm_up(st, core, cfg, src, warmup, micro, selftest, scratch, &driver_skipped, &w);
     if (rc <= 0) {
         if (rc < 0) practice_fail_or_skip(st, "warm-up");
         core_free(core);
@@ -197,9 +208,9 @@ void practice_run_throughput(HarnessState *st, const Practice *p, const Practice
     } else {
         // A run that skips steps does less work and looks faster: after the start-up (in the
         // warm-up), only an overflow after a growth is explained.
-        int64_t taken = warm_taken + steps;
+        int64_t taken = w.taken + steps;
         int skipped = cs.skipped_steps + driver_skipped;
-        int64_t explained = warm_skipped + practice_growth_skips_max(cfg, warm_clean + steps);
+        int64_t explained = w.startup + practice_growth_skips_max(cfg, taken - w.startup);
         harness_set_items_processed(st, images);
         harness_counter(st, "images_per_second", (double)images, HARNESS_COUNTER_RATE);
         harness_counter(st, "step_ms", steps ? 1e3 * seconds / steps : 0, HARNESS_COUNTER_PLAIN);
@@ -215,16 +226,16 @@ void practice_run_throughput(HarnessState *st, const Practice *p, const Practice
                      micro, cfg->batch_size / micro);
         if (fp16)
             snprintf(warm_text, sizeof warm_text, " (fp16: until %d in a row updated; %d skipped)", warmup,
-                     warm_skipped);
-        snprintf(extra, sizeof extra, "%d untimed warm-up steps%s%s%s%s", warm_taken, warm_text, micro_text,
+                     w.skipped);
+        snprintf(extra, sizeof extra, "%d untimed warm-up steps%s%s%s%s", w.taken, warm_text, micro_text,
                  p->label ? "; " : "", p->label ? p->label : "");
         core_counters(st, core, &cs, cfg, extra);
         if (skipped > explained) {
             char msg[400];
             snprintf(msg, sizeof msg, "skipped %d of %lld steps (warm-up and timed; overflow): GradScaler's "
                      "start-up explains the %d of the warm-up, growth every %d updating steps %lld more",
-                     skipped, (long long)taken, warm_skipped, fp16 ? cfg->scaler.growth_interval : 0,
-                     (long long)(explained - warm_skipped));
+                     skipped, (long long)taken, w.startup, fp16 ? cfg->scaler.growth_interval : 0,
+                     (long long)(explained - w.startup));
             harness_fail(st, msg);
         } else if (p->hooks && p->hooks->finish) {
             PracticeOutcome o = {.steps = steps, .seconds = seconds, .stats = cs};
