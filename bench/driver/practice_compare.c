@@ -46,6 +46,7 @@ static int tensors_of(const CoreConfig *cfg, Tensors *t)
         free(g);
         return error_set(ERROR_OUT_OF_MEMORY, "check: out of memory (host)");
     }
+    for (size_t j = 0; j < g->n_params; j++) t->of[j] = -1;
     for (int i = 0; i < g->n_ops; i++) {
         const ModelOp *op = &g->ops[i];
         if (op->kind == OP_CONV) {
@@ -59,6 +60,8 @@ static int tensors_of(const CoreConfig *cfg, Tensors *t)
             mark(t, i, "linear", "bias", op->b_off, (size_t)op->cout);
         }
     }
+    for (size_t j = 0; j < g->n_params; j++)
+        if (t->of[j] < 0) t->of[j] = t->count;  // none of the above (none today): counted globally only
     free(g);
     return 0;
 }
