@@ -228,6 +228,7 @@ static void test_clipping_backoff_and_growth_are_checked(void **state)
     assert_true(num(csv, "amp_backoff_growth,fp16,", "final_loss_scale") > 65536.0);
     free(csv);
     test_remove_tree(tmp);
+    free(tmp);
     tmp = test_temp_dir();
     assert_non_null(tmp);
     int rc = test_run("'%s/bench_amp' --backend=cpu --benchmark_min_time=0.01 --benchmark_filter='^amp_clip/' "
