@@ -172,7 +172,7 @@ test: all
 # or are run by other tests too) are left out: nothing of theirs is sanitized.
 SANITIZE_BUILD ?= build-sanitize
 SANITIZE_ARCH  := $(if $(filter portable%,$(ARCH_REASON)),90,$(CUDA_ARCH))
-SANITIZE_SKIP  := test_charts test_device_check test_docs_links test_report test_run_suite \
+SANITIZE_SKIP  := test_charts test_device_check test_docs_flags test_docs_links test_report test_run_suite \
                   test_scripts test_setup_torch test_stats test_twin_compare
 test-sanitize:
 	@echo "test-sanitize: ASan + UBSan build in $(SANITIZE_BUILD)/ for $(addprefix sm_,$(SANITIZE_ARCH)); not run: $(SANITIZE_SKIP)"
@@ -189,7 +189,8 @@ bench: all
 	@BENCH_REPETITIONS=$(BENCH_REPETITIONS) exec bash scripts/run-suite.sh $(BUILD)
 
 # The quick pass of every practice (scripts/quick-pass.txt, shared with the GPU check):
-# the same outputs in ~5 min on one GPU. Its own repetitions (4) unless BENCH_REPETITIONS is set.
+# the same outputs, in about 7 min on one GPU by that file's estimates (not yet timed on one).
+# Its own repetitions (4) unless BENCH_REPETITIONS is set.
 bench-quick: all
 	@BENCH_PLAN=scripts/quick-pass.txt BENCH_COMMAND="make bench-quick" exec bash scripts/run-suite.sh $(BUILD)
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Writes DIR/report.md: how the results were made (command, GPU, driver, libraries), the
+# Writes DIR/report.md: how the results were made (command, GPU, driver, libraries, and a
+# warning naming each program whose code changed since the commit that made them), the
 # published claims against what was measured here (bench/claims.csv; the verdict rules are
 # in scripts/claims.py), what ran and what was skipped and why, the speedups, the charts;
 # with DIR/twin/twin.csv (scripts/twin_compare.py), the credibility section first: the core's
@@ -17,6 +18,54 @@ if [[ -z $dir || ! -d $dir ]]; then
 fi
 report="$dir/report.md"
 ctx() { sed -n "s/^$1=//p" "$dir/context.txt" 2>/dev/null | head -n 1; }
+
+# Whether the code that made this folder (the commit command.txt names, "git: abc1234" or
+# "abc1234-dirty") has changed since, in this checkout (work tree included): per program
+# with a CSV here, its folder under bench/ and the code every program links (bench/driver,
+# kernels, loaders, dist). Prints a warning paragraph, or nothing when nothing changed or
+# there is nothing to compare with.
+code_changes() {
+  local root made commit stem src changed n shared=(bench/driver kernels loaders dist)
+  root=$(cd "$here/.." && pwd)
+  made=$(sed -n 's/^git: //p' "$dir/command.txt" 2>/dev/null | head -n 1)
+  made=${made%% *}
+  [[ -n $made && $made != unknown ]] || return 0
+  command -v git >/dev/null && git -C "$root" rev-parse --git-dir >/dev/null 2>&1 || return 0
+  commit=${made%-dirty}
+  if ! git -C "$root" rev-parse -q --verify "$commit^{commit}" >/dev/null 2>&1; then
+    echo "**The code that made this folder ($made) is not in this checkout:** whether its programs changed since cannot be told."
+    echo
+    return 0
+  fi
+  local rows=() shared_changed shared_text own
+  shared_changed=$(git -C "$root" diff --name-only "$commit" -- "${shared[@]}")
+  shared_text="none"
+  if [[ -n $shared_changed ]]; then
+    shared_text="$(printf '%s\n' "$shared_changed" | wc -l) files in $(printf '%s\n' "$shared_changed" |
+      sed -E 's#^(bench/driver|[^/]+)/.*#\1#' | sort -u | tr '\n' ' ' | sed 's/ $//; s/ /, /g')"
+  fi
+  for csv in "$dir"/*.csv; do
+    stem=$(basename "$csv" .csv)
+    [[ $stem == *.* || $stem == summary* ]] && continue
+    src=$(git -C "$root" ls-files "bench/*/bench_$stem.c" | head -n 1)
+    [[ -n $src ]] || continue
+    own=$(git -C "$root" diff --name-only "$commit" -- "$(dirname "$src")")
+    [[ -n $own || -n $shared_changed ]] || continue
+    n=$(printf '%s' "$own" | grep -c .)
+    changed=$(printf '%s\n' "$own" | head -n 4 | tr '\n' ' ' | sed 's/ $//; s/ /, /g')
+    ((n > 4)) && changed="$changed, ..."
+    rows+=("| bench_$stem | ${changed:-none} | $shared_text |")
+  done
+  [[ $made == *-dirty ]] &&
+    echo "**Made from uncommitted changes on $commit** (\`$made\`): the exact code cannot be recovered." && echo
+  ((${#rows[@]} > 0)) || return 0
+  echo "**Warning: the code has changed since this folder was made** (by $made; this checkout: $(git -C "$root" describe --always --dirty 2>/dev/null)). These programs' figures come from code that is no longer what they run; rerun them before quoting:"
+  echo
+  echo "| program | its own files changed | code every program links (bench/driver, kernels, loaders, dist) |"
+  echo "|---|---|---|"
+  printf '%s\n' "${rows[@]}"
+  echo
+}
 {
   echo "# Tuning-practice benchmarks: $(basename "$dir")"
   echo
@@ -24,6 +73,7 @@ ctx() { sed -n "s/^$1=//p" "$dir/context.txt" 2>/dev/null | head -n 1; }
     grep -q '^plan: .*quick-pass' "$dir/command.txt" &&
       echo "**The quick pass** (\`make bench-quick\`, scripts/quick-pass.txt): a few rows of every practice, its headline question; \`make bench\` runs them all." && echo
     echo '```'; cat "$dir/command.txt"; echo '```'; echo
+    code_changes
   fi
   echo "## Machine"
   echo

@@ -100,7 +100,8 @@ static void test_lists_every_variant(void **state)
         "amp_tf32/fp32_strict/", "amp_tf32/tf32/", "amp_strict/fp32_strict/", "amp_strict/fp16/preset:tiny/",
         "amp_strict/bf16/", "amp_gemm/tf32/size:10240/", "amp_parity/fp32/preset:tiny/", "amp_parity/fp16/",
         "amp_parity/bf16/", "amp_scaler/unscale_then_clip/", "amp_scaler/clip_scaled_grads/",
-        "amp_scaler_cost/fp16/preset:small/"};
+        "amp_scaler_cost/fp16/preset:small/", "amp_clip/fp32/preset:tiny/", "amp_clip/fp16/preset:tiny/",
+        "amp_clip/bf16/preset:tiny/", "amp_backoff_growth/fp32/preset:tiny/", "amp_backoff_growth/fp16/preset:tiny/"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(list, want[i])) fail_msg("--benchmark_list_tests lacks %s", want[i]);
     free(list);
@@ -155,6 +156,97 @@ static void test_cpu_parity_and_grad_scaler(void **state)
     if (!(share > 0.0 && share < 0.5)) fail_msg("GradScaler share of the step %g", share);
     free(csv);
     free(curves);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+// amp_parity checks every tuned run against the fp32 baseline whatever the order of the runs:
+// with the baseline filtered out (or run after it, under random interleaving), fp16 and bf16
+// are still compared (the baseline trained for them, untimed).
+static void test_parity_is_checked_without_a_baseline_run(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    char *csv = run_amp(tmp, "^amp_parity/(fp16|bf16)/", "--backend=cpu --amp_max_steps=100 --preset=tiny", NULL);
+    assert_non_null(csv);
+    const char *rows[] = {"amp_parity,fp16,", "amp_parity,bf16,"};
+    for (int i = 0; i < 2; i++) {
+        expect_status(csv, rows[i], "ok");
+        double diff = num(csv, rows[i], "accuracy_diff"), steps = num(csv, rows[i], "baseline_steps");
+        printf("%s accuracy_diff %g against a baseline of %g steps\n", rows[i], diff, steps);
+        assert_true(diff <= 0.02);
+        assert_true(steps == num(csv, rows[i], "steps"));  // the CPU computes every precision in fp32
+    }
+    free(csv);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+// GradScaler's parts under the check, on the CPU: amp_clip clips below the first gradient norm
+// in every variant (the checked steps clip) and fp16 agrees with fp32 exactly (scaling by a
+// power of two, unscaling before clipping); clipping before unscaling fails fp16 and leaves
+// bf16 (no scaler) alone. amp_backoff_growth's check sees a growth, a backoff (a skipped step,
+// left out by the baseline) and agrees exactly.
+static void test_clipping_backoff_and_growth_are_checked(void **state)
+{
+    (void)state;
+    CoreConfig cfg;
+    assert_int_equal(core_config_preset(&cfg, "tiny"), 0);
+    cfg.backend = CORE_BACKEND_CPU;
+    TestBatch tb;
+    test_batch_open(&tb, &cfg, cfg.batch_size, 0);
+    Core *core = test_core_create(&cfg);
+    size_t n = core_param_count(core);
+    float *g = malloc(n * sizeof(float)), loss = 0.0f;
+    assert_non_null(g);
+    assert_int_equal(core_loss_grad(core, &tb.b, &loss, g), 0);
+    double sq = 0.0;
+    for (size_t i = 0; i < n; i++) sq += (double)g[i] * g[i];
+    printf("tiny's first gradient norm %.3f, amp_clip's max_norm 0.25\n", sqrt(sq));
+    assert_true(sqrt(sq) > 0.25);  // the first checked step clips
+    free(g);
+    core_free(core);
+    test_batch_close(&tb);
+
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    char *csv = run_amp(tmp, "^amp_clip/|^amp_backoff_growth/", "--backend=cpu --benchmark_min_time=0.01", NULL);
+    assert_non_null(csv);
+    const char *checked[] = {"amp_clip,fp16,", "amp_clip,bf16,", "amp_backoff_growth,fp16,"};
+    for (int i = 0; i < 3; i++) {
+        expect_status(csv, checked[i], "ok");
+        assert_true(num(csv, checked[i], "check_rel_diff") == 0.0);
+        assert_true(num(csv, checked[i], "check_worst_tensor_rel_diff") == 0.0);
+    }
+    // the growth after step 1 explains the overflow forced into step 2 (skipped, backed off)
+    assert_true(num(csv, "amp_backoff_growth,fp16,", "check_skipped_steps") == 1.0);
+    // the timed run: its forced overflow (in the warm-up) follows a growth, so it is no
+    // start-up skip; the scale then grows at every clean step
+    assert_true(num(csv, "amp_backoff_growth,fp16,", "skipped_steps") == 1.0);
+    assert_true(num(csv, "amp_backoff_growth,fp16,", "skipped_steps_explained") >= 1.0);
+    assert_true(num(csv, "amp_backoff_growth,fp16,", "final_loss_scale") > 65536.0);
+    free(csv);
+    test_remove_tree(tmp);
+    free(tmp);
+    tmp = test_temp_dir();
+    assert_non_null(tmp);
+    int rc = test_run("'%s/bench_amp' --backend=cpu --benchmark_min_time=0.01 --benchmark_filter='^amp_clip/' "
+                      "--practice_selftest=clip_before_unscale --harness_csv='%s/amp.csv' >/dev/null 2>&1",
+                      test_build_dir(), tmp);
+    assert_int_equal(rc, 1);
+    char path[600];
+    snprintf(path, sizeof path, "%s/amp.csv", tmp);
+    csv = test_read_file(path, NULL);
+    assert_non_null(csv);
+    char reason[512] = "";
+    expect_status(csv, "amp_clip,fp16,", "error");
+    assert_true(cell(csv, "amp_clip,fp16,", "reason", reason, sizeof reason));
+    printf("clip_before_unscale: %s\n", reason);
+    assert_non_null(strstr(reason, "the update differs by "));
+    expect_status(csv, "amp_clip,fp32,", "ok");
+    expect_status(csv, "amp_clip,bf16,", "ok");
+    free(csv);
     test_remove_tree(tmp);
     free(tmp);
 }
@@ -327,6 +419,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lists_every_variant),
         cmocka_unit_test(test_cpu_parity_and_grad_scaler),
+        cmocka_unit_test(test_parity_is_checked_without_a_baseline_run),
+        cmocka_unit_test(test_clipping_backoff_and_growth_are_checked),
         cmocka_unit_test(test_gpu_families_skip_without_gpu),
         cmocka_unit_test(test_gpu_families_run_on_gpu),
         cmocka_unit_test(test_gpu_parity_and_grad_scaler),

@@ -21,9 +21,9 @@
 static const char kTidy[] =
     "practice,variant,role,timing,params,status,reason,repetitions,iterations,time,cpu_time,"
     "time_unit,time_median,time_stddev,time_min,time_max,param_size,rate,noisy,time_cv\n"
-    "demo,base,baseline,wall,size:1,ok,,5,10,2.0,2.0,ms,2.0,0.1,1.9,2.1,1,500,0,0.01\n"
+    "demo,base,baseline,wall,size:1,ok,,3,10,2.1,2.1,ms,1.9,0.4,1.8,2.6,1,510,0,0.01\n"
     "demo,base,baseline,wall,size:2,ok,,5,10,4.0,4.0,ms,4.0,0.2,3.8,4.2,2,250,0,0.01\n"
-    "demo,fast,tuned,wall,size:1,ok,,5,10,1000,1000,us,1000,50,950,1050,1,1000,1,0.01\n"
+    "demo,fast,tuned,wall,size:1,ok,,5,10,1000,1000,us,980,50,960,1050,1,1000,1,0.01\n"
     "demo,fast,tuned,wall,size:2,ok,,5,10,2.0,2.0,ms,2.0,0.1,1.9,2.1,2,500,0,0.05\n"
     "demo,gpu,tuned,cuda_events,size:1,skipped,no CUDA device,1,,,,us,,,,,1,,,\n"
     "demo_rows,v,tuned,wall,size:3,ok,,1,10,3.0,3.0,ms,3.0,0,3.0,3.0,3,1,0,0.5\n"
@@ -32,8 +32,8 @@ static const char kTidy[] =
 static const char kReps[] =
     "practice,variant,role,timing,params,repetition,time,cpu_time,time_unit,iterations,rate\n"
     "demo,base,baseline,wall,size:1,1,1.8,1.8,ms,10,480\n"
-    "demo,base,baseline,wall,size:1,2,2.0,2.0,ms,10,500\n"
-    "demo,base,baseline,wall,size:1,3,2.3,2.3,ms,10,530\n";
+    "demo,base,baseline,wall,size:1,2,1.9,1.9,ms,10,490\n"
+    "demo,base,baseline,wall,size:1,3,2.6,2.6,ms,10,560\n";
 static const char kDescriptions[] =
     "# the fixture's charts\n"
     "[demo_time]            # bars of the time column, in ms\n"
@@ -155,15 +155,18 @@ static void test_points_and_error_bars(void **state)
                               test_suite_root(), test_dir, test_dir, test_dir), 0);
     char *text = output();
     const char *want[] = {
-        // from demo.reps.csv: the repetitions' minimum and maximum
-        "demo_time\tbase\t1\t2.0\t1.8\t2.3\t0\n",
-        // from time_stddev (repetitions 5), converted from us to ms; flagged noisy
-        "demo_time\tfast\t1\t1.0\t0.95\t1.05\t1\n",
+        // from demo.reps.csv: the repetitions' median (1.9, not the tidy row's mean 2.1),
+        // minimum and maximum: charts draw what the summary's speedups are made of
+        "demo_time\tbase\t1\t1.9\t1.8\t2.6\t0\n",
+        // from time_median, time_min, time_max (repetitions 5), converted from us to ms;
+        // flagged noisy
+        "demo_time\tfast\t1\t0.98\t0.96\t1.05\t1\n",
         "demo_time\tbase\t2\t4.0\t3.8\t4.2\t0\n",
         // time_cv 5% over the 2% threshold with 5 repetitions: noisy; 50% of 1 repetition: not
         "demo_time\tfast\t2\t2.0\t1.9\t2.1\t1\n",
-        // a counter: its repetitions from the reps file, else no error bar
-        "demo_rate\tdemo base\t1\t500.0\t480.0\t530.0\t0\n",
+        // a counter: its repetitions' median from the reps file (490, not the mean 510), else
+        // no error bar
+        "demo_rate\tdemo base\t1\t490.0\t480.0\t560.0\t0\n",
         "demo_rate\tdemo fast\t1\t1000.0\tNaN\tNaN\t1\n",
         // three rows of one benchmark: their median, minimum and maximum
         "demo_rows\tv\t3\t4.0\t3.0\t5.0\t0\n",

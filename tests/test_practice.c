@@ -95,7 +95,7 @@ static void slow_close(void *ctx)
     free(s->labels);
 }
 
-static const PracticeSource slow_source = {slow_open, slow_next, NULL, NULL, slow_close, &slow};
+static const PracticeSource slow_source = {slow_open, slow_next, NULL, NULL, slow_close, &slow, true};
 static const PracticeVariant plain[] = {{"plain", HARNESS_BASELINE, NULL, NULL}};
 
 // ASan reports the refusal of a terabyte allocation as an error: leave that variant out.
@@ -333,6 +333,40 @@ static void test_zero_grad_and_batch_size_run_on_the_cpu(void **state)
     }
 }
 
+// batch_size_convergence's repetitions each train from their own seed (seed + k), so they
+// sample the spread over initialisations and data: two repetitions of small_batch start
+// from different losses (one run timed twice would repeat its first loss exactly).
+static void test_convergence_repetitions_are_seeded(void **state)
+{
+    (void)state;
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/seeded", tmp_dir);
+    assert_int_equal(test_run("mkdir -p '%s' && cd '%s' && '%s/bench_batch_size' --preset=tiny --backend=cpu "
+                              "--benchmark_filter='^batch_size_convergence/small_batch/' "
+                              "--benchmark_repetitions=2 --harness_csv=bs.csv >bs.log 2>&1",
+                              dir, dir, test_build_dir()), 0);
+    char *curves = test_read_in(dir, "bs.curves.csv");
+    assert_non_null(curves);
+    double first[2] = {0, 0};
+    int found = 0;
+    for (const char *line = strchr(curves, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        char metric[64], step[16], run[16], value[64];
+        test_csv_named_field(curves, line + 1, "metric", metric, sizeof metric);
+        test_csv_named_field(curves, line + 1, "step", step, sizeof step);
+        test_csv_named_field(curves, line + 1, "run", run, sizeof run);
+        test_csv_named_field(curves, line + 1, "value", value, sizeof value);
+        if (strcmp(metric, "train_loss") != 0 || strcmp(step, "1") != 0) continue;
+        int r = atoi(run);
+        if (r < 1 || r > 2) fail_msg("run %s", run);
+        first[r - 1] = atof(value);
+        found++;
+    }
+    printf("first training loss of repetition 1: %.7g, of repetition 2: %.7g\n", first[0], first[1]);
+    assert_int_equal(found, 2);
+    assert_true(first[0] != first[1]);
+    free(curves);
+}
+
 // On a GPU: the same two programs on the CUDA backend (device-resident batches, cuDNN and
 // cuBLAS micro passes); set_to_none must still leave the parameters bit-identical.
 static void test_gpu_practices_run_on_cuda(void **state)
@@ -374,6 +408,7 @@ int main(void)
         cmocka_unit_test(test_time_to_accuracy_reaches_the_target_with_a_curve),
         cmocka_unit_test(test_axis_flag_and_cuda_without_gpu),
         cmocka_unit_test(test_zero_grad_and_batch_size_run_on_the_cpu),
+        cmocka_unit_test(test_convergence_repetitions_are_seeded),
         cmocka_unit_test(test_gpu_practices_run_on_cuda),
     };
     return cmocka_run_group_tests(tests, run_practices, cleanup);

@@ -219,6 +219,70 @@ static void test_report_headline_claims_table(void **state)
     free(err);
 }
 
+// A results folder records the commit that made it (command.txt "git: ..."): the report
+// warns, per program with a CSV there, when that program's folder under bench/ or the code
+// every program links has changed since (work tree included), and says when the commit is
+// not in the checkout. On a repository of its own: scripts/ copied, two programs.
+static void test_report_warns_when_the_code_changed_since(void **state)
+{
+    (void)state;
+    if (python_missing()) skip();
+    if (test_run("command -v git >/dev/null 2>&1") != 0) {
+        printf("skipped: git is not installed here\n");
+        skip();
+    }
+    char repo[700];
+    snprintf(repo, sizeof repo, "%s/repo", test_dir);
+    const char *git = "git -c user.name=t -c user.email=t@t -c commit.gpgsign=false";
+    assert_int_equal(test_run("mkdir -p '%s/scripts' '%s/bench/demo' '%s/bench/other' '%s/kernels' '%s/run' && "
+                              "cp '%s'/scripts/report.sh '%s'/scripts/claims.py '%s'/scripts/twin_compare.py '%s/scripts/' && "
+                              "echo 'int main(void) { return 0; }' >'%s/bench/demo/bench_demo.c' && "
+                              "echo 'int main(void) { return 0; }' >'%s/bench/other/bench_other.c' && "
+                              "echo 'int core;' >'%s/kernels/core.c' && cd '%s' && git init -q . && "
+                              "%s add scripts bench kernels && %s commit -q -m made",
+                              repo, repo, repo, repo, repo, test_suite_root(), test_suite_root(), test_suite_root(), repo,
+                              repo, repo, repo, repo, git, git), 0);
+    // the run: made by that commit; its CSVs need only exist for this part of the report
+    assert_int_equal(test_run("cd '%s' && printf 'command: make bench\\ngit: %%s\\n' \"$(git rev-parse --short HEAD)\" "
+                              ">run/command.txt && printf 'practice,variant\\n' >run/demo.csv && "
+                              "printf 'practice,variant\\n' >run/other.csv && printf 'host=h\\n' >run/context.txt",
+                              repo), 0);
+    const char *report_cmd = "cd '%s' && CLAIMS_CSV=/dev/null bash scripts/report.sh run >/dev/null 2>&1; cat run/report.md";
+    // nothing changed: no warning
+    assert_int_equal(test_run(report_cmd, repo), 0);
+    char path[800];
+    snprintf(path, sizeof path, "%s/run/report.md", repo);
+    char *text = test_read_file(path, NULL);
+    assert_non_null(text);
+    assert_null(strstr(text, "code has changed"));
+    free(text);
+    // a program's own code changed in a later commit: its row, the other's not
+    assert_int_equal(test_run("cd '%s' && echo '/* changed */' >>bench/demo/bench_demo.c && %s commit -q -am later",
+                              repo, git), 0);
+    test_run(report_cmd, repo);
+    text = test_read_file(path, NULL);
+    assert_non_null(text);
+    expect_line(text, "**Warning: the code has changed since this folder was made** (by ");
+    expect_line(text, "| bench_demo | bench/demo/bench_demo.c | none |");
+    assert_null(strstr(text, "| bench_other |"));
+    free(text);
+    // the shared code changed (in the work tree, not committed): every program's row
+    assert_int_equal(test_run("cd '%s' && echo 'int more;' >>kernels/core.c", repo), 0);
+    test_run(report_cmd, repo);
+    text = test_read_file(path, NULL);
+    assert_non_null(text);
+    expect_line(text, "| bench_demo | bench/demo/bench_demo.c | 1 files in kernels |");
+    expect_line(text, "| bench_other | none | 1 files in kernels |");
+    free(text);
+    // a commit this checkout does not hold: said so
+    assert_int_equal(test_run("cd '%s' && printf 'command: make bench\\ngit: 0123abc\\n' >run/command.txt", repo), 0);
+    test_run(report_cmd, repo);
+    text = test_read_file(path, NULL);
+    assert_non_null(text);
+    expect_line(text, "**The code that made this folder (0123abc) is not in this checkout:**");
+    free(text);
+}
+
 static void test_end_of_run_digest(void **state)
 {
     (void)state;
@@ -277,7 +341,25 @@ static void test_claims_file_covers_every_practice(void **state)
     assert_null(strstr(text, "1.5-5.5x"));
     expect_line(text, "\namp_gemm,tf32,size:10240,claim,speedup,faster,");
     expect_line(text, "\nbatch_size_parity,large_linear_lr_warmup,,claim,accuracy,");
+    // issue 37: inference_mode's speed-up is bookkeeping the core does not have (no autograd):
+    // a reference it cannot test, not no_grad's claim; checkpoint_max_batch's sentence is in
+    // no source: this suite's hypothesis
+    expect_line(text, "\ninference_grad,no_grad,,reference,speedup,faster,");
+    assert_null(strstr(text, "\ninference_grad,no_grad,,claim,"));
+    expect_line(text, "not testable here,");
+    expect_line(text, "\ncheckpoint_max_batch,checkpoint,,claim,speedup,faster,this suite's hypothesis: ");
+    expect_line(text, ",this suite's hypothesis (torch.utils.checkpoint");
     free(text);
+    // and the docs and charts no longer describe autograd bookkeeping the core does not have
+    const char *grad_docs[] = {"docs/practices/inference.md", "scripts/charts/inference.charts"};
+    for (size_t i = 0; i < 2; i++) {
+        char doc[1024];
+        snprintf(doc, sizeof doc, "%s/%s", test_suite_root(), grad_docs[i]);
+        text = test_read_file(doc, NULL);
+        assert_non_null(text);
+        if (strstr(text, "autograd's bookkeeping")) fail_msg("%s still speaks of autograd's bookkeeping", grad_docs[i]);
+        free(text);
+    }
     // claims.py validates it (a source on every row, direction, ranges) on the committed run
     assert_int_equal(test_run("python3 '%s/scripts/claims.py' table '%s/results/cpu_vm_20261130-1203' '%s' "
                               ">'%s/t.txt' 2>&1", test_suite_root(), test_suite_root(), path, test_dir), 0);
@@ -352,6 +434,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_verdict_rules_on_fixed_numbers, test_setup_dir, test_teardown_dir),
         cmocka_unit_test_setup_teardown(test_report_headline_claims_table, test_setup_dir, test_teardown_dir),
+        cmocka_unit_test_setup_teardown(test_report_warns_when_the_code_changed_since, test_setup_dir,
+                                        test_teardown_dir),
         cmocka_unit_test_setup_teardown(test_end_of_run_digest, test_setup_dir, test_teardown_dir),
         cmocka_unit_test_setup_teardown(test_claims_file_covers_every_practice, test_setup_dir, test_teardown_dir),
         cmocka_unit_test_setup_teardown(test_console_prints_skips_as_skipped, test_setup_dir, test_teardown_dir),

@@ -422,19 +422,25 @@ static char *summarize_dir(const char *dir, const char *file)
 
 // With n repetitions a side the smallest two-sided Mann-Whitney p is 2 / C(2n, n): 1 for
 // n = 1, 1/3 for 2, 0.1 for 3, 2/70 = 0.029 for 4. Below 4 no difference can be shown at
-// p < 0.05, so the verdict is n/a, not "no significant difference" (or "faster").
+// p < 0.05, so the verdict is n/a, not "no significant difference" (or "faster"). The rule,
+// as the docs state it, is 4 on each side: 3 against 5 (smallest p 2 / C(8, 3) = 0.036) is
+// n/a too.
 static void test_verdicts_need_enough_repetitions(void **state)
 {
     (void)state;
     write_results("few", "few", "few",
                   "base,baseline,n:1,10,-,-,-\nfast,tuned,n:1,8,-,-,-\n"
                   "base,baseline,n:3,10,-,-,-\nfast,tuned,n:3,8,-,-,-\n"
-                  "base,baseline,n:4,10,-,-,-\nfast,tuned,n:4,8,-,-,-\n",
+                  "base,baseline,n:4,10,-,-,-\nfast,tuned,n:4,8,-,-,-\n"
+                  "base,baseline,n:35,10,-,-,-\nfast,tuned,n:35,8,-,-,-\n",
                   "base,baseline,n:1,10,-,-,-\nfast,tuned,n:1,8,-,-,-\n"
                   "base,baseline,n:3,10,-,-,-\nbase,baseline,n:3,10.1,-,-,-\nbase,baseline,n:3,10.2,-,-,-\n"
                   "fast,tuned,n:3,8,-,-,-\nfast,tuned,n:3,8.1,-,-,-\nfast,tuned,n:3,8.2,-,-,-\n"
                   "base,baseline,n:4,10,-,-,-\nbase,baseline,n:4,10.1,-,-,-\nbase,baseline,n:4,10.2,-,-,-\nbase,baseline,n:4,10.3,-,-,-\n"
-                  "fast,tuned,n:4,8,-,-,-\nfast,tuned,n:4,8.1,-,-,-\nfast,tuned,n:4,8.2,-,-,-\nfast,tuned,n:4,8.3,-,-,-\n");
+                  "fast,tuned,n:4,8,-,-,-\nfast,tuned,n:4,8.1,-,-,-\nfast,tuned,n:4,8.2,-,-,-\nfast,tuned,n:4,8.3,-,-,-\n"
+                  "base,baseline,n:35,10,-,-,-\nbase,baseline,n:35,10.1,-,-,-\nbase,baseline,n:35,10.2,-,-,-\n"
+                  "fast,tuned,n:35,8,-,-,-\nfast,tuned,n:35,8.1,-,-,-\nfast,tuned,n:35,8.2,-,-,-\n"
+                  "fast,tuned,n:35,8.3,-,-,-\nfast,tuned,n:35,8.4,-,-,-\n");
     char *s = summarize_dir("few", "summary.csv"), line[1024];
     assert_non_null(s);
     assert_true(line_starting(s, "few,n:1,base,fast,", line, sizeof line));
@@ -445,6 +451,9 @@ static void test_verdicts_need_enough_repetitions(void **state)
     assert_true(line_starting(s, "few,n:4,base,fast,", line, sizeof line));
     ASSERT_NEAR(numf(s, line, "p_value"), 2.0 / 70, 1e-5);
     expect_field(s, line, "verdict", "faster");
+    assert_true(line_starting(s, "few,n:35,base,fast,", line, sizeof line));
+    ASSERT_NEAR(numf(s, line, "p_value"), 2.0 / 56, 1e-5);  // below 0.05, but 3 on one side
+    expect_field(s, line, "verdict", "n/a (too few repetitions)");
     free(s);
     // the geometric mean over points with too few repetitions is n/a too
     char *v = test_read_in(test_dir, "few/summary_by_variant.csv");
@@ -498,6 +507,27 @@ static void test_missed_targets_are_results(void **state)
     expect_field(v, line, "reached", "0 of 5");
     expect_field(v, line, "geomean_speedup", "");
     free(v);
+    // make compare carries it as summarize does: a row on every machine that says "did not
+    // reach", no speedup and no "vs A", beside the variant that has one
+    assert_int_equal(test_run("cd '%s' && rm -rf conv2 && cp -r conv conv2 && "
+                              "bash '%s/scripts/compare.sh' -o cmpconv/out conv conv2 >/dev/null 2>&1",
+                              test_dir, test_suite_root()), 0);
+    char *sp = test_read_in(test_dir, "cmpconv/out/speedups.csv");
+    assert_non_null(sp);
+    const char *machines[] = {"conv,never,A,", "conv,never,B,"};
+    for (int i = 0; i < 2; i++) {
+        if (!line_starting(sp, machines[i], line, sizeof line)) fail_msg("compare dropped %s:\n%s", machines[i], sp);
+        expect_field(sp, line, "verdict", "did not reach");
+        expect_field(sp, line, "speedup", "");
+        expect_field(sp, line, "vs_first", "");
+    }
+    assert_true(line_starting(sp, "conv,big,B,", line, sizeof line));
+    ASSERT_NEAR(numf(sp, line, "speedup"), 1.2 / 0.7, 1e-3);
+    free(sp);
+    char *cmp = test_read_in(test_dir, "cmpconv/out/compare.md");
+    assert_non_null(cmp);
+    assert_non_null(strstr(cmp, "| never | A | 1 | did not reach | n/a | did not reach |"));
+    free(cmp);
 }
 
 // Accuracy parity at equal epochs (rows with accuracy_parity = 1): each variant's final

@@ -32,7 +32,9 @@ typedef struct ScalerRun {
     int skipped;
 } ScalerRun;
 
-// A baseline's outcome, for the tuned runs of the same preset and batch.
+// The baseline's outcome for a preset and batch, trained for the first tuned run that needs it
+// (practice_train_to_target), so that every tuned run is compared whatever the order of the
+// runs (random interleaving, a filter without the baseline).
 typedef struct ParityEntry {
     char key[64];
     PracticeOutcome outcome;
@@ -41,9 +43,12 @@ typedef struct ParityEntry {
 typedef struct AmpHooksCtx {
     bool clip_variants;     // amp_scaler: install the clipping hook
     ScalerRun run;
+    const Practice *practice; // amp_parity: its baseline is trained from it
     ParityEntry parity[16];
     int parity_count;
 } AmpHooksCtx;
+
+static AmpHooksCtx parity_ctx;  // amp_parity's (amp_parity_bind gives it its practice)
 
 static int grads_ready(void *user, const CoreGradReady *ready)
 {
@@ -115,26 +120,40 @@ static void parity_key(const CoreConfig *cfg, HarnessState *st, char *key, size_
     snprintf(key, size, "%s/%d", harness_axis_str(st, "preset"), cfg->batch_size);
 }
 
-static void parity_finish(AmpHooksCtx *h, HarnessState *st, const CoreConfig *cfg,
-                          const PracticeVariant *v, const PracticeOutcome *o)
+// The baseline's outcome for this run's preset and batch: trained once (then kept), or NULL
+// with the run failed.
+static const PracticeOutcome *parity_baseline(AmpHooksCtx *h, HarnessState *st, const CoreConfig *cfg)
 {
     char key[64];
     parity_key(cfg, st, key, sizeof key);
-    if (v->role == HARNESS_BASELINE) {
-        ParityEntry *e = NULL;
-        for (int i = 0; i < h->parity_count && !e; i++)
-            if (strcmp(h->parity[i].key, key) == 0) e = &h->parity[i];
-        if (!e && h->parity_count < (int)(sizeof h->parity / sizeof h->parity[0])) e = &h->parity[h->parity_count++];
-        if (e) {
-            snprintf(e->key, sizeof e->key, "%s", key);
-            e->outcome = *o;
-        }
-        return;
+    for (int i = 0; i < h->parity_count; i++)
+        if (strcmp(h->parity[i].key, key) == 0) return &h->parity[i].outcome;
+    const Practice *p = h->practice;
+    const PracticeVariant *base = NULL;
+    for (int i = 0; p && i < p->variant_count && !base; i++)
+        if (p->variants[i].role == HARNESS_BASELINE) base = &p->variants[i];
+    ParityEntry *e = h->parity_count < (int)(sizeof h->parity / sizeof h->parity[0]) ? &h->parity[h->parity_count] : NULL;
+    CoreConfig bc;
+    if (!base || !e) {
+        harness_fail(st, "amp_parity: no baseline to compare with (no practice bound, or too many presets)");
+        return NULL;
     }
-    const PracticeOutcome *base = NULL;
-    for (int i = 0; i < h->parity_count && !base; i++)
-        if (strcmp(h->parity[i].key, key) == 0) base = &h->parity[i].outcome;
-    if (!base) return;  // the baseline was filtered out: nothing to compare with
+    if (practice_config(st, cfg->backend, base->change, &bc) != 0 ||
+        practice_train_to_target(p, base, &bc, &e->outcome) != 0) {
+        practice_fail_or_skip(st, "training the fp32 baseline for parity");
+        return NULL;
+    }
+    snprintf(e->key, sizeof e->key, "%s", key);
+    h->parity_count++;
+    return &e->outcome;
+}
+
+static void parity_finish(AmpHooksCtx *h, HarnessState *st, const CoreConfig *cfg,
+                          const PracticeVariant *v, const PracticeOutcome *o)
+{
+    if (v->role == HARNESS_BASELINE) return;
+    const PracticeOutcome *base = parity_baseline(h, st, cfg);
+    if (!base) return;
     double diff = fabs(o->best_accuracy - base->best_accuracy);
     harness_counter(st, "baseline_steps", (double)base->steps, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "accuracy_diff", diff, HARNESS_COUNTER_PLAIN);
@@ -148,6 +167,8 @@ static void parity_finish(AmpHooksCtx *h, HarnessState *st, const CoreConfig *cf
         harness_fail(st, msg);
     }
 }
+
+void amp_parity_bind(const Practice *parity) { parity_ctx.practice = parity; }
 
 static void hooks_finish(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
                          const PracticeVariant *v, const PracticeOutcome *o)
@@ -201,9 +222,35 @@ static void macro_finish(void *ctx, HarnessState *st, Core *core, const CoreConf
         harness_counter(st, "final_loss_scale", o->stats.loss_scale, HARNESS_COUNTER_PLAIN);
 }
 
+// amp_backoff_growth: each fp16 core's 2nd step overflows (an inf in its gradients before
+// GradScaler's check), so that the scale backs off inside the check's steps. One count per
+// core: cores are made one after another (the check's, then the timed one), each reusing
+// the oldest slot.
+enum { BACKOFF_STEP = 2, BACKOFF_SLOTS = 8 };
+static int backoff_calls[BACKOFF_SLOTS], backoff_next;
+
+static int backoff_before_update(void *user, float *grads, size_t count, void *stream)
+{
+    int *calls = user;
+    if (++*calls != BACKOFF_STEP || count == 0) return 0;
+    return amp_grad_scale(grads, 1, INFINITY, stream);  // inf, or nan from a 0: an overflow either way
+}
+
+static int backoff_core_created(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg)
+{
+    (void)ctx;
+    (void)st;
+    if (cfg->precision != CORE_PRECISION_FP16) return 0;
+    int *calls = &backoff_calls[backoff_next++ % BACKOFF_SLOTS];
+    *calls = 0;
+    CoreGradHooks hooks = {grads_ready, backoff_before_update, calls};
+    return core_set_grad_hooks(core, &hooks);
+}
+
 // One context per practice (runs are sequential; core_created resets its run).
-static AmpHooksCtx parity_ctx, scaler_ctx = {.clip_variants = true};
+static AmpHooksCtx scaler_ctx = {.clip_variants = true};
 const PracticeHooks amp_macro_hooks = {NULL, NULL, macro_finish, NULL};
 const PracticeHooks amp_parity_hooks = {hooks_core_created, hooks_after_step, hooks_finish, &parity_ctx};
 const PracticeHooks amp_scaler_hooks = {hooks_core_created, hooks_after_step, hooks_finish, &scaler_ctx};
 const PracticeHooks amp_scaler_cost_hooks = {NULL, NULL, cost_finish, NULL};
+const PracticeHooks amp_backoff_hooks = {backoff_core_created, NULL, macro_finish, NULL};

@@ -43,7 +43,11 @@ const char *amp_bench_resnet18_conv_shapes(void);
 
 extern const PracticeHooks amp_macro_hooks;       // amp, amp_nhwc, amp_tf32, amp_strict: final_loss_scale
 extern const PracticeHooks amp_parity_hooks;      // amp_parity: the loss scale's curves, parity with fp32
+// The amp_parity practice (it must outlive harness_run), whose baseline each tuned run's parity is
+// checked against: trained on demand, whatever order the runs come in.
+void amp_parity_bind(const Practice *parity);
 extern const PracticeHooks amp_scaler_hooks;      // amp_scaler: the clipping order's norms and curves
 extern const PracticeHooks amp_scaler_cost_hooks; // amp_scaler_cost: one GradScaler pass against the step
+extern const PracticeHooks amp_backoff_hooks;     // amp_backoff_growth: an overflow in each fp16 core's 2nd step
 
 #endif

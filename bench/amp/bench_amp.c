@@ -125,6 +125,53 @@ static const PracticeVariant scaler_variants[] = {
 };
 static const PracticeVariant scaler_cost_variants[] = {{"fp16", HARNESS_REFERENCE, fp16, NULL}};
 
+// ---- GradScaler under the check: clipping, and a backoff and a growth in the checked steps ------
+
+// Clipping by global norm in every variant, below every preset's first gradient norm (tiny
+// 0.49, mlp 0.67, small 1.98 on the CPU), so that the checked steps clip: an fp16 run must
+// unscale before it clips, and --practice_selftest=clip_before_unscale (clipping the gradients
+// that still carry the scale, 65536 times the norm) must fail it.
+#define AMP_CHECK_CLIP 0.25f
+
+static void clip_fp32(CoreConfig *c) { fp32(c); c->optim.clip_norm = AMP_CHECK_CLIP; }
+static void clip_fp16(CoreConfig *c) { fp16(c); c->optim.clip_norm = AMP_CHECK_CLIP; }
+static void clip_bf16(CoreConfig *c) { bf16(c); c->optim.clip_norm = AMP_CHECK_CLIP; }
+
+static const PracticeVariant clip_variants[] = {
+    {"fp32", HARNESS_BASELINE, clip_fp32, NULL},
+    {"fp16", HARNESS_TUNED, clip_fp16, NULL},
+    {"bf16", HARNESS_TUNED, clip_bf16, NULL},
+};
+// On a CPU every precision computes in fp32: checked, no speedup claimed.
+static const PracticeVariant clip_variants_cpu[] = {
+    {"fp32", HARNESS_BASELINE, clip_fp32, NULL},
+    {"fp16", HARNESS_REFERENCE, clip_fp16, NULL},
+    {"bf16", HARNESS_REFERENCE, clip_bf16, NULL},
+};
+
+// The scale grows after every clean step (growth_interval 1) and amp_backoff_hooks force an
+// overflow into each fp16 core's 2nd step: the check's 3 steps grow, back off (the step
+// skipped, which the baseline leaves out) and grow again, so unscaling must follow the scale.
+// A constant LR (no warm-up, no decay) keeps the baseline's steps at the tuned run's LR.
+static void steady_lr(CoreConfig *c)
+{
+    c->optim.warmup_steps = 0;
+    c->optim.decay = CORE_LR_CONSTANT;
+}
+static void steady_fp32(CoreConfig *c) { fp32(c); steady_lr(c); }
+static void growing_fp16(CoreConfig *c)
+{
+    fp16(c);
+    steady_lr(c);
+    c->scaler.growth_interval = 1;
+}
+
+// fp16's time includes the steps it skips by design: a reference everywhere.
+static const PracticeVariant backoff_variants[] = {
+    {"fp32", HARNESS_BASELINE, steady_fp32, NULL},
+    {"fp16", HARNESS_REFERENCE, growing_fp16, NULL},
+};
+
 // ---- micro variants -------------------------------------------------------------------------------
 
 static const AmpMath gemm_maths[] = {AMP_MATH_FP32, AMP_MATH_TF32, AMP_MATH_FP16, AMP_MATH_BF16};
@@ -221,6 +268,7 @@ int main(int argc, char **argv)
     parity.max_steps = (int)harness_option_int_value("amp_max_steps");
     parity.presets = gpu ? "tiny,small" : "tiny";
     parity.label = parity_label;
+    amp_parity_bind(&parity);
     practice_register(&parity);
     static Practice scaler = {
         .name = "amp_scaler", .variants = scaler_variants, .variant_count = 2, .batches = "0",
@@ -238,5 +286,27 @@ int main(int argc, char **argv)
     cost.presets = gpu ? all_presets : "tiny,mlp,small";
     cost.steps = gpu ? 10 : 3;  // a step of small takes seconds on a CPU
     practice_register(&cost);
+
+    // GradScaler's parts under the check (CPU and GPU)
+    static Practice clip = {
+        .name = "amp_clip", .variants = clip_variants, .variant_count = 3, .batches = "0",
+        .mode = PRACTICE_THROUGHPUT, .steps = 10, .check = PRACTICE_CHECK_PARAMS,
+        .tolerance = MACRO_TOLERANCE, .check_steps = 3, .hooks = &amp_macro_hooks,
+        .label = "clip_grad_norm_(max_norm=0.25) in every variant, below the first gradient norm: "
+                 "fp16 unscales, then clips"};
+    if (!gpu) clip.variants = clip_variants_cpu;
+    clip.presets = gpu ? all_presets : "tiny";
+    clip.min_time = gpu ? 0.5 : 0.1;
+    practice_register(&clip);
+    static Practice backoff = {
+        .name = "amp_backoff_growth", .variants = backoff_variants, .variant_count = 2, .batches = "0",
+        .mode = PRACTICE_THROUGHPUT, .steps = 10, .check = PRACTICE_CHECK_PARAMS,
+        .tolerance = MACRO_TOLERANCE, .check_steps = 3, .hooks = &amp_backoff_hooks,
+        .label = "GradScaler moving in the checked steps: growth after every clean step, an overflow "
+                 "forced into each fp16 core's 2nd step, constant LR; fp16's time includes its skipped "
+                 "steps (a reference)"};
+    backoff.presets = gpu ? "tiny,small" : "tiny";
+    backoff.min_time = gpu ? 0.5 : 0.1;
+    practice_register(&backoff);
     return harness_run();
 }

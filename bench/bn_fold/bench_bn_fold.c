@@ -13,9 +13,9 @@
 // Check (on the folded row): both models evaluate the same held-out batch of HELD_OUT
 //   images: the loss within BN_FOLD_CPU_TOL (CUDA: BN_FOLD_GPU_TOL) relative (counter
 //   check_rel_diff) and the same accuracy (CUDA: within BN_FOLD_GPU_FLIPS images;
-//   check_accuracy_diff). --practice_selftest=frozen leaves the folded core
-//   unfolded (its own initial weights), =skip_all folds it without the running
-//   statistics: the check must fail the folded row either way.
+//   check_accuracy_diff). --practice_selftest=skip_all folds it without the running
+//   statistics; every other self-test (frozen, half_lr, drop_step, ...) leaves the folded
+//   core unfolded (its own initial weights): the check must fail the folded row either way.
 // Counters beside the time: images_per_second, batch_ms, param_count, activation_mib (the
 //   memory plan's arena), peak_mib, batch; wrong (the check failed).
 #include <math.h>
@@ -100,9 +100,9 @@ static int folded_core(Core *bn, const CoreConfig *cfg, Selftest selftest, Core 
     f.model.conv_bias = true;
     f.model.no_batch_norm = true;
     TRY(core_create(&f, out));
-    if (selftest == SELFTEST_FROZEN) return 0;  // left unfolded
-    return core_fold_bn_mode(bn, *out, selftest == SELFTEST_SKIP_ALL ? CORE_FOLD_FLAW_NO_RUNNING_STATS
-                                                                  : CORE_FOLD_EXACT);
+    if (selftest == SELFTEST_SKIP_ALL) return core_fold_bn_mode(bn, *out, CORE_FOLD_FLAW_NO_RUNNING_STATS);
+    if (selftest != SELFTEST_NONE) return 0;  // frozen, and every training self-test: left unfolded
+    return core_fold_bn(bn, *out);
 }
 
 // The check: both models on the held-out batch. Returns 0 (verdict in *wrong, message in

@@ -116,19 +116,34 @@ void practice_loader_options(LoaderConfig *cfg)
 __attribute__((constructor)) static void declare_selftest_option(void)
 {
     harness_option_str("practice_selftest", "none", NULL,
-                       "driver self-test: 'frozen' drops the tuned variants' update, 'skip_all' "
-                       "treats every step of theirs as an overflow; either must fail every "
-                       "practice with a check (exit status 1); 'none': off");
+                       "driver self-test: a broken tuned variant that every practice's check must "
+                       "catch (exit status 1): 'frozen' drops the tuned update, 'skip_all' treats "
+                       "every step as an overflow, 'half_lr' halves the learning rate, 'drop_step' "
+                       "leaves out the update of one checked step, 'clip_before_unscale' (fp16 with "
+                       "clipping) clips the still-scaled gradients; 'none': off");
 }
+
+static const struct { const char *name; Selftest mode; } selftest_names[] = {
+    {"none", SELFTEST_NONE},
+    {"frozen", SELFTEST_FROZEN},
+    {"skip_all", SELFTEST_SKIP_ALL},
+    {"half_lr", SELFTEST_HALF_LR},
+    {"drop_step", SELFTEST_DROP_STEP},
+    {"clip_before_unscale", SELFTEST_CLIP_BEFORE_UNSCALE},
+};
 
 int practice_selftest_mode(Selftest *out)
 {
     const char *v = harness_option_str_value("practice_selftest");
-    if (!v || !*v || strcmp(v, "none") == 0) *out = SELFTEST_NONE;
-    else if (strcmp(v, "frozen") == 0) *out = SELFTEST_FROZEN;
-    else if (strcmp(v, "skip_all") == 0) *out = SELFTEST_SKIP_ALL;
-    else return error_set(ERROR_BAD_USAGE, "--practice_selftest=%s: want none, frozen or skip_all", v);
-    return 0;
+    *out = SELFTEST_NONE;
+    if (!v || !*v) return 0;
+    for (size_t i = 0; i < sizeof selftest_names / sizeof selftest_names[0]; i++)
+        if (strcmp(v, selftest_names[i].name) == 0) {
+            *out = selftest_names[i].mode;
+            return 0;
+        }
+    return error_set(ERROR_BAD_USAGE, "--practice_selftest=%s: want none, frozen, skip_all, half_lr, drop_step "
+                     "or clip_before_unscale", v);
 }
 
 int practice_selftest_broken(bool *broken)

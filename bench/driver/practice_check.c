@@ -1,27 +1,31 @@
-// practice_check.c: the practice driver's check of every tuned variant against its
-// baseline (practice_internal.h): both from the same seed on the same synthetic batches
-// (variants with different parameter sets: the parameters of Practice.shared_params, the
-// tuned run starting from the baseline's values of them), the tuned run's update
-// (parameters after k steps minus at the start) compared with the baseline's in relative L2; GradScaler's skipped-step rule (the start-up explains at
-// most log2(init_scale) skips before an update, then a rerun from the settled scale must
-// skip nothing); the --practice_selftest breakage (a frozen update, every step an
-// overflow) that the check must catch; and the verdict as a failure message.
+// practice_check.c: the practice driver's check of every tuned variant against its baseline
+// (practice_internal.h). Both runs are the timed configuration: their cores made as the
+// timed run's (practice_make_core: the micro-batch, the practice's hooks), their steps taken
+// as its steps, on the run's own first k batches: the tuned run reads them as the timed run
+// does (device-resident on the GPU), the baseline their host copies (the core's own upload,
+// an independent path) (variants with different parameter sets: the parameters of Practice.shared_params,
+// the tuned run starting from the baseline's values of them). An accumulating variant is
+// compared with the exact reference of accumulation (practice_reference_step). GradScaler's
+// skipped-step rule: its start-up (every skip no growth explains, while the scale settles:
+// at most log2(init_scale) halvings in all) is taken out by running again from the settled
+// scale; after it, one overflow per growth, a step the baseline then leaves out. The update
+// comparison and the verdict are practice_compare.c's.
 #include "bench/driver/practice_internal.h"
 
 #include <math.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/error.h"
 
+// ---- GradScaler's rule ---------------------------------------------------------------------------
+
 // GradScaler starts at init_scale (65536), far above what fp16 gradients usually bear, and
 // halves it on every overflow: each of its first log2(init_scale) halvings (down to a scale
-// of 1, below which scaling no longer explains an overflow) may cost one skipped step, but
-// a run in which no step updated is never its start-up. After that, each growth (every
-// growth_interval clean steps) may overflow once. Anything beyond is a run that does not
-// train, and does less work than one that does.
+// of 1, below which scaling no longer explains an overflow) may cost one skipped step. After
+// that, each growth (every growth_interval clean steps) may overflow once. Anything beyond
+// is a run that does not train, and does less work than one that does.
 static int startup_halvings(const AmpScalerConfig *sc)
 {
     int halvings = 0;
@@ -30,85 +34,18 @@ static int startup_halvings(const AmpScalerConfig *sc)
     return halvings;
 }
 
-int practice_skips_explained(const CoreConfig *cfg, int64_t steps)
+int practice_startup_skips_max(const CoreConfig *cfg)
 {
-    if (cfg->precision != CORE_PRECISION_FP16 || steps <= 0) return 0;
-    const AmpScalerConfig *sc = &cfg->scaler;
-    int64_t startup = startup_halvings(sc);
-    if (startup > steps - 1) startup = steps - 1;
-    int64_t growths = sc->growth_interval > 0 ? steps / sc->growth_interval : 0;
-    return (int)(startup + growths);
+    return cfg->precision == CORE_PRECISION_FP16 ? startup_halvings(&cfg->scaler) : 0;
 }
 
-int practice_step(Core *core, int in_channels, const CoreBatch *b, int micro_batches,
-                  CoreStepResult *result)
+int64_t practice_growth_skips_max(const CoreConfig *cfg, int64_t clean_steps)
 {
-    if (micro_batches <= 1) return core_step(core, b, result);
-    if (micro_batches > b->n)
-        return error_set(ERROR_BAD_USAGE, "gradient accumulation: %d micro-batches of a batch of %d images",
-                         micro_batches, b->n);
-    size_t sample = (size_t)in_channels * core_image_size(core) * core_image_size(core);
-    CoreStepResult r;
-    int done = 0;
-    for (int i = 0; i < micro_batches; i++) {
-        int part = b->n / micro_batches + (i < b->n % micro_batches);
-        CoreBatch mb = {b->images + (size_t)done * sample, b->labels + done, part, b->memory};
-        // loss / K: the K gradients add up to the whole batch's mean gradient
-        TRY(core_forward_backward_weighted(core, &mb, i > 0, (float)part / (float)b->n));
-        done += part;
-    }
-    TRY(core_apply_update(core, b->n, &r));
-    if (result) *result = r;
-    return 0;
+    if (cfg->precision != CORE_PRECISION_FP16 || cfg->scaler.growth_interval <= 0 || clean_steps <= 0) return 0;
+    return clean_steps / cfg->scaler.growth_interval;
 }
 
-int practice_core_config(const CoreConfig *cfg, int micro, CoreConfig *core_cfg)
-{
-    *core_cfg = *cfg;
-    if (micro <= 1) return 0;
-    if (cfg->batch_size % micro != 0)
-        return error_set(ERROR_BAD_USAGE, "gradient accumulation: a batch of %d images does not split "
-                         "into %d equal micro-batches", cfg->batch_size, micro);
-    core_cfg->batch_size = cfg->batch_size / micro;
-    return 0;
-}
-
-// One training step; under SELFTEST_SKIP_ALL an overflow: fp16 gets an inf in its gradients
-// (the core's own GradScaler skips the step, backs off and counts it); the other precisions
-// have no scaler, so the driver drops the update itself (the parameters go back to what
-// `scratch` held) and counts it in *driver_skipped.
-int practice_run_step(Core *core, const CoreConfig *cfg, const CoreBatch *b, int micro,
-                      Selftest selftest, float *scratch, int *driver_skipped)
-{
-    int ch = cfg->model.in_channels;
-    if (selftest != SELFTEST_SKIP_ALL) return practice_step(core, ch, b, micro, NULL);
-    if (cfg->precision == CORE_PRECISION_FP16) {
-        TRY(core_inject_grad_fault(core, INFINITY));
-        return practice_step(core, ch, b, micro, NULL);
-    }
-    size_t n = core_param_count(core);
-    TRY(core_params_get(core, scratch, n));
-    TRY(practice_step(core, ch, b, micro, NULL));
-    TRY(core_params_set(core, scratch, n));
-    (*driver_skipped)++;
-    return 0;
-}
-
-// One run of the check: the parameters at the start and after k steps on the synthetic
-// batches 0..k-1 from the seed's init (each step in `micro` micro-batches), and the steps
-// it skipped.
-typedef struct CheckRun {
-    float *before, *after;
-    size_t count;
-    int skipped;
-} CheckRun;
-
-static void check_run_free(CheckRun *r)
-{
-    free(r->before);
-    free(r->after);
-    *r = (CheckRun){0};
-}
+// ---- shared parameters ---------------------------------------------------------------------------
 
 // Practice.shared_params: the shared parameters' indices in cfg's order (malloc'd into
 // *index) and their count.
@@ -143,37 +80,76 @@ static int set_shared(Core *core, const float *start, const size_t *index, size_
     return core_params_set(core, tmp, core_param_count(core));
 }
 
-// With `shared` (Practice.shared_params), out holds the shared parameters alone; a run
-// with `start` begins from those values of them.
-static int check_run(const CoreConfig *cfg, int micro, int k, Selftest selftest,
-                     size_t (*shared)(const CoreConfig *, size_t *), const float *start, CheckRun *out)
+// ---- one run ------------------------------------------------------------------------------------------
+
+static void check_run_free(CheckRun *r)
+{
+    free(r->before);
+    free(r->after);
+    *r = (CheckRun){0};
+}
+
+// What a run's steps did, step by step: skipped (an overflow) or not, and whether the loss
+// scale grew after it.
+typedef struct StepLog {
+    bool skipped[CHECK_MAX_STEPS], grew[CHECK_MAX_STEPS];
+} StepLog;
+
+// How one run of the check is made.
+typedef struct RunSpec {
+    const CoreConfig *cfg;
+    int micro;           // micro-batches of each step (the variant's)
+    int reference_micro; // > 1: each step the exact reference of that many micro-batches
+    Selftest selftest;
+    const float *start;  // with shared parameters: their values at the start (NULL: the seed's)
+    const bool *leave_out; // steps not taken (NULL: none)
+    bool host_batches;   // the batches' host copies (the baseline) rather than the run's own
+} RunSpec;
+
+// The parameters at the start and after the steps on cb's batches (with shared parameters:
+// those alone), the steps skipped, and (log != NULL) what each step did.
+static int check_run(const CheckPlan *plan, const RunSpec *rs, const CheckBatches *cb, CheckRun *out,
+                     StepLog *log)
 {
     *out = (CheckRun){0};
+    if (log) *log = (StepLog){0};
+    size_t (*shared)(const CoreConfig *, size_t *) = plan->p->shared_params;
+    const CoreConfig *cfg = rs->cfg;
     Core *core = NULL;
-    CoreConfig core_cfg;
-    TRY(practice_core_config(cfg, micro, &core_cfg));
-    TRY(core_create(&core_cfg, &core));
-    const CoreModelConfig *m = &cfg->model;
-    SynthTask task = {m->in_channels, m->image_size, m->num_classes, SYNTH_NOISE, cfg->seed};
-    size_t img = (size_t)cfg->batch_size * m->in_channels * m->image_size * m->image_size;
-    float *images = malloc(img * sizeof(float));
-    int32_t *labels = malloc((size_t)cfg->batch_size * sizeof(int32_t));
+    TRY(practice_make_core(plan->st, plan->p, cfg, rs->micro, rs->selftest, &core));
     out->count = core_param_count(core);
     out->before = malloc(out->count * sizeof(float));
     out->after = malloc(out->count * sizeof(float));
-    int rc = images && labels && out->before && out->after
+    double *sum = NULL;
+    float *part = NULL;
+    if (rs->reference_micro > 1) {
+        sum = malloc(out->count * sizeof *sum);
+        part = malloc(out->count * sizeof *part);
+    }
+    int rc = out->before && out->after && (rs->reference_micro <= 1 || (sum && part))
                  ? 0 : error_set(ERROR_OUT_OF_MEMORY, "check: out of memory (host)");
     size_t *index = NULL, shared_count = 0;
     if (rc == 0 && shared) rc = shared_index(shared, cfg, out->count, &index, &shared_count);
-    if (rc == 0 && start) rc = set_shared(core, start, index, shared_count, out->after);
+    if (rc == 0 && rs->start) rc = set_shared(core, rs->start, index, shared_count, out->after);
     if (rc == 0) rc = core_params_get(core, out->before, out->count);
-    int driver_skipped = 0;
-    for (int s = 0; s < k && rc == 0; s++) {
-        synth_batch(&task, (uint64_t)s, cfg->batch_size, images, labels);
-        CoreBatch b = {images, labels, cfg->batch_size, CORE_MEMORY_HOST};
-        rc = practice_run_step(core, cfg, &b, micro, selftest, out->after, &driver_skipped);
+    int driver_skipped = 0, dropped = rs->selftest == SELFTEST_DROP_STEP ? cb->k / 2 : -1;
+    CoreStats cs = {0};
+    if (rc == 0 && log) rc = core_stats(core, &cs);
+    for (int s = 0; s < cb->k && rc == 0; s++) {
+        if ((rs->leave_out && rs->leave_out[s]) || s == dropped) continue;  // the step not taken
+        int skipped0 = cs.skipped_steps + driver_skipped;
+        float scale0 = cs.loss_scale;
+        const CoreBatch *b = rs->host_batches ? &cb->host[s] : &cb->b[s];
+        if (rs->reference_micro > 1)
+            rc = practice_reference_step(core, cfg->model.in_channels, b, rs->reference_micro, sum, part);
+        else
+            rc = practice_run_step(core, cfg, b, rs->micro, rs->selftest, out->after, &driver_skipped);
+        if (rc == 0 && log) rc = core_stats(core, &cs);
+        if (rc == 0 && log) {
+            log->skipped[s] = cs.skipped_steps + driver_skipped > skipped0;
+            log->grew[s] = !log->skipped[s] && cs.loss_scale > scale0;
+        }
     }
-    CoreStats cs;
     if (rc == 0) rc = core_stats(core, &cs);
     if (rc == 0) rc = core_params_get(core, out->after, out->count);
     if (rc == 0) out->skipped = cs.skipped_steps + driver_skipped;
@@ -188,155 +164,97 @@ static int check_run(const CoreConfig *cfg, int micro, int k, Selftest selftest,
         free(tmp);
     }
     free(index);
-    if (rc == 0 && selftest == SELFTEST_FROZEN) memcpy(out->after, out->before, out->count * sizeof(float));
-    free(images);
-    free(labels);
+    free(sum);
+    free(part);
+    if (rc == 0 && rs->selftest == SELFTEST_FROZEN) memcpy(out->after, out->before, out->count * sizeof(float));
     core_free(core);
     if (rc != 0) check_run_free(out);
     return rc;
 }
 
-// fp16: the steps GradScaler's start-up skips before its first update, on the check's
-// batches from cfg's init_scale, trying at most `limit` steps; *updated: whether one did.
-static int startup_skips(const CoreConfig *cfg, int micro, int limit, Selftest selftest, int *leading,
-                         bool *updated)
+// The skips of a run that no growth of the scale at the step before explains, the first of
+// them (1-based; 0: none), and the skips in all.
+static int unexplained_skips(const StepLog *log, int k, int *first, int *all)
 {
-    *leading = 0;
-    *updated = false;
-    Core *core = NULL;
-    CoreConfig core_cfg;
-    TRY(practice_core_config(cfg, micro, &core_cfg));
-    TRY(core_create(&core_cfg, &core));
-    const CoreModelConfig *m = &cfg->model;
-    SynthTask task = {m->in_channels, m->image_size, m->num_classes, SYNTH_NOISE, cfg->seed};
-    size_t img = (size_t)cfg->batch_size * m->in_channels * m->image_size * m->image_size;
-    float *images = malloc(img * sizeof(float));
-    int32_t *labels = malloc((size_t)cfg->batch_size * sizeof(int32_t));
-    int rc = images && labels ? 0 : error_set(ERROR_OUT_OF_MEMORY, "check: out of memory (host)");
-    int unused = 0;
-    for (int s = 0; s < limit && rc == 0 && !*updated; s++) {
-        synth_batch(&task, (uint64_t)s, cfg->batch_size, images, labels);
-        CoreBatch b = {images, labels, cfg->batch_size, CORE_MEMORY_HOST};
-        CoreStats cs;
-        rc = practice_run_step(core, cfg, &b, micro, selftest, NULL, &unused);
-        if (rc == 0) rc = core_stats(core, &cs);
-        if (rc == 0 && cs.skipped_steps > *leading) (*leading)++;
-        else if (rc == 0) *updated = true;
+    int n = 0;
+    *first = 0;
+    *all = 0;
+    for (int s = 0; s < k; s++) {
+        if (!log->skipped[s]) continue;
+        (*all)++;
+        if (s > 0 && log->grew[s - 1]) continue;  // a grown scale may overflow once
+        if (n++ == 0) *first = s + 1;
     }
-    free(images);
-    free(labels);
-    core_free(core);
-    return rc;
+    return n;
 }
 
-// Relative L2 of the tuned run's update against the baseline's (each from its own start):
-// the parameters move ~1e-3 of themselves in k steps, so only the update shows a variant
-// that trains too little, not at all, or in the wrong direction.
-static void compare_updates(const CheckRun *base, const CheckRun *tuned, CheckResult *r)
+// ---- the check ------------------------------------------------------------------------------------------
+
+// The tuned run, from the scale GradScaler's start-up settles at on these batches: run again,
+// halving the initial scale once per skip no growth explains, until a run has none (at most
+// log2(init_scale) halvings in all; fp16 only, other precisions explain no skip).
+static int tuned_settled(const CheckPlan *plan, const CheckBatches *cb, const float *start, CheckRun *t,
+                         StepLog *log, CheckResult *r)
 {
-    double num = 0.0, den = 0.0, p0 = 0.0;
-    for (size_t i = 0; i < base->count; i++) {
-        double ub = (double)base->after[i] - base->before[i];
-        double ut = (double)tuned->after[i] - tuned->before[i];
-        num += (ut - ub) * (ut - ub);
-        den += ub * ub;
-        p0 += (double)base->before[i] * base->before[i];
+    const CoreConfig *tuned = plan->tuned;
+    bool fp16 = tuned->precision == CORE_PRECISION_FP16;
+    CoreConfig settled = *tuned;
+    RunSpec rs = {&settled, plan->tuned_micro, 0, plan->selftest, start, NULL, false};
+    int k = cb->k, halvings = 0, max = startup_halvings(&tuned->scaler);
+    r->scaled = fp16;
+    r->steps = k;
+    TRY(check_run(plan, &rs, cb, t, log));
+    if (!fp16) {
+        r->skipped = t->skipped;  // without GradScaler no skip is explained
+        return 0;
     }
-    // a baseline that did not move vouches for nothing: any difference is infinite
-    r->rel = den > 0 ? sqrt(num / den) : num > 0 ? INFINITY : 0.0;
-    r->base_moved = p0 > 0 ? sqrt(den / p0) : sqrt(den);
-    r->identical = memcmp(base->before, tuned->before, base->count * sizeof(float)) == 0 &&
-                   memcmp(base->after, tuned->after, base->count * sizeof(float)) == 0;
+    r->allowed = max;
+    for (;;) {
+        int first = 0, all = 0, u = unexplained_skips(log, k, &first, &all);
+        if (u == 0 || halvings + u > max) {
+            r->skipped = halvings;
+            r->skipped_after = all;
+            r->skipped_unexplained = u;
+            r->first_unexplained = first;
+            if (u > 0 && halvings + u > max) {  // the start-up would need more halvings than it has
+                r->skipped = halvings + u;
+                r->steps = halvings + k;
+                r->skipped_unexplained = 0;
+            }
+            r->settled_scale = halvings > 0 ? settled.scaler.init_scale : 0.0;
+            return 0;
+        }
+        halvings += u;
+        for (int i = 0; i < u; i++) settled.scaler.init_scale *= settled.scaler.backoff_factor;
+        check_run_free(t);
+        TRY(check_run(plan, &rs, cb, t, log));
+    }
 }
 
-double practice_update_rel_diff(const float *before, const float *base_after, const float *tuned_after,
-                                size_t count)
-{
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < count; i++) {
-        double ub = (double)base_after[i] - before[i], ut = (double)tuned_after[i] - before[i];
-        num += (ut - ub) * (ut - ub);
-        den += ub * ub;
-    }
-    return den > 0 ? sqrt(num / den) : num > 0 ? INFINITY : 0.0;
-}
-
-// Compares the tuned config with the baseline's after k steps from the same seed. An fp16
-// run whose steps overflowed is GradScaler's start-up when it updates within log2(init_scale)
-// steps from the start: it is then run again from the scale its start-up settled at (a power
-// of 2: the same maths), so that its update is compared step for step, and that run must
-// skip nothing. 0 or -1.
-int practice_check_against_baseline(const CoreConfig *base, int base_micro, const CoreConfig *tuned,
-                                    int tuned_micro, int k, Selftest selftest,
-                                    size_t (*shared)(const CoreConfig *, size_t *), CheckResult *r)
+int practice_check_against_baseline(const CheckPlan *plan, const CheckBatches *cb, CheckResult *r)
 {
     *r = (CheckResult){0};
-    CheckRun b = {0}, t = {0};
-    if (shared && shared(base, NULL) != shared(tuned, NULL))
+    size_t (*shared)(const CoreConfig *, size_t *) = plan->p->shared_params;
+    if (shared && shared(plan->base, NULL) != shared(plan->tuned, NULL))
         return error_set(ERROR_BAD_USAGE, "check: the variants share different numbers of parameters");
-    TRY(check_run(base, base_micro, k, SELFTEST_NONE, shared, NULL, &b));
+    // the baseline; for an accumulating variant, the exact reference of its micro-batches
+    int reference = plan->tuned_micro > 1 && plan->base_micro <= 1 ? plan->tuned_micro : 0;
+    RunSpec bs = {plan->base, plan->base_micro, reference, SELFTEST_NONE, NULL, NULL, true};
+    CheckRun b = {0}, t = {0};
+    StepLog log;
+    TRY(check_run(plan, &bs, cb, &b, NULL));
     const float *start = shared ? b.before : NULL;  // the tuned run from the baseline's start
-    int rc = check_run(tuned, tuned_micro, k, selftest, shared, start, &t);
+    int rc = tuned_settled(plan, cb, start, &t, &log, r);
     if (rc == 0 && b.count != t.count)
         rc = error_set(ERROR_BAD_USAGE, "check: the variants have different parameter counts");
-    if (rc == 0) {
-        r->skipped = t.skipped;
-        r->steps = k;
-        r->allowed = 0;  // without GradScaler no skipped step is explained
-        r->scaled = tuned->precision == CORE_PRECISION_FP16;
+    // the steps the tuned run skipped for a growth: the baseline leaves them out too
+    if (rc == 0 && r->skipped_after > 0 && r->skipped_unexplained == 0) {
+        bs.leave_out = log.skipped;
+        check_run_free(&b);
+        rc = check_run(plan, &bs, cb, &b, NULL);
     }
-    if (rc == 0 && tuned->precision == CORE_PRECISION_FP16 && t.skipped > 0) {
-        int halvings = startup_halvings(&tuned->scaler), leading = 0;
-        bool updated = false;
-        rc = startup_skips(tuned, tuned_micro, halvings + 1, selftest, &leading, &updated);
-        r->allowed = halvings;
-        if (rc == 0 && !updated) {  // no update within the start-up: every step skipped
-            r->skipped = leading;
-            r->steps = leading;
-        } else if (rc == 0) {
-            CoreConfig settled = *tuned;
-            for (int i = 0; i < leading; i++) settled.scaler.init_scale *= settled.scaler.backoff_factor;
-            r->settled_scale = settled.scaler.init_scale;
-            r->skipped = leading;
-            r->steps = leading + 1;
-            check_run_free(&t);
-            rc = check_run(&settled, tuned_micro, k, selftest, shared, start, &t);
-            if (rc == 0) r->skipped_after = t.skipped;
-        }
-    }
-    if (rc == 0) compare_updates(&b, &t, r);
+    if (rc == 0) rc = practice_compare_updates(plan->p, plan->tuned, &b, &t, r);
     check_run_free(&b);
     check_run_free(&t);
     return rc;
-}
-
-// The check's verdict as a failure message; false when the tuned run passed.
-bool practice_check_failed(double tolerance, const CheckResult *r, int k, char *msg, size_t size)
-{
-    if (r->skipped > r->allowed && r->scaled) {
-        snprintf(msg, size, "the check's run skipped %d of %d steps (overflow); GradScaler's start-up "
-                 "explains at most %d before an update", r->skipped, r->steps, r->allowed);
-        return true;
-    }
-    if (r->skipped > r->allowed) {
-        snprintf(msg, size, "the check's run skipped %d of %d steps (overflow); without GradScaler "
-                 "none is explained", r->skipped, r->steps);
-        return true;
-    }
-    if (r->skipped_after > 0) {
-        snprintf(msg, size, "after GradScaler's start-up (%d skipped steps) the check's run, started "
-                 "at the settled scale %g, still skipped %d of %d steps", r->skipped, r->settled_scale,
-                 r->skipped_after, k);
-        return true;
-    }
-    bool wrong = tolerance > 0 ? !(r->rel <= tolerance) : !r->identical;
-    if (wrong) {
-        char tol[48];
-        if (tolerance > 0) snprintf(tol, sizeof tol, "tolerance %g", tolerance);
-        else snprintf(tol, sizeof tol, "bit-identical wanted");
-        snprintf(msg, size, "parameters differ from the baseline's after %d steps: the update differs "
-                 "by %.3g of the baseline's update (relative L2; %s; the baseline moved %.3g of its "
-                 "parameters)", k, r->rel, tol, r->base_moved);
-    }
-    return wrong;
 }

@@ -1,16 +1,22 @@
 // practice_internal.h: what the practice driver's files share and nothing outside them
-// uses (the API is practice.h). The driver is four files:
-//   practice.c          the driver's options, backend/GPU gating, errors to skips or
-//                       failures, the config of a run, the benchmark per variant and its
-//                       registration
+// uses (the API is practice.h). The driver is six files:
+//   practice.c          the driver's options (the self-test's modes), backend/GPU gating,
+//                       errors to skips or failures, the config of a run, the benchmark per
+//                       variant and its registration
 //   practice_sources.c  batches: synthetic (device-resident on the GPU), JPEGs through
-//                       the loader, and practice_batch_* for a program's own step loops
-//   practice_check.c    the tuned-vs-baseline check: the update comparison, GradScaler's
-//                       skipped-step rule, the --practice_selftest breakage it must catch;
-//                       and the step of every run (practice_step: one core_step, or K
-//                       accumulated micro-batches and one update)
-//   practice_run.c      the runs: throughput (warm-up, timed steps, counters) and time to
-//                       accuracy
+//                       the loader, the check's batches taken from a run's source, and
+//                       practice_batch_* for a program's own step loops
+//   practice_step.c     the cores and steps every run and the check share: a variant's core
+//                       (its micro-batch, the practice's hook, the clip_before_unscale
+//                       self-test), practice_step (one core_step, or K accumulated
+//                       micro-batches and one update), the exact reference of accumulation,
+//                       and the self-test's broken steps
+//   practice_check.c    the tuned-vs-baseline check: both runs on the run's batches,
+//                       GradScaler's skipped-step rule (start-up, growth)
+//   practice_compare.c  the update comparison (all parameters and per tensor), the floor
+//                       of the baseline's movement, and the verdict as a message
+//   practice_run.c      the runs: throughput (the check, warm-up, timed steps, counters)
+//                       and time to accuracy
 #ifndef PRACTICE_INTERNAL_H
 #define PRACTICE_INTERNAL_H
 
@@ -56,34 +62,92 @@ PracticeSource practice_synthetic_source(Synthetic *s);
 // The source of JPEGs through the loader, over im (set .steps and .dataset_preset first).
 PracticeSource practice_images_source(Images *im);
 
-// ---- the check against the baseline (practice_check.c) -------------------------------------
+// The check's batches (practice_sources.c): the run's first k batches from its source, as
+// the run gets them (read where they are when the source is stable, else copied into memory
+// of their kind), and in host memory (the same when they are there; else copied back), which
+// the baseline reads: the core's own upload, a path independent of the run's.
+enum { CHECK_MAX_STEPS = 8 };
+typedef struct CheckBatches {
+    CoreBatch b[CHECK_MAX_STEPS];    // as the timed run gets them
+    CoreBatch host[CHECK_MAX_STEPS]; // the same in host memory
+    int k;
+    bool owned[CHECK_MAX_STEPS], host_owned[CHECK_MAX_STEPS]; // copied here (freed here)
+} CheckBatches;
 
-// The check's figures for one tuned run (practice.h's counters check_*).
-typedef struct CheckResult {
-    double rel;            // ||tuned update - baseline update|| / ||baseline update||
-    double base_moved;     // ||baseline update|| / ||initial parameters||: how far k steps go
-    bool identical;        // the parameters agree bit for bit (start and end)
-    int skipped, allowed;  // the tuned run's skipped steps; how many its start-up explains
-    int steps;             // the steps `skipped` is of
-    bool scaled;           // fp16: GradScaler ran (else no skip is explained)
-    int skipped_after;     // fp16 after start-up skips: the steps the settled run still skipped
-    double settled_scale;  // the loss scale the settled run started at (0: no rerun)
-} CheckResult;
+// Takes k (1..CHECK_MAX_STEPS) batches from a source opened for cfg (an epoch's end: the
+// next one). 0 or -1.
+int practice_check_batches_take(const PracticeSource *src, const CoreConfig *cfg, int k, CheckBatches *out);
+void practice_check_batches_free(CheckBatches *cb);
 
+// ---- cores and steps (practice_step.c) -----------------------------------------------------
+
+// The core of a run of variant cfg in `micro` micro-batches, as every run makes it: created
+// for the micro-batch (practice_core_config), then the practice's core_created hook, then,
+// under SELFTEST_CLIP_BEFORE_UNSCALE for an fp16 config with clipping, the hook that clips
+// the still-scaled gradients. 0 or -1 (the core freed).
+int practice_make_core(HarnessState *st, const Practice *p, const CoreConfig *cfg, int micro,
+                       Selftest selftest, Core **out);
+// The config a variant's core is created with: cfg, for micro > 1 with the batch size of
+// one micro-batch (cfg->batch_size / micro; bad usage unless it divides). 0 or -1.
+int practice_core_config(const CoreConfig *cfg, int micro, CoreConfig *core_cfg);
+// The self-test's change to a tuned variant's config (SELFTEST_HALF_LR: half the LR).
+void practice_selftest_config(Selftest selftest, CoreConfig *cfg);
 // One training step (practice_step in `micro` micro-batches); under SELFTEST_SKIP_ALL an
 // overflow (the parameters go back to what `scratch` held when the precision has no
 // scaler, counted in *driver_skipped).
 int practice_run_step(Core *core, const CoreConfig *cfg, const CoreBatch *b, int micro,
                       Selftest selftest, float *scratch, int *driver_skipped);
-// The config a variant's core is created with: cfg, for micro > 1 with the batch size of
-// one micro-batch (cfg->batch_size / micro; bad usage unless it divides). 0 or -1.
-int practice_core_config(const CoreConfig *cfg, int micro, CoreConfig *core_cfg);
-// Compares the tuned config (its steps in tuned_micro micro-batches) with the baseline's
-// (base_micro) after k steps from the same seed (with shared != NULL, Practice.shared_params:
-// the shared parameters from the baseline's start). 0 or -1.
-int practice_check_against_baseline(const CoreConfig *base, int base_micro, const CoreConfig *tuned,
-                                    int tuned_micro, int k, Selftest selftest,
-                                    size_t (*shared)(const CoreConfig *, size_t *), CheckResult *r);
+// One step of the exact reference of `micro` accumulated micro-batches on a core of the whole
+// batch (Practice.micro_batches): the micro-batches' own gradients (core_loss_grad), weighted
+// part / b->n and summed in double, replace the gradient of one core_step on b (through a
+// before_update hook, times the loss scale with fp16). sum and part: core_param_count
+// elements of scratch each. 0 or -1.
+int practice_reference_step(Core *core, int in_channels, const CoreBatch *b, int micro, double *sum,
+                            float *part);
+
+// ---- the check against the baseline (practice_check.c, practice_compare.c) -------------------
+
+// The check's figures for one tuned run (practice.h's counters check_*).
+typedef struct CheckResult {
+    double rel;            // ||tuned update - baseline update|| / ||baseline update||
+    double worst_rel;      // the same for the tensor where it is largest (its own update)
+    char worst_tensor[64]; // that tensor, e.g. "op 4 bn beta"
+    double base_moved;     // ||baseline update|| / ||initial parameters||: how far k steps go
+    bool identical;        // the parameters agree bit for bit (start and end)
+    int skipped, allowed;  // the tuned run's start-up skips; how many its start-up explains
+    int steps;             // the steps `skipped` is of
+    bool scaled;           // fp16: GradScaler ran (else no skip is explained)
+    int skipped_after;     // after the start-up: the steps the (settled) run skipped
+    int skipped_unexplained; // of those, the ones no growth before them explains
+    int first_unexplained; // the first such step (1-based; 0: none)
+    double settled_scale;  // the loss scale the settled run started at (0: no rerun)
+} CheckResult;
+
+// One run of the check: the parameters at the start and after the steps (with shared
+// parameters: those alone, in their common order).
+typedef struct CheckRun {
+    float *before, *after;
+    size_t count;
+    int skipped;
+} CheckRun;
+
+// What the check compares for a practice: its configs and micro-batches, the shared
+// parameters (Practice.shared_params) and the steps.
+typedef struct CheckPlan {
+    HarnessState *st;
+    const Practice *p;
+    const CoreConfig *base, *tuned;
+    int base_micro, tuned_micro, k;
+    Selftest selftest;
+} CheckPlan;
+
+// Runs the check of plan on the batches cb (cb->k steps). 0 or -1.
+int practice_check_against_baseline(const CheckPlan *plan, const CheckBatches *cb, CheckResult *r);
+// Fills r's update figures (rel, worst_rel and its tensor, base_moved, identical) from the
+// two runs; tuned is the config whose model names the tensors (with p->shared_params: its
+// shared parameters, in their order). 0 or -1.
+int practice_compare_updates(const Practice *p, const CoreConfig *tuned, const CheckRun *base,
+                             const CheckRun *t, CheckResult *r);
 // The check's verdict as a failure message (tolerance: relative L2, 0: bit-identical);
 // false when the tuned run passed.
 bool practice_check_failed(double tolerance, const CheckResult *r, int k, char *msg, size_t size);

@@ -1,9 +1,10 @@
 // practice_run.c: the practice driver's runs (practice_internal.h). Throughput: the check
-// against the baseline first (practice_check.c), then untimed warm-up steps, timed
-// iterations of steps ending in core_sync, and the counters (images_per_second, step_ms,
-// wrong, skipped steps against what GradScaler's start-up explains, check_*). Time to
-// accuracy: one run on synthetic batches until the held-out target or the step budget,
-// with its curves. Both call the practice's hooks.
+// against the baseline first (practice_check.c; a tuned run that fails it is not timed),
+// then untimed warm-up steps (fp16: until GradScaler's start-up is over), timed iterations
+// of steps ending in core_sync, and the counters (images_per_second, step_ms, wrong, skipped
+// steps against what GradScaler explains, check_*). Time to accuracy: one run on synthetic
+// batches until the held-out target or the step budget, with its curves. Both call the
+// practice's hooks.
 #include "bench/driver/practice_internal.h"
 
 #include <math.h>
@@ -46,54 +47,123 @@ static void core_counters(HarnessState *st, Core *core, const CoreStats *cs, con
     harness_set_label(st, label);
 }
 
-// ---- the practice's own hooks ------------------------------------------------------------------
+// ---- throughput ---------------------------------------------------------------------------------
 
-static int hooks_core_created(const Practice *p, HarnessState *st, Core *core, const CoreConfig *cfg)
+// The check of tuned variant v (config cfg, its source opened) against the baseline: *wrong
+// and the message when it failed. 0, or -1 with the error set.
+static int check_variant(HarnessState *st, const Practice *p, const PracticeVariant *v, const CoreConfig *cfg,
+                         const PracticeSource *src, Selftest selftest, CheckResult *check, bool *wrong,
+                         char *msg, size_t size)
 {
-    return p->hooks && p->hooks->core_created ? p->hooks->core_created(p->hooks->ctx, st, core, cfg) : 0;
+    const PracticeVariant *base = baseline_of(p);
+    int k = p->check_steps > 0 ? p->check_steps : 3;
+    CoreConfig bc = *cfg;
+    TRY(practice_config(st, cfg->backend, base->change, &bc));
+    // the data's shape is the source's (a dataset sets its classes and channels) for both
+    bc.model.in_channels = cfg->model.in_channels;
+    bc.model.num_classes = cfg->model.num_classes;
+    bc.model.image_size = cfg->model.image_size;
+    CheckBatches cb;
+    TRY(practice_check_batches_take(src, cfg, k, &cb));
+    CheckPlan plan = {st, p, &bc, cfg, micro_of(p, base), micro_of(p, v), k, selftest};
+    int rc = practice_check_against_baseline(&plan, &cb, check);
+    practice_check_batches_free(&cb);
+    TRY(rc);
+    *wrong = practice_check_failed(p->tolerance, check, k, msg, size);
+    harness_counter(st, "wrong", *wrong, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "check_rel_diff", check->rel, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "check_worst_tensor_rel_diff", check->worst_rel, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "check_baseline_moved", check->base_moved, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "check_skipped_steps", check->skipped + check->skipped_after, HARNESS_COUNTER_PLAIN);
+    return 0;
 }
 
-// ---- throughput ---------------------------------------------------------------------------------
+// What the warm-up did: its steps, the skips GradScaler's start-up took (those no growth of
+// the scale at the step before explains), and all its skips.
+typedef struct WarmUp {
+    int taken, startup, skipped;
+} WarmUp;
+
+// Untimed warm-up: module loading, cuBLAS/cuDNN set-up and plans, first touch; with fp16 it
+// goes on until `warmup` steps in a row have had no skip but the one a growth explains, so
+// that GradScaler's start-up (every step skipped while the scale comes down from init_scale)
+// is never timed. 1 done, 0 (the run failed with the reason) or -1 (error set).
+static int warm_up(HarnessState *st, Core *core, const CoreConfig *cfg, const PracticeSource *src, int warmup,
+                   int micro, Selftest selftest, float *scratch, int *driver_skipped, WarmUp *w)
+{
+    bool fp16 = cfg->precision == CORE_PRECISION_FP16, grew = false;
+    int max = practice_startup_skips_max(cfg), settled = 0;
+    *w = (WarmUp){0};
+    CoreStats cs = {0};
+    if (fp16) TRY(core_stats(core, &cs));
+    while (fp16 ? settled < warmup : w->taken < warmup) {
+        if (w->startup > max) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "GradScaler's start-up: %d steps skipped (overflow) before %d in a row "
+                     "updated; halving the scale from %g down to 1 explains at most %d", w->startup, warmup,
+                     (double)cfg->scaler.init_scale, max);
+            harness_fail(st, msg);
+            return 0;
+        }
+        CoreBatch b;
+        int rc = src->next(src->ctx, &b);
+        if (rc == 0) rc = src->next(src->ctx, &b);  // an epoch ended: the next one
+        if (rc < 0) return -1;
+        int before = cs.skipped_steps + *driver_skipped;
+        float scale = cs.loss_scale;
+        TRY(practice_run_step(core, cfg, &b, micro, selftest, scratch, driver_skipped));
+        w->taken++;
+        if (fp16) TRY(core_stats(core, &cs));
+        bool skip = cs.skipped_steps + *driver_skipped > before;
+        w->skipped += skip;
+        if (skip && !grew) {  // not a grown scale's one overflow: the start-up goes on
+            w->startup++;
+            settled = 0;
+        } else {
+            settled++;
+        }
+        grew = !skip && cs.loss_scale > scale;
+    }
+    TRY(core_sync(core));
+    return 1;
+}
 
 void practice_run_throughput(HarnessState *st, const Practice *p, const PracticeVariant *v,
                              CoreConfig *cfg, const PracticeSource *src)
 {
     int warmup = p->warmup_steps > 0 ? p->warmup_steps : 3;
-    int k = p->check_steps > 0 ? p->check_steps : 3;
     const PracticeVariant *base = baseline_of(p);
-    bool checked = p->check == PRACTICE_CHECK_PARAMS && v->role == HARNESS_TUNED && base;
+    // every variant but the baseline: a tuned one, or a reference (measured, no speedup claimed)
+    bool checked = p->check == PRACTICE_CHECK_PARAMS && v->role != HARNESS_BASELINE && base;
     Selftest selftest = SELFTEST_NONE;
     if (practice_selftest_mode(&selftest) != 0) {
         practice_fail_or_skip(st, "the self-test");
         return;
     }
     if (!checked) selftest = SELFTEST_NONE;  // the self-test breaks what a check must catch
+    practice_selftest_config(selftest, cfg);
     if (src->open(src->ctx, cfg, v->source_arg) != 0) {
         practice_fail_or_skip(st, "preparing the batches");
         return;
     }
-    // The check first, on cores of its own: the same start and batches for both variants.
+    // The check first, on cores of its own made as this run's, on this run's first batches.
     CheckResult check = {.identical = true};
-    char check_msg[400] = "";
+    char check_msg[600] = "";
     bool wrong = false;
-    if (checked) {
-        CoreConfig bc = *cfg;
-        if (practice_config(st, cfg->backend, base->change, &bc) != 0 ||
-            practice_check_against_baseline(&bc, micro_of(p, base), cfg, micro_of(p, v), k, selftest,
-                                            p->shared_params, &check) != 0) {
-            practice_fail_or_skip(st, "checking against the baseline");
-            src->close(src->ctx);
-            return;
-        }
-        double tolerance = p->tolerance_for ? p->tolerance_for(cfg) : p->tolerance;
-        wrong = practice_check_failed(tolerance, &check, k, check_msg, sizeof check_msg);
+    if (checked && check_variant(st, p, v, cfg, src, selftest, &check, &wrong, check_msg, sizeof check_msg) != 0) {
+        practice_fail_or_skip(st, "checking against the baseline");
+        src->close(src->ctx);
+        return;
+    }
+    if (wrong) {  // a wrong answer is not timed
+        harness_fail(st, check_msg);
+        src->close(src->ctx);
+        return;
     }
     Core *core = NULL;
     float *scratch = NULL;
-    CoreConfig core_cfg;  // micro-batches: the core is made for one of them
-    int made = practice_core_config(cfg, micro_of(p, v), &core_cfg);
-    if (made == 0) made = core_create(&core_cfg, &core);
-    if (made == 0) made = hooks_core_created(p, st, core, cfg);
+    int micro = micro_of(p, v);
+    int made = practice_make_core(st, p, cfg, micro, selftest, &core);
     if (made == 0 && selftest == SELFTEST_SKIP_ALL &&  // where the driver puts parameters back
         !(scratch = malloc(core_param_count(core) * sizeof(float))))
         made = error_set(ERROR_OUT_OF_MEMORY, "self-test: out of memory (host)");
@@ -104,23 +174,18 @@ void practice_run_throughput(HarnessState *st, const Practice *p, const Practice
         return;
     }
     bool fp16 = cfg->precision == CORE_PRECISION_FP16;
-    int driver_skipped = 0, micro = micro_of(p, v);
-    // Untimed warm-up: module loading, cuBLAS/cuDNN set-up and plans, first touch.
-    int rc = 0;
-    CoreBatch b;
-    for (int i = 0; i < warmup && rc >= 0; i++) {
-        rc = src->next(src->ctx, &b);
-        if (rc == 0) rc = src->next(src->ctx, &b);  // an epoch ended: the next one
-        if (rc > 0 && practice_run_step(core, cfg, &b, micro, selftest, scratch, &driver_skipped) != 0) rc = -1;
-    }
-    if (rc >= 0 && core_sync(core) != 0) rc = -1;
-    if (rc < 0) {
-        practice_fail_or_skip(st, "warm-up");
+    int driver_skipped = 0;
+    WarmUp w;
+    int rc = warm_up(st, core, cfg, src, warmup, micro, selftest, scratch, &driver_skipped, &w);
+    if (rc <= 0) {
+        if (rc < 0) practice_fail_or_skip(st, "warm-up");
         core_free(core);
         free(scratch);
         src->close(src->ctx);
         return;
     }
+    rc = 0;
+    CoreBatch b;
     if (src->start) src->start(src->ctx);
     int64_t steps = 0, images = 0;
     double t0 = clock_seconds();
@@ -141,39 +206,36 @@ void practice_run_throughput(HarnessState *st, const Practice *p, const Practice
     if (rc < 0) {
         practice_fail_or_skip(st, "training");
     } else {
-        // A run that skips steps does less work and looks faster: every step it took (warm-up
-        // and timed) counts against what GradScaler's start-up explains.
-        int64_t taken = warmup + steps;
+        // A run that skips steps does less work and looks faster: after the start-up (in the
+        // warm-up), only an overflow after a growth is explained.
+        int64_t taken = w.taken + steps;
         int skipped = cs.skipped_steps + driver_skipped;
-        int explained = practice_skips_explained(cfg, taken);
+        int64_t explained = w.startup + practice_growth_skips_max(cfg, taken - w.startup);
         harness_set_items_processed(st, images);
         harness_counter(st, "images_per_second", (double)images, HARNESS_COUNTER_RATE);
         harness_counter(st, "step_ms", steps ? 1e3 * seconds / steps : 0, HARNESS_COUNTER_PLAIN);
-        harness_counter(st, "wrong", wrong, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "wrong", 0, HARNESS_COUNTER_PLAIN);
         if (fp16 || skipped > 0) {
             harness_counter(st, "skipped_steps", skipped, HARNESS_COUNTER_PLAIN);
-            harness_counter(st, "skipped_steps_explained", explained, HARNESS_COUNTER_PLAIN);
-        }
-        if (checked) {
-            harness_counter(st, "check_rel_diff", check.rel, HARNESS_COUNTER_PLAIN);
-            harness_counter(st, "check_baseline_moved", check.base_moved, HARNESS_COUNTER_PLAIN);
-            harness_counter(st, "check_skipped_steps", check.skipped + check.skipped_after,
-                            HARNESS_COUNTER_PLAIN);
+            harness_counter(st, "skipped_steps_explained", (double)explained, HARNESS_COUNTER_PLAIN);
         }
         if (src->report) src->report(src->ctx, st, seconds, steps);
-        char extra[256], micro_text[96] = "";
+        char extra[320], micro_text[96] = "", warm_text[96] = "";
         if (micro > 1)
             snprintf(micro_text, sizeof micro_text, "; each step %d accumulated micro-batches of %d",
-                     micro, core_cfg.batch_size);
-        snprintf(extra, sizeof extra, "%d untimed warm-up steps%s%s%s", warmup, micro_text,
+                     micro, cfg->batch_size / micro);
+        if (fp16)
+            snprintf(warm_text, sizeof warm_text, " (fp16: until %d in a row updated; %d skipped)", warmup,
+                     w.skipped);
+        snprintf(extra, sizeof extra, "%d untimed warm-up steps%s%s%s%s", w.taken, warm_text, micro_text,
                  p->label ? "; " : "", p->label ? p->label : "");
         core_counters(st, core, &cs, cfg, extra);
-        if (wrong) {
-            harness_fail(st, check_msg);
-        } else if (skipped > explained) {
-            char msg[300];
-            snprintf(msg, sizeof msg, "skipped %d of %lld steps (warm-up and timed; overflow); "
-                     "GradScaler's start-up explains at most %d", skipped, (long long)taken, explained);
+        if (skipped > explained) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "skipped %d of %lld steps (warm-up and timed; overflow): GradScaler's "
+                     "start-up explains the %d of the warm-up, growth every %d updating steps %lld more",
+                     skipped, (long long)taken, w.startup, fp16 ? cfg->scaler.growth_interval : 0,
+                     (long long)(explained - w.startup));
             harness_fail(st, msg);
         } else if (p->hooks && p->hooks->finish) {
             PracticeOutcome o = {.steps = steps, .seconds = seconds, .stats = cs};
@@ -203,8 +265,12 @@ static int held_out_accuracy(Core *core, const SynthTask *task, float *images, i
     return 0;
 }
 
-void practice_run_time_to_accuracy(HarnessState *st, const Practice *p, const PracticeVariant *v,
-                                   const CoreConfig *cfg)
+// Trains core (variant v's, on cfg) to p's target: steps on the synthetic batches until the
+// held-out target, divergence or the step budget, evaluating every eval_every steps. With st,
+// the curves and the practice's after_step hook; without, nothing but the outcome (o: steps,
+// training seconds, reached, diverged, final and best accuracy). 0 or -1.
+static int train_to_target(HarnessState *st, const Practice *p, const PracticeVariant *v, const CoreConfig *cfg,
+                           Core *core, PracticeOutcome *o)
 {
     const CoreModelConfig *m = &cfg->model;
     SynthTask task = {m->in_channels, m->image_size, m->num_classes, SYNTH_NOISE, cfg->seed};
@@ -212,85 +278,96 @@ void practice_run_time_to_accuracy(HarnessState *st, const Practice *p, const Pr
     size_t img = (size_t)n * m->in_channels * m->image_size * m->image_size;
     float *images = malloc(img * sizeof(float));
     int32_t *labels = malloc((size_t)n * sizeof(int32_t));
-    Core *core = NULL;
-    CoreConfig core_cfg;  // micro-batches: the core is made for one of them
     if (!images || !labels) {
-        error_set(ERROR_OUT_OF_MEMORY, "time to accuracy: out of memory (host)");
-        practice_fail_or_skip(st, "preparing the batches");
-    } else if (practice_core_config(cfg, micro_of(p, v), &core_cfg) != 0 || core_create(&core_cfg, &core) != 0 ||
-               hooks_core_created(p, st, core, cfg) != 0) {
-        practice_fail_or_skip(st, "creating the core");
-        core_free(core);
-        core = NULL;
-    }
-    if (!core) {
         free(images);
         free(labels);
+        return error_set(ERROR_OUT_OF_MEMORY, "time to accuracy: out of memory (host)");
+    }
+    int eval_every = p->eval_every > 0 ? p->eval_every : 10, rc = 0, step;
+    int64_t images_seen = 0;
+    *o = (PracticeOutcome){0};
+    for (step = 0; step < p->max_steps && rc == 0 && !o->reached && !o->diverged; step++) {
+        synth_batch(&task, (uint64_t)step, cfg->batch_size, images, labels);  // not timed
+        CoreBatch b = {images, labels, cfg->batch_size, CORE_MEMORY_HOST};
+        CoreStepResult r;
+        double t0 = clock_seconds();
+        rc = practice_step(core, m->in_channels, &b, micro_of(p, v), &r);
+        bool eval = (step + 1) % eval_every == 0 || step + 1 == p->max_steps;
+        if (rc == 0 && eval) rc = core_sync(core);
+        o->seconds += clock_seconds() - t0;
+        if (rc != 0) break;
+        images_seen += b.n;
+        if (r.loss_ready && !isfinite(r.loss)) o->diverged = true;
+        if (st && r.loss_ready) harness_curve_point(st, "train_loss", step + 1, images_seen, o->seconds, r.loss);
+        if (st && p->hooks && p->hooks->after_step &&
+            p->hooks->after_step(p->hooks->ctx, st, core, step, images_seen, o->seconds, &r) != 0) {
+            rc = -1;
+            break;
+        }
+        if (!eval || o->diverged) continue;
+        rc = held_out_accuracy(core, &task, images, labels, &o->final_accuracy);
+        if (rc != 0) break;
+        if (o->final_accuracy > o->best_accuracy) o->best_accuracy = o->final_accuracy;
+        if (st)
+            harness_curve_point(st, "heldout_accuracy", step + 1, images_seen, o->seconds, o->final_accuracy);
+        o->reached = o->final_accuracy >= p->target_accuracy;
+    }
+    o->steps = step;
+    free(images);
+    free(labels);
+    return rc;
+}
+
+int practice_train_to_target(const Practice *p, const PracticeVariant *v, const CoreConfig *cfg, PracticeOutcome *o)
+{
+    Core *core = NULL;
+    CoreConfig core_cfg;
+    TRY(practice_core_config(cfg, micro_of(p, v), &core_cfg));
+    TRY(core_create(&core_cfg, &core));
+    int rc = train_to_target(NULL, p, v, cfg, core, o);
+    if (rc == 0) rc = core_stats(core, &o->stats);
+    core_free(core);
+    return rc;
+}
+
+void practice_run_time_to_accuracy(HarnessState *st, const Practice *p, const PracticeVariant *v,
+                                   const CoreConfig *cfg)
+{
+    Core *core = NULL;
+    if (practice_make_core(st, p, cfg, micro_of(p, v), SELFTEST_NONE, &core) != 0) {
+        practice_fail_or_skip(st, "creating the core");
         return;
     }
-    int eval_every = p->eval_every > 0 ? p->eval_every : 10;
-    int rc = 0, step = 0;
-    bool reached = false, diverged = false;
-    double train_s = 0.0, accuracy = 0.0, best = 0.0;
-    int64_t images_seen = 0;
+    int rc = 0;
+    PracticeOutcome o = {0};
     while (rc == 0 && harness_keep_running(st)) {
-        for (step = 0; step < p->max_steps && rc == 0 && !reached && !diverged; step++) {
-            synth_batch(&task, (uint64_t)step, cfg->batch_size, images, labels);  // not timed
-            CoreBatch b = {images, labels, cfg->batch_size, CORE_MEMORY_HOST};
-            CoreStepResult r;
-            double t0 = clock_seconds();
-            rc = practice_step(core, m->in_channels, &b, micro_of(p, v), &r);
-            bool eval = (step + 1) % eval_every == 0 || step + 1 == p->max_steps;
-            if (rc == 0 && eval) rc = core_sync(core);
-            train_s += clock_seconds() - t0;
-            if (rc != 0) break;
-            images_seen += b.n;
-            if (r.loss_ready && !isfinite(r.loss)) diverged = true;
-            if (r.loss_ready) harness_curve_point(st, "train_loss", step + 1, images_seen, train_s, r.loss);
-            if (p->hooks && p->hooks->after_step &&
-                p->hooks->after_step(p->hooks->ctx, st, core, step, images_seen, train_s, &r) != 0) {
-                rc = -1;
-                break;
-            }
-            if (!eval || diverged) continue;
-            rc = held_out_accuracy(core, &task, images, labels, &accuracy);
-            if (rc != 0) break;
-            if (accuracy > best) best = accuracy;
-            harness_curve_point(st, "heldout_accuracy", step + 1, images_seen, train_s, accuracy);
-            reached = accuracy >= p->target_accuracy;
-        }
-        harness_set_iteration_time(st, train_s);
+        rc = train_to_target(st, p, v, cfg, core, &o);
+        harness_set_iteration_time(st, o.seconds);
     }
-    CoreStats cs;
-    if (rc == 0 && core_stats(core, &cs) != 0) rc = -1;
+    if (rc == 0 && core_stats(core, &o.stats) != 0) rc = -1;
     if (rc != 0) {
         practice_fail_or_skip(st, "training to the target");
     } else {
-        harness_counter(st, "reached_target", reached, HARNESS_COUNTER_PLAIN);
-        harness_counter(st, "diverged", diverged, HARNESS_COUNTER_PLAIN);
-        harness_counter(st, "steps", step, HARNESS_COUNTER_PLAIN);
-        harness_counter(st, "images_seen", (double)images_seen, HARNESS_COUNTER_PLAIN);
-        harness_counter(st, "train_seconds", train_s, HARNESS_COUNTER_PLAIN);
-        harness_counter(st, "final_accuracy", accuracy, HARNESS_COUNTER_PLAIN);
-        harness_counter(st, "best_accuracy", best, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "reached_target", o.reached, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "diverged", o.diverged, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "steps", (double)o.steps, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "images_seen", (double)o.steps * cfg->batch_size, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "train_seconds", o.seconds, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "final_accuracy", o.final_accuracy, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "best_accuracy", o.best_accuracy, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "peak_lr", core_lr_at(&cfg->optim, cfg->batch_size, cfg->optim.warmup_steps),
                         HARNESS_COUNTER_PLAIN);
         char extra[256];
-        if (reached)
-            snprintf(extra, sizeof extra, "reached %.2f held-out accuracy after %d steps", p->target_accuracy, step);
-        else if (diverged)
-            snprintf(extra, sizeof extra, "diverged (loss not finite) at step %d", step);
+        if (o.reached)
+            snprintf(extra, sizeof extra, "reached %.2f held-out accuracy after %lld steps", p->target_accuracy,
+                     (long long)o.steps);
+        else if (o.diverged)
+            snprintf(extra, sizeof extra, "diverged (loss not finite) at step %lld", (long long)o.steps);
         else
             snprintf(extra, sizeof extra, "missed %.2f held-out accuracy in %d steps (best %.3f)",
-                     p->target_accuracy, p->max_steps, best);
-        core_counters(st, core, &cs, cfg, extra);
-        if (p->hooks && p->hooks->finish) {
-            PracticeOutcome o = {.steps = step, .seconds = train_s, .reached = reached, .diverged = diverged,
-                                 .final_accuracy = accuracy, .best_accuracy = best, .stats = cs};
-            p->hooks->finish(p->hooks->ctx, st, core, cfg, v, &o);
-        }
+                     p->target_accuracy, p->max_steps, o.best_accuracy);
+        core_counters(st, core, &o.stats, cfg, extra);
+        if (p->hooks && p->hooks->finish) p->hooks->finish(p->hooks->ctx, st, core, cfg, v, &o);
     }
     core_free(core);
-    free(images);
-    free(labels);
 }

@@ -1,8 +1,9 @@
 // practice_sources.c: the practice driver's batches (practice_internal.h): the synthetic
 // plane-wave task generated once (device-resident on the GPU, so the steps time the
 // training and nothing else), JPEGs through the loader with each variant's workers and
-// pinning (reporting the wait per step, the pinning time and the cores used), and
-// practice_batch_* (practice.h) for a program's own step loops over changing sizes.
+// pinning (reporting the wait per step, the pinning time and the cores used), the check's
+// batches taken from a run's source, and practice_batch_* (practice.h) for a program's own
+// step loops over changing sizes.
 #include "bench/driver/practice_internal.h"
 
 #include <cuda_runtime_api.h>
@@ -175,12 +176,106 @@ static void images_close(void *ctx) { image_data_close(&((Images *)ctx)->data); 
 
 PracticeSource practice_synthetic_source(Synthetic *s)
 {
-    return (PracticeSource){synthetic_open, synthetic_next, synthetic_start, NULL, synthetic_close, s};
+    // its batches are made once and kept until close
+    return (PracticeSource){synthetic_open, synthetic_next, synthetic_start, NULL, synthetic_close, s, true};
 }
 
 PracticeSource practice_images_source(Images *im)
 {
-    return (PracticeSource){images_open, images_next, images_start, images_report, images_close, im};
+    // a loader slot is reused once the next batch is taken
+    return (PracticeSource){images_open, images_next, images_start, images_report, images_close, im, false};
+}
+
+// ---- the check's batches (practice_internal.h) ------------------------------------------------------
+
+static void free_batch(const CoreBatch *b)
+{
+    if (b->memory == CORE_MEMORY_DEVICE) {
+        cudaFree((void *)b->images);
+        cudaFree((void *)b->labels);
+    } else {
+        free((void *)b->images);
+        free((void *)b->labels);
+    }
+}
+
+void practice_check_batches_free(CheckBatches *cb)
+{
+    for (int i = 0; i < cb->k; i++) {
+        if (cb->owned[i]) free_batch(&cb->b[i]);
+        if (cb->host_owned[i]) free_batch(&cb->host[i]);
+    }
+    *cb = (CheckBatches){0};
+}
+
+// A copy of b (`sample` floats per image) in memory of kind `to`.
+static int copy_batch(const CoreBatch *b, size_t sample, CoreMemory to, CoreBatch *out)
+{
+    size_t bytes = (size_t)b->n * sample * sizeof(float), lbytes = (size_t)b->n * sizeof(int32_t);
+    float *images = NULL;
+    int32_t *labels = NULL;
+    *out = (CoreBatch){NULL, NULL, b->n, to};
+    if (to == CORE_MEMORY_DEVICE) {  // from the device (a source's batch) to the device
+        cudaError_t e = cudaMalloc((void **)&images, bytes);
+        if (e == cudaSuccess) e = cudaMalloc((void **)&labels, lbytes);
+        if (e == cudaSuccess) e = cudaMemcpy(images, b->images, bytes, cudaMemcpyDeviceToDevice);
+        if (e == cudaSuccess) e = cudaMemcpy(labels, b->labels, lbytes, cudaMemcpyDeviceToDevice);
+        if (e == cudaSuccess) e = cudaDeviceSynchronize();  // the core's stream does not order against these
+        if (e != cudaSuccess) {
+            cudaFree(images);
+            cudaFree(labels);
+            return check_cuda_failed(e, __FILE__, __LINE__, "the check's batches");
+        }
+    } else {
+        images = malloc(bytes);
+        labels = malloc(lbytes);
+        cudaError_t e = cudaSuccess;
+        if (!images || !labels) {
+            free(images);
+            free(labels);
+            return error_set(ERROR_OUT_OF_MEMORY, "the check's batches: out of memory (host)");
+        }
+        if (b->memory == CORE_MEMORY_DEVICE) {
+            e = cudaMemcpy(images, b->images, bytes, cudaMemcpyDeviceToHost);
+            if (e == cudaSuccess) e = cudaMemcpy(labels, b->labels, lbytes, cudaMemcpyDeviceToHost);
+        } else {
+            memcpy(images, b->images, bytes);
+            memcpy(labels, b->labels, lbytes);
+        }
+        if (e != cudaSuccess) {
+            free(images);
+            free(labels);
+            return check_cuda_failed(e, __FILE__, __LINE__, "the check's batches");
+        }
+    }
+    out->images = images;
+    out->labels = labels;
+    return 0;
+}
+
+int practice_check_batches_take(const PracticeSource *src, const CoreConfig *cfg, int k, CheckBatches *out)
+{
+    *out = (CheckBatches){0};
+    if (k < 1 || k > CHECK_MAX_STEPS)
+        return error_set(ERROR_BAD_USAGE, "check: %d steps (1..%d)", k, CHECK_MAX_STEPS);
+    size_t sample = (size_t)cfg->model.in_channels * cfg->model.image_size * cfg->model.image_size;
+    int rc = 0;
+    for (int i = 0; i < k && rc == 0; i++) {
+        CoreBatch b;
+        rc = src->next(src->ctx, &b);
+        if (rc == 0) rc = src->next(src->ctx, &b);  // an epoch ended: the next one
+        if (rc == 0) rc = error_set(ERROR_BAD_DATA, "check: the source gave no batch");
+        if (rc < 0) break;
+        rc = 0;
+        out->k = i + 1;
+        if (src->stable) out->b[i] = b;
+        else if ((rc = copy_batch(&b, sample, b.memory, &out->b[i])) == 0) out->owned[i] = true;
+        if (rc == 0 && b.memory == CORE_MEMORY_HOST) out->host[i] = out->b[i];
+        else if (rc == 0 && (rc = copy_batch(&b, sample, CORE_MEMORY_HOST, &out->host[i])) == 0)
+            out->host_owned[i] = true;
+    }
+    if (rc != 0) practice_check_batches_free(out);
+    return rc == 0 ? 0 : -1;
 }
 
 // ---- batches for a program's own step loops (practice.h) ----

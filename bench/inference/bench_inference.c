@@ -1,10 +1,13 @@
 // bench_inference.c: the inference practices, on core_infer (kernels/core.h): the forward
 // alone with BN's running statistics (model.eval()), logits back to the host.
-// Gradients (inference_grad/*): a forward under autograd (grad_on, baseline: the training
-//   plan's arena, every activation a backward would read kept) against torch.no_grad() /
-//   inference_mode (no_grad, tuned: an inference plan that frees each activation once its
-//   consumers ran), over batch sizes: ms per batch, images/s, the plan's activation bytes and
-//   the core's peak. Check: the no_grad logits equal grad_on's (GRAD_CHECK_TOL, top-1 all).
+// Gradients (inference_grad/*): the memory a forward holds with gradients on (grad_on,
+//   baseline: the training plan's arena, every activation a backward would read kept)
+//   against torch.no_grad() (no_grad, tuned: an inference plan that frees each activation
+//   once its consumers ran), over batch sizes: the plan's activation bytes and the core's
+//   peak, beside ms per batch and images/s. The core has no autograd: both run the same
+//   kernels, so inference_mode's documented speed-up (no view tracking or version counters)
+//   is a reference it cannot test. Check: the no_grad logits equal grad_on's
+//   (GRAD_CHECK_TOL, top-1 all).
 // Largest batch (inference_grad_max_batch/*): within --max_batch_memory_mib
 //   (bench/driver/max_batch.h): on a GPU the batch doubles from 1 until the forward runs out
 //   of memory, the rest of the device held as ballast (or --max_batch_cap, or the 2^31-value
@@ -29,8 +32,8 @@
 //   start of every run, as in a fresh process), for a fixed request shape and for image
 //   sizes that change every request (4 sizes in turn); the tuning is inside the timed
 //   requests. Check: autotune's logits within AUTOTUNE_TOL of the heuristic's.
-// --practice_selftest=frozen|skip_all zeroes the tuned logits before each check: every
-// check must then fail.
+// --practice_selftest (any mode) zeroes the tuned logits before each check: every check
+// must then fail.
 // Files: this one holds inference_grad and inference_precision (their variant tables and
 // checks), the registration and main(); infer_max_batch.c inference_grad_max_batch;
 // infer_latency.c inference_serving, inference_graphs and inference_cudnn (their tables,

@@ -314,7 +314,8 @@ int main(int argc, char **argv)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     harness_option_int("workers_max", cores < 1 ? 1 : cores > 32 ? 32 : cores, 1, 32,
-                       "BENCH_WORKERS_MAX", "largest num_workers; runs 0,1,2,4,..,N");
+                       "BENCH_WORKERS_MAX",
+                       "largest num_workers; runs 0,1,2,4,..,N (default: the CPU count, at most 32)");
     harness_option_int("size", 128, 1, 4096, "BENCH_WORKERS_SIZE", "loader-alone crop output side");
     harness_option_int("train_size", 32, 1, 4096, "BENCH_WORKERS_TRAIN_SIZE",
                        "model input side for loader + training");

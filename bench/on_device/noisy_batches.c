@@ -163,7 +163,8 @@ static void noisy_report(void *ctx, HarnessState *st, double seconds, int64_t st
     }
 }
 
+// each step's noise is made into the same buffers: not stable
 static const PracticeSource noisy_source = {noisy_open, noisy_next, noisy_start, noisy_report, noisy_close,
-                                            &noisy_run};
+                                            &noisy_run, false};
 
 const PracticeSource *noisy_batches_source(void) { return &noisy_source; }

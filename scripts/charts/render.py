@@ -51,13 +51,17 @@ Two kinds of chart:
   height (repetitions that agree, as curves over the steps of deterministic runs do) are
   not drawn.
 
-  Error bars, where there are repetitions, from the first of:
+  Points and error bars, where there are repetitions, from the first of (the point is
+  always the repetitions' median, as the summary's speedups are ratios of medians):
     1. a sibling RESULTS_DIR/<csvname>.reps.csv, one row per repetition (practice, variant,
-       params and the y column): the bar spans the repetitions' minimum to maximum;
+       params and the y column): the point is their median, the bar spans their minimum
+       to maximum;
     2. several rows of the tidy CSV for the same practice, variant and params (repetition
        rows): the point is their median, the bar spans their minimum to maximum;
-    3. the tidy CSV's <y>_stddev column, or for y = time its time_stddev, where
-       repetitions > 1: the point is the mean, the bar +-1 standard deviation.
+    3. for y = time, the tidy CSV's time_median, time_min and time_max, where repetitions
+       > 1: the point is the median, the bar the minimum to maximum;
+    4. a counter's <y>_stddev column, where repetitions > 1 (the tidy CSV has no median of a
+       counter): the point is the mean, the bar +-1 standard deviation.
   A noisy row gets a "!" beside its point or bar: its `noisy` column is set, or its
   time_cv (the repetitions' coefficient of variation) exceeds the threshold of
   scripts/stats.py (STATS_NOISE_CV, 2% by default).
@@ -258,20 +262,27 @@ def y_value(row, y, header):
     return number(row.get(y))
 
 
-def spread_from_row(row, y, header, value):
-    """(low, high) from the stddev columns of a row with repetitions > 1, or None."""
+def point_from_row(row, y, header, value):
+    """(point, low, high) of a row with repetitions > 1 from its aggregate columns: for the
+    time its median and minimum to maximum (the time stddev around the mean where those are
+    missing); for a counter its mean +-1 stddev. None when the row has no spread."""
     reps = number(row.get("repetitions")) or 1
     if reps <= 1 or value is None:
         return None
     if y == "time":
-        sd = number(row.get("time_stddev"))
         unit = TIME_TO_MS.get(row.get("time_unit", "ms"))
-        sd = None if sd is None or unit is None else sd * unit
+        if unit is None:
+            return None
+        med, lo, hi = (number(row.get(c)) for c in ("time_median", "time_min", "time_max"))
+        if med is not None and lo is not None and hi is not None and hi > lo:
+            return med * unit, lo * unit, hi * unit
+        sd = number(row.get("time_stddev"))
+        sd = None if sd is None else sd * unit
     else:
         sd = number(row.get(y + "_stddev"))
     if sd is None or sd <= 0:
         return None
-    return value - sd, value + sd
+    return value, value - sd, value + sd
 
 
 def key_of(row):
@@ -338,13 +349,11 @@ def chart_points(name, d, header, rows, reps):
         noisy = any(row_is_noisy(r) for _, r in items)
         rep_values = reps.get(key_of(row)) if len(items) == 1 else None
         if rep_values and len(rep_values) > 1:
-            y, low, high = values[0], min(rep_values), max(rep_values)
+            y, low, high = median(rep_values), min(rep_values), max(rep_values)
         elif len(values) > 1:
             y, low, high = median(values), min(values), max(values)
         else:
-            spread = spread_from_row(row, d["y"], header, values[0])
-            y = values[0]
-            low, high = spread if spread else (None, None)
+            y, low, high = point_from_row(row, d["y"], header, values[0]) or (values[0], None, None)
         s = lambda v: None if v is None else v * scale
         out.setdefault(label, []).append((x, s(y), s(low), s(high), noisy))
     return out
