@@ -120,7 +120,8 @@ __attribute__((constructor)) static void declare_selftest_option(void)
                        "catch (exit status 1): 'frozen' drops the tuned update, 'skip_all' treats "
                        "every step as an overflow, 'half_lr' halves the learning rate, 'drop_step' "
                        "leaves out the update of one checked step, 'clip_before_unscale' (fp16 with "
-                       "clipping) clips the still-scaled gradients; 'none': off");
+                       "clipping) clips the still-scaled gradients, 'fold_ignore_affine' (bench_bn_fold "
+                       "only) folds BN without gamma and beta; 'none': off");
 }
 
 static const struct { const char *name; Selftest mode; } selftest_names[] = {
@@ -130,6 +131,7 @@ static const struct { const char *name; Selftest mode; } selftest_names[] = {
     {"half_lr", SELFTEST_HALF_LR},
     {"drop_step", SELFTEST_DROP_STEP},
     {"clip_before_unscale", SELFTEST_CLIP_BEFORE_UNSCALE},
+    {"fold_ignore_affine", SELFTEST_FOLD_IGNORE_AFFINE},
 };
 
 int practice_selftest_mode(Selftest *out)
@@ -142,8 +144,8 @@ int practice_selftest_mode(Selftest *out)
             *out = selftest_names[i].mode;
             return 0;
         }
-    return error_set(ERROR_BAD_USAGE, "--practice_selftest=%s: want none, frozen, skip_all, half_lr, drop_step "
-                     "or clip_before_unscale", v);
+    return error_set(ERROR_BAD_USAGE, "--practice_selftest=%s: want none, frozen, skip_all, half_lr, drop_step, "
+                     "clip_before_unscale or fold_ignore_affine", v);
 }
 
 int practice_selftest_broken(bool *broken)

@@ -262,6 +262,8 @@ typedef enum {
     SELFTEST_CLIP_BEFORE_UNSCALE, // fp16 with clipping: the tuned variant clips its gradients
                                   // while they still carry the loss scale (clip_grad_norm_
                                   // before GradScaler.unscale_); other configs are unaffected
+    SELFTEST_FOLD_IGNORE_AFFINE,  // bench_bn_fold: the fold ignores BN's gamma and beta; the
+                                  // training practices refuse it (bad usage)
 } Selftest;
 
 // The self-test asked for (practice.c, beside the option), for a program that breaks its
