@@ -309,6 +309,12 @@ static void test_zero_grad_and_batch_size_run_on_the_cpu(void **state)
     assert_non_null(strstr(zg, "zero_grad_wgrad,overwrite,tuned,manual,preset:tiny;batch:0,ok,"));
     assert_non_null(strstr(zg, "zero_grad_memset,flat_buffer,tuned,manual,preset:tiny;batch:0,ok,"));
     assert_null(strstr(zg, ",error,"));
+    // every driver run says whether its core ran what its config asks (core_config_in_effect)
+    const char *row = strstr(zg, "zero_grad,set_to_none,tuned,");
+    char in_effect[16] = "";
+    assert_non_null(row);
+    test_csv_named_field(zg, row, "in_effect", in_effect, sizeof in_effect);
+    assert_string_equal(in_effect, "1");
     free(zg);
     char *bs = test_read_in(dir, "batch_size.csv");
     assert_non_null(bs);

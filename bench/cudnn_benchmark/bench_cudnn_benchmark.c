@@ -96,6 +96,7 @@ typedef struct Fixed {
     double step_ms;     // mean of the steady steps after it
     double plan_ms;     // first_ms - step_ms: what planning the shape cost
     double autotune_ms; // of which timing candidates (the core's own count)
+    CoreStats stats;    // the core's counters at the end (what ran: practice_in_effect)
 } Fixed;
 
 static int measure_fixed(CoreConfig cfg, CoreConvAlgo policy, int steps, Fixed *f)
@@ -121,6 +122,7 @@ static int measure_fixed(CoreConfig cfg, CoreConvAlgo policy, int steps, Fixed *
         f->step_ms = 1e3 * (t2 - t1) / steps;
         f->plan_ms = f->first_ms - f->step_ms;
         f->autotune_ms = s1.autotune_ms - s0.autotune_ms;
+        f->stats = s1;
     }
     core_free(core);
     practice_batch_free(&b);
@@ -143,6 +145,7 @@ static void bench_tuning(HarnessState *st, void *user)
         }
         harness_set_iteration_time(st, mine.first_ms * 1e-3);
     }
+    if (!practice_in_effect(st, &cfg, &mine.stats)) return;
     harness_counter(st, "first_step_ms", mine.first_ms, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "step_ms", mine.step_ms, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "plan_ms", mine.plan_ms, HARNESS_COUNTER_PLAIN);
@@ -263,6 +266,7 @@ static void run_dynamic(HarnessState *st, CoreBackend backend, CoreConvAlgo poli
     int rc = 0;
     double total_ms = 0.0, late_ms = 0.0, autotune_ms = 0.0;
     int64_t images = 0;
+    CoreStats last_stats = {0};
     while (rc == 0 && harness_keep_running(st)) {
         Core *core = NULL;
         if (warm_core(&cfg, &b, &core) != 0) {
@@ -286,12 +290,13 @@ static void run_dynamic(HarnessState *st, CoreBackend backend, CoreConvAlgo poli
         total_ms = 1e3 * (prev - t0);
         if (rc == 0) rc = core_stats(core, &s1);
         if (rc == 0) autotune_ms = s1.autotune_ms - s0.autotune_ms;
+        last_stats = s1;
         core_free(core);
         harness_set_iteration_time(st, total_ms * 1e-3);
     }
     if (rc != 0) {
         practice_fail_or_skip(st, "training with changing sizes");
-    } else {
+    } else if (practice_in_effect(st, &cfg, &last_stats)) {
         int late = s.steps - s.steps / 2;
         harness_counter(st, "steps", s.steps, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "shapes", schedule_shapes(&s), HARNESS_COUNTER_PLAIN);

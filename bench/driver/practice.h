@@ -266,6 +266,12 @@ typedef enum {
                                   // training practices refuse it (bad usage)
 } Selftest;
 
+// Whether the core of a run (cs: its counters) ran what cfg asks for (core_config_in_effect:
+// layout, activation type, TF32, tuned convolutions): counter in_effect 1; else 0 and the row
+// fails naming the difference. Every run of the driver asks it; a program with a loop of
+// its own asks it too.
+bool practice_in_effect(HarnessState *st, const CoreConfig *cfg, const CoreStats *cs);
+
 // The self-test asked for (practice.c, beside the option), for a program that breaks its
 // tuned variant in more than one way; -1 (bad usage, naming the flag) for an unknown value.
 int practice_selftest_mode(Selftest *out);

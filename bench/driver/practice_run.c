@@ -47,6 +47,19 @@ static void core_counters(HarnessState *st, Core *core, const CoreStats *cs, con
     harness_set_label(st, label);
 }
 
+bool practice_in_effect(HarnessState *st, const CoreConfig *cfg, const CoreStats *cs)
+{
+    char why[256];
+    bool ok = core_config_in_effect(cfg, cs, why, sizeof why) == 0;
+    harness_counter(st, "in_effect", ok, HARNESS_COUNTER_PLAIN);
+    if (!ok) {
+        char msg[320];
+        snprintf(msg, sizeof msg, "the practice was not in effect: %s", why);
+        harness_fail(st, msg);
+    }
+    return ok;
+}
+
 // ---- throughput ---------------------------------------------------------------------------------
 
 // The check of tuned variant v (config cfg, its source opened) against the baseline: *wrong
@@ -240,7 +253,7 @@ void practice_run_throughput(HarnessState *st, const Practice *p, const Practice
                      skipped, (long long)taken, w.startup, fp16 ? cfg->scaler.growth_interval : 0,
                      (long long)(explained - w.startup));
             harness_fail(st, msg);
-        } else if (p->hooks && p->hooks->finish) {
+        } else if (practice_in_effect(st, cfg, &cs) && p->hooks && p->hooks->finish) {
             PracticeOutcome o = {.steps = steps, .seconds = seconds, .stats = cs};
             p->hooks->finish(p->hooks->ctx, st, core, cfg, v, &o);
         }
@@ -370,7 +383,8 @@ void practice_run_time_to_accuracy(HarnessState *st, const Practice *p, const Pr
             snprintf(extra, sizeof extra, "missed %.2f held-out accuracy in %d steps (best %.3f)",
                      p->target_accuracy, p->max_steps, o.best_accuracy);
         core_counters(st, core, &o.stats, cfg, extra);
-        if (p->hooks && p->hooks->finish) p->hooks->finish(p->hooks->ctx, st, core, cfg, v, &o);
+        if (practice_in_effect(st, cfg, &o.stats) && p->hooks && p->hooks->finish)
+            p->hooks->finish(p->hooks->ctx, st, core, cfg, v, &o);
     }
     core_free(core);
 }

@@ -177,6 +177,7 @@ static void bench_precision(HarnessState *st, void *user)
     int rc = core_create(&cfg, &core);
     CoreStats s;
     if (!infer_timed_forwards(st, rc, core, &b, CORE_GRAD_OFF, infer_warmup(&cfg), &pb, &s)) return;
+    if (!practice_in_effect(st, &cfg, &s)) return;  // tf32, fp16, bf16, nhwc really ran
     char label[300];
     snprintf(label, sizeof label, "%s (%s, %s): no_grad forward of a batch of %d; checked on %s",
              v->name, core_precision_name(cfg.precision), core_layout_name(cfg.layout),
