@@ -310,6 +310,37 @@ static void test_report_embeds_charts_and_speedups(void **state)
     free(report);
 }
 
+// check_margins.py: per practice and variant, the largest check difference against its
+// tolerance, and their ratio; a bit-for-bit check that saw a difference says FAILS; rows that
+// did not run, or record no tolerance, are left out.
+static void test_check_margins_table(void **state)
+{
+    (void)state;
+    char dir[600], out[700];
+    snprintf(dir, sizeof dir, "%s/margins", test_dir);
+    snprintf(out, sizeof out, "%s/margins.tsv", dir);
+    assert_int_equal(test_run("mkdir -p '%s'", dir), 0);
+    assert_true(test_write_file(dir, "grad_accum.csv",
+        "practice,variant,role,params,status,check_rel_diff,check_tolerance\n"
+        "grad_accum,accumulate_2,tuned,preset:tiny,ok,2e-6,1e-4\n"
+        "grad_accum,accumulate_2,tuned,preset:mlp,ok,5e-6,1e-4\n"
+        "grad_accum,accumulate_4,tuned,preset:tiny,error,0.9,1e-4\n"
+        "grad_accum,baseline,baseline,preset:tiny,ok,,\n"
+        "fusion,fused,tuned,preset:tiny,ok,3e-7,0\n"));
+    assert_int_equal(test_run("python3 '%s/scripts/check_margins.py' '%s' --out '%s' >/dev/null",
+                              test_suite_root(), dir, out), 0);
+    char *tsv = test_read_file(out, NULL);
+    assert_non_null(tsv);
+    printf("%s", tsv);
+    assert_non_null(strstr(tsv, "grad_accum\tgrad_accum\taccumulate_2\tcheck_rel_diff\t2\t5e-06\t0.0001\t20\n"));
+    assert_non_null(strstr(tsv, "fusion\tfused\tcheck_rel_diff\t1\t3e-07\t0\tFAILS (bit for bit wanted)\n"));
+    assert_null(strstr(tsv, "accumulate_4"));  // an error row is no margin
+    assert_null(strstr(tsv, "baseline"));
+    free(tsv);
+    assert_int_not_equal(test_run("python3 '%s/scripts/check_margins.py' /nonexistent 2>/dev/null",
+                                  test_suite_root()), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -321,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_charts_are_non_empty_svgs),
         cmocka_unit_test(test_report_embeds_charts_and_speedups),
         cmocka_unit_test(test_make_targets_treat_paths_as_data),
+        cmocka_unit_test(test_check_margins_table),
     };
     return cmocka_run_group_tests(tests, setup, test_teardown_dir);
 }

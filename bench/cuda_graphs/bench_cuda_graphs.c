@@ -288,7 +288,10 @@ static void bench_dynamic(HarnessState *st, void *user)
     harness_counter(st, "step_ms", ms / steps, HARNESS_COUNTER_PLAIN);
     graph_counters(st, &delta);
     harness_counter(st, "images_per_second", (double)steps * cfg.batch_size, HARNESS_COUNTER_RATE);
-    if (graph) harness_counter(st, "check_rel_diff", rel, HARNESS_COUNTER_PLAIN);
+    if (graph) {
+        harness_counter(st, "check_rel_diff", rel, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "check_tolerance", CHECK_TOLERANCE, HARNESS_COUNTER_PLAIN);
+    }
     char label[400];
     snprintf(label, sizeof label, "%s: %d steps, image size %d/%d/%d in turn, %lld steps each "
              "(after %d warm-up steps at %d); batch %d, device-resident", graph ? "graph" : "eager",

@@ -85,6 +85,7 @@ static int check_variant(HarnessState *st, const Practice *p, const PracticeVari
     *wrong = practice_check_failed(p->tolerance, check, k, msg, size);
     harness_counter(st, "wrong", *wrong, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "check_rel_diff", check->rel, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "check_tolerance", p->tolerance, HARNESS_COUNTER_PLAIN);  // 0: bit for bit
     harness_counter(st, "check_worst_tensor_rel_diff", check->worst_rel, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "check_baseline_moved", check->base_moved, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "check_skipped_steps", check->skipped + check->skipped_after, HARNESS_COUNTER_PLAIN);

@@ -97,6 +97,7 @@ static void finish(void *ctx, HarnessState *st, Core *core, const CoreConfig *cf
     double rel = fabs((double)fused_loss - separate_loss) / fmax(fabs((double)separate_loss), 1e-30);
     harness_counter(st, "check_loss_rel_diff", rel, HARNESS_COUNTER_PLAIN);
     double tol = loss_tolerance(cfg);
+    harness_counter(st, "check_loss_tolerance", tol, HARNESS_COUNTER_PLAIN);  // 0: bit for bit
     bool wrong = tol > 0 ? !(rel <= tol) : memcmp(&fused_loss, &separate_loss, sizeof(float)) != 0;
     if (wrong) {
         char msg[200];

@@ -64,6 +64,7 @@ int infer_check_logits(HarnessState *st, const InferVariant *v, float *want, flo
     double rel = 0.0, top1 = 0.0;
     infer_compare(want, got, n, classes, &rel, &top1);
     harness_counter(st, "check_rel_diff", rel, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "check_tolerance", v->tol, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "check_top1_agreement", top1, HARNESS_COUNTER_PLAIN);
     if (rel <= v->tol && top1 >= v->min_top1) return 0;
     char msg[400];
