@@ -107,6 +107,15 @@ int test_run(const char *fmt, ...)
     return WEXITSTATUS(status);
 }
 
+void test_path_without(const char *dir, const char *names)
+{
+    if (test_run("mkdir -p '%s' && IFS=: && for d in $PATH; do for f in \"$d\"/*; do n=${f##*/}; "
+                 "case ' %s ' in *\" $n \"*) continue;; esac; "
+                 "[ -x \"$f\" ] && [ ! -e '%s/'\"$n\" ] && ln -s \"$f\" '%s/'\"$n\"; done; done; true",
+                 dir, names, dir, dir) != 0)
+        fail_msg("cannot make a PATH without %s in %s", names, dir);
+}
+
 bool test_file_at_least(const char *path, size_t min_size)
 {
     struct stat st;

@@ -48,6 +48,11 @@ bool test_write_file(const char *folder, const char *name, const char *text);
 // Number of newline characters in text.
 int test_count_lines(const char *text);
 
+// Fills folder `dir` with links to every program on PATH except the named ones (separated
+// by spaces, e.g. "gnuplot nvidia-smi"), so that PATH='dir' runs a command as on a machine
+// without them (the GPU machine has no gnuplot). Fails the test when it cannot.
+void test_path_without(const char *dir, const char *names);
+
 // Seconds on the monotonic clock.
 double test_now_s(void);
 // Writes an executable bash script dir/name ("#!/usr/bin/env bash" then body); fails the
