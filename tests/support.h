@@ -1,6 +1,12 @@
 // support.h: small helpers shared by the tests: temporary folders, reading and writing
 // files, running commands and benchmark programs (their listings, their results CSVs), and
 // finding the source tree (SUITE_ROOT, set by run-tests.sh).
+// Every test program that links support.c starts without the variables by which a caller
+// steers the suite's scripts (TESTS_STATUS, TESTS_SKIP, TEST_JOBS, TEST_TIMEOUT, BENCH_*
+// but BENCH_CACHE_DIR, DEVICE_CHECK_*, RESULTS_DIR, OUT, BUILD, ...: support.c lists them):
+// a test sets what the commands it runs need. SUITE_TEST_FILTER=PATTERN runs only the
+// program's tests whose names match (cmocka's filter: * and ?), e.g.
+// SUITE_TEST_FILTER=test_cut_run_is_summarized build/tests/test_stats.
 #ifndef TEST_SUPPORT_H
 #define TEST_SUPPORT_H
 

@@ -148,6 +148,47 @@ static void test_chart_tests_skip_without_gnuplot(void **state)
     free(tmp);
 }
 
+// The GPU check runs the tests in an environment of its own: SUITE_GPU_CHECK=1 (a missing
+// tool such as mpirun is a skip there), TESTS_STATUS, TESTS_SKIP, TEST_TIMEOUT and TEST_JOBS
+// for its run-tests.sh, on a machine without gnuplot; a user's shell may hold BENCH_* and
+// RESULTS_DIR. The tests that used to take their expectations from that environment pass
+// in it (test_dist_ddp's missing mpirun, test_stats' charts of a cut run, test_device_check's
+// own run-tests.sh runs), and none writes into the caller's TESTS_STATUS (the check's rerun
+// line once named "test_g", a fake test of test_run_tests_runs_two_at_once).
+static void test_tests_pass_in_the_checks_environment(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    char bin[600], status[600], out[600];
+    snprintf(bin, sizeof bin, "%s/bin", tmp);
+    snprintf(status, sizeof status, "%s/status", tmp);
+    snprintf(out, sizeof out, "%s/out.txt", tmp);
+    test_path_without(bin, "gnuplot");
+    const char *runs[][2] = {{"test_dist_ddp", "test_bench_ddp_missing_mpirun_is_a_failure"},
+                             {"test_stats", "test_cut_run_is_summarized"},
+                             {"test_device_check", "test_run_tests_runs_two_at_once"}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        assert_true(test_write_file(tmp, "status", "the check's own line\n"));
+        int rc = test_run("cd '%s' && PATH='%s' SUITE_GPU_CHECK=1 TEST_JOBS=1 TEST_TIMEOUT=300 "
+                          "TESTS_SKIP='test_core_gpu test_practice' TESTS_STATUS='%s' BENCH_REPETITIONS=1 "
+                          "BENCH_FILTER=none RESULTS_DIR=/nonexistent SUITE_TEST_FILTER='%s' '%s/tests/%s' >'%s' 2>&1",
+                          test_suite_root(), bin, status, runs[i][1], test_build_dir(), runs[i][0], out);
+        char *text = test_read_file(out, NULL);
+        assert_non_null(text);
+        if (rc != 0 || !strstr(text, "[  PASSED  ] 1 test(s)."))
+            fail_msg("%s %s in the check's environment: exit %d:\n%s", runs[i][0], runs[i][1], rc, text);
+        free(text);
+        text = test_read_file(status, NULL);
+        assert_non_null(text);
+        if (strcmp(text, "the check's own line\n") != 0)
+            fail_msg("%s wrote into the caller's TESTS_STATUS:\n%s", runs[i][0], text);
+        free(text);
+    }
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
 static void test_device_check_keeps_one_deadline(void **state)
 {
     (void)state;
@@ -409,6 +450,7 @@ int main(void)
         cmocka_unit_test(test_wrapper_finds_libraries_in_site_packages),
         cmocka_unit_test(test_wrapper_stages_runtime_only_where_needed),
         cmocka_unit_test(test_chart_tests_skip_without_gnuplot),
+        cmocka_unit_test(test_tests_pass_in_the_checks_environment),
         cmocka_unit_test(test_device_check_keeps_one_deadline),
         cmocka_unit_test(test_run_tests_stops_the_running_test),
         cmocka_unit_test(test_run_tests_runs_two_at_once),
