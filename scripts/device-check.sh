@@ -38,7 +38,7 @@
 # on a GPU it exports SUITE_EXPECT_GPU=1. SUITE_GPU_CHECK=1 is set in both cases (a
 # missing tool such as mpirun is a visible skip).
 # Environment: BUILD (default device-stage/build), OUT (default /tmp/device-out),
-# RESULTS_ROOT (default results), DEVICE_CHECK_TEST_SHARE (default 48),
+# RESULTS_ROOT (default results), DEVICE_CHECK_TEST_SHARE (default 49),
 # DEVICE_CHECK_TWIN_SHARE (default 11; 0 skips the twin), DEVICE_CHECK_CPU_TEST_SHARE
 # (default 0: the other tests get what the phases before leave), DEVICE_CHECK_NVIDIA_DEVICE,
 # TWIN_CONFIGS (default resnet18:128:fp32:nchw resnet18:128:fp16:nhwc), TWIN_PRACTICES,
@@ -81,7 +81,7 @@ percent() { # NAME VALUE MIN MAX
     exit 2
   fi
 }
-test_share=${DEVICE_CHECK_TEST_SHARE:-48}; percent DEVICE_CHECK_TEST_SHARE "$test_share" 1 80
+test_share=${DEVICE_CHECK_TEST_SHARE:-49}; percent DEVICE_CHECK_TEST_SHARE "$test_share" 1 80
 twin_share=${DEVICE_CHECK_TWIN_SHARE:-11}; percent DEVICE_CHECK_TWIN_SHARE "$twin_share" 0 50
 cpu_share=${DEVICE_CHECK_CPU_TEST_SHARE:-0}; percent DEVICE_CHECK_CPU_TEST_SHARE "$cpu_share" 0 50
 if ((test_share + twin_share + cpu_share > 90)); then

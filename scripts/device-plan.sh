@@ -17,7 +17,8 @@
 plan_session_s=900 plan_cold_start_s=120 plan_transfer_s=20
 
 # The GPU tests, least verified first: the core's GPU paths and the graph test, the new
-# core-level tests (inference, checkpointing, model options, BN folding), the rest of the
+# core-level tests (inference, checkpointing, model options, BN folding) and the largest-batch
+# probes' ballast, the rest of the
 # core, the new practices' program tests, the older ones, test_practice (mostly CPU work),
 # and the heavy program tests last (largest-batch probes, serving). Where to look when one
 # fails: docs/gpu-check.md. Per test: its estimate and what it is made of.
@@ -30,6 +31,7 @@ test_core_infer              9  6 GPU cases (forward-only plans, autotune of the
 test_core_checkpoint         9  2 GPU cases on resnet18 and medium, 7 s of CPU work here
 test_model_options           3  2 GPU cases on tiny
 test_core_fold               3  2 GPU cases on tiny
+test_max_batch               3  the ballast of the largest-batch probes: all but the budget of the memory held, given back
 test_fusion                  8  4 GPU cases up to resnet18 and medium, 5 s of CPU work here
 test_core_dynamic            4  6 GPU cases on tiny/mlp
 test_dist_gpu                6  4 NCCL communicators of one rank
