@@ -157,7 +157,7 @@ tee_pid=$!
 # signal reaches it once, from here), the phases after it are not run, and the check
 # summarizes and archives what finished and exits 128 + the signal's number. A second
 # signal while it stops (timeout(1) signals the check, then its whole group) is ignored.
-stop_signal="" stop_status=0 phase_pid="" stop_grace=5
+stop_signal="" stop_status=0 phase_pid="" stop_grace=9 # run-suite: 5 s for its program, then its summary
 on_signal() { # NAME NUMBER
   [[ -z $stop_signal ]] || return 0
   stop_signal=$1 stop_status=$((128 + $2))
