@@ -18,6 +18,53 @@
 #include "kernels/gpu_device.h"
 #include "kernels/synth.h"
 
+// The variables through which a caller steers the suite's scripts (run-tests.sh, run-suite.sh,
+// device-check.sh, charts.sh) and the bench programs' BENCH_* options. A test program starts
+// without them, so that each test runs what it starts with what it sets itself: the GPU
+// check runs the tests with TESTS_STATUS and TESTS_SKIP set for its own run-tests.sh, and a
+// test that ran run-tests.sh itself wrote its "failing" lines into the check's account.
+// What the GPU check or CI says of the machine stays (SUITE_GPU_CHECK, SUITE_EXPECT_GPU,
+// SUITE_REQUIRE_TORCH: a test that depends on one sets it), as do SUITE_ROOT, SUITE_BUILD,
+// the sanitizers' options and BENCH_CACHE_DIR (where generated datasets are kept).
+static const char *const caller_variables[] = {"TESTS_STATUS", "TESTS_SKIP", "TEST_JOBS", "TEST_TIMEOUT",
+                                               "RESULTS_DIR", "RESULTS_ROOT", "OUT", "BUILD", "TWIN_CONFIGS",
+                                               "TWIN_PRACTICES", "CHARTS_OUT", "CHART_FORMATS",
+                                               "CHARTS_DESCRIPTIONS", "CLAIMS_CSV"};
+static const char *const caller_prefixes[] = {"BENCH_", "DEVICE_CHECK_"};
+
+static bool is_caller_variable(const char *name, size_t len)
+{
+    for (size_t i = 0; i < sizeof caller_variables / sizeof caller_variables[0]; i++)
+        if (strlen(caller_variables[i]) == len && strncmp(name, caller_variables[i], len) == 0) return true;
+    if (len == strlen("BENCH_CACHE_DIR") && strncmp(name, "BENCH_CACHE_DIR", len) == 0) return false;
+    for (size_t i = 0; i < sizeof caller_prefixes / sizeof caller_prefixes[0]; i++)
+        if (strncmp(name, caller_prefixes[i], strlen(caller_prefixes[i])) == 0) return true;
+    return false;
+}
+
+// Runs before main in every test program (support.h): clears the caller's variables above and
+// takes SUITE_TEST_FILTER, which it also clears so that the programs a test runs do not see it.
+__attribute__((constructor)) static void test_environment_of_its_own(void)
+{
+    extern char **environ;
+    const char *filter = getenv("SUITE_TEST_FILTER");
+    if (filter && *filter) {
+        char *pattern = strdup(filter);  // cmocka keeps the pointer
+        if (pattern) cmocka_set_test_filter(pattern);
+    }
+    unsetenv("SUITE_TEST_FILTER");
+    char *names[256];
+    int n = 0;
+    for (char **e = environ; *e && n < 256; e++) {
+        size_t len = strcspn(*e, "=");
+        if (is_caller_variable(*e, len)) names[n++] = strndup(*e, len);
+    }
+    for (int i = 0; i < n; i++) {  // after the walk: unsetenv moves environ's entries
+        if (names[i]) unsetenv(names[i]);
+        free(names[i]);
+    }
+}
+
 bool test_gpu_missing(void)
 {
     char why[256];
@@ -105,6 +152,15 @@ int test_run(const char *fmt, ...)
     int status = system(cmd);
     if (status == -1 || !WIFEXITED(status)) return -1;
     return WEXITSTATUS(status);
+}
+
+void test_path_without(const char *dir, const char *names)
+{
+    if (test_run("mkdir -p '%s' && IFS=: && for d in $PATH; do for f in \"$d\"/*; do n=${f##*/}; "
+                 "case ' %s ' in *\" $n \"*) continue;; esac; "
+                 "[ -x \"$f\" ] && [ ! -e '%s/'\"$n\" ] && ln -s \"$f\" '%s/'\"$n\"; done; done; true",
+                 dir, names, dir, dir) != 0)
+        fail_msg("cannot make a PATH without %s in %s", names, dir);
 }
 
 bool test_file_at_least(const char *path, size_t min_size)

@@ -1,6 +1,12 @@
 // support.h: small helpers shared by the tests: temporary folders, reading and writing
 // files, running commands and benchmark programs (their listings, their results CSVs), and
 // finding the source tree (SUITE_ROOT, set by run-tests.sh).
+// Every test program that links support.c starts without the variables by which a caller
+// steers the suite's scripts (TESTS_STATUS, TESTS_SKIP, TEST_JOBS, TEST_TIMEOUT, BENCH_*
+// but BENCH_CACHE_DIR, DEVICE_CHECK_*, RESULTS_DIR, OUT, BUILD, ...: support.c lists them):
+// a test sets what the commands it runs need. SUITE_TEST_FILTER=PATTERN runs only the
+// program's tests whose names match (cmocka's filter: * and ?), e.g.
+// SUITE_TEST_FILTER=test_cut_run_is_summarized build/tests/test_stats.
 #ifndef TEST_SUPPORT_H
 #define TEST_SUPPORT_H
 
@@ -47,6 +53,11 @@ void test_csv_named_field(const char *csv, const char *line, const char *name, c
 bool test_write_file(const char *folder, const char *name, const char *text);
 // Number of newline characters in text.
 int test_count_lines(const char *text);
+
+// Fills folder `dir` with links to every program on PATH except the named ones (separated
+// by spaces, e.g. "gnuplot nvidia-smi"), so that PATH='dir' runs a command as on a machine
+// without them (the GPU machine has no gnuplot). Fails the test when it cannot.
+void test_path_without(const char *dir, const char *names);
 
 // Seconds on the monotonic clock.
 double test_now_s(void);

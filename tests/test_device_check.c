@@ -131,11 +131,9 @@ static void test_chart_tests_skip_without_gnuplot(void **state)
     }
     char *tmp = test_temp_dir();
     assert_non_null(tmp);
-    // A PATH with every program of this machine's PATH except gnuplot.
-    assert_int_equal(test_run("mkdir -p '%s/bin' && IFS=: && for d in $PATH; do "
-                              "for f in \"$d\"/*; do n=${f##*/}; [ \"$n\" = gnuplot ] && continue; "
-                              "[ -x \"$f\" ] && [ ! -e '%s/bin/'\"$n\" ] && ln -s \"$f\" '%s/bin/'\"$n\"; "
-                              "done; done; true", tmp, tmp, tmp), 0);
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/bin", tmp);
+    test_path_without(bin, "gnuplot");
     char out[600];
     snprintf(out, sizeof out, "%s/out.txt", tmp);
     int rc = test_run("PATH='%s/bin' '%s/tests/test_scripts' >'%s' 2>&1", tmp, test_build_dir(), out);
@@ -150,6 +148,71 @@ static void test_chart_tests_skip_without_gnuplot(void **state)
     free(tmp);
 }
 
+// The GPU check runs the tests in an environment of its own: SUITE_GPU_CHECK=1 (a missing
+// tool such as mpirun is a skip there), TESTS_STATUS, TESTS_SKIP, TEST_TIMEOUT and TEST_JOBS
+// for its run-tests.sh, on a machine without gnuplot; a user's shell may hold BENCH_* and
+// RESULTS_DIR. The tests that used to take their expectations from that environment pass
+// in it (test_dist_ddp's missing mpirun, test_stats' charts of a cut run, test_device_check's
+// own run-tests.sh runs), and none writes into the caller's TESTS_STATUS (the check's rerun
+// line once named "test_g", a fake test of test_run_tests_runs_two_at_once).
+static void test_tests_pass_in_the_checks_environment(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    char bin[600], status[600], out[600];
+    snprintf(bin, sizeof bin, "%s/bin", tmp);
+    snprintf(status, sizeof status, "%s/status", tmp);
+    snprintf(out, sizeof out, "%s/out.txt", tmp);
+    test_path_without(bin, "gnuplot");
+    const char *runs[][2] = {{"test_dist_ddp", "test_bench_ddp_missing_mpirun_is_a_failure"},
+                             {"test_stats", "test_cut_run_is_summarized"},
+                             {"test_device_check", "test_run_tests_runs_two_at_once"}};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+        assert_true(test_write_file(tmp, "status", "the check's own line\n"));
+        int rc = test_run("cd '%s' && PATH='%s' SUITE_GPU_CHECK=1 TEST_JOBS=1 TEST_TIMEOUT=300 "
+                          "TESTS_SKIP='test_core_gpu test_practice' TESTS_STATUS='%s' BENCH_REPETITIONS=1 "
+                          "BENCH_FILTER=none RESULTS_DIR=/nonexistent SUITE_TEST_FILTER='%s' '%s/tests/%s' >'%s' 2>&1",
+                          test_suite_root(), bin, status, runs[i][1], test_build_dir(), runs[i][0], out);
+        char *text = test_read_file(out, NULL);
+        assert_non_null(text);
+        if (rc != 0 || !strstr(text, "[  PASSED  ] 1 test(s)."))
+            fail_msg("%s %s in the check's environment: exit %d:\n%s", runs[i][0], runs[i][1], rc, text);
+        free(text);
+        text = test_read_file(status, NULL);
+        assert_non_null(text);
+        if (strcmp(text, "the check's own line\n") != 0)
+            fail_msg("%s wrote into the caller's TESTS_STATUS:\n%s", runs[i][0], text);
+        free(text);
+    }
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+// What every run of scripts/device-check.sh gets here: no NVIDIA evidence from this machine
+// (a PATH without nvidia-smi in tmp/bin, no device file, SUITE_EXPECT_GPU=0: the GPU check
+// itself runs these tests with SUITE_EXPECT_GPU=1 on a machine with nvidia-smi and
+// /dev/nvidia0) and the shares that the test's expectations rest on. Returns a static buffer.
+static const char *check_env(const char *tmp)
+{
+    static char env[1200];
+    char bin[700];
+    snprintf(bin, sizeof bin, "%s/bin", tmp);
+    if (test_run("test -d '%s'", bin) != 0) test_path_without(bin, "nvidia-smi");
+    snprintf(env, sizeof env, "PATH='%s' DEVICE_CHECK_NVIDIA_DEVICE=/nonexistent SUITE_EXPECT_GPU=0 "
+             "DEVICE_CHECK_TEST_SHARE=25 DEVICE_CHECK_TWIN_SHARE=20 DEVICE_CHECK_CPU_TEST_SHARE=10", bin);
+    return env;
+}
+
+// A fake build's context: a GPU named Fake, or (gpu false) none, as build/context says.
+static void fake_context(const char *build, bool gpu)
+{
+    test_write_script(build, "context",
+                      gpu ? "if [ \"$1\" = --slug ]; then echo fake-gpu_0.0; else echo gpu_name=Fake; fi"
+                          : "if [ \"$1\" = --slug ]; then echo cpu_fake; else echo gpu_name=none; "
+                            "echo 'no_gpu_reason=no CUDA device (fake)'; fi");
+}
+
 static void test_device_check_keeps_one_deadline(void **state)
 {
     (void)state;
@@ -159,7 +222,7 @@ static void test_device_check_keeps_one_deadline(void **state)
     snprintf(build, sizeof build, "%s/build", tmp);
     snprintf(fixture, sizeof fixture, "%s/tests/fixtures/pin_memory_fixture.csv", test_suite_root());
     assert_int_equal(test_run("mkdir -p '%s/tests' '%s/out' '%s/results'", build, tmp, tmp), 0);
-    test_write_script(build, "context", "if [ \"$1\" = --slug ]; then echo fake-gpu_0.0; else echo gpu_name=Fake; fi");
+    fake_context(build, true);
     // the tests say what the check exported; test_orphan leaves a process of the suite
     // behind (its own session, its command line in the build folder), as a rank would
     test_write_script(build, "tests/test_quick", "echo \"expect_gpu=${SUITE_EXPECT_GPU:-unset} gpu_check=${SUITE_GPU_CHECK:-unset}\"; "
@@ -185,9 +248,9 @@ static void test_device_check_keeps_one_deadline(void **state)
     double t0 = test_now_s();
     // no twin here (no steptime); the quick pass ends 10% of the budget before the end,
     // where the other tests get the rest
-    int rc = test_run("cd '%s' && OUT='%s/out' BUILD='%s' RESULTS_ROOT='%s/results' "
+    int rc = test_run("cd '%s' && %s OUT='%s/out' BUILD='%s' RESULTS_ROOT='%s/results' "
                       "bash scripts/device-check.sh %d >'%s' 2>&1",
-                      test_suite_root(), tmp, build, tmp, budget, log);
+                      test_suite_root(), check_env(tmp), tmp, build, tmp, budget, log);
     double took = test_now_s() - t0;
     char *text = test_read_file(log, NULL);
     assert_non_null(text);
@@ -199,7 +262,8 @@ static void test_device_check_keeps_one_deadline(void **state)
                           "== other tests (at most ", "test_stuck (timed out after ",
                           "== device-check summary", "benchmarks: ",
                           "leftover processes: 1 found and killed", "helper_orphan",
-                          "rerun what failed or did not finish: bash scripts/device-check.sh 180 --only ",
+                          "rerun what failed or did not finish, at once (",
+                          "bash scripts/device-check.sh 60 --only test_stuck,b",
                           "results: "};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(text, want[i])) fail_msg("device-check output lacks '%s':\n%s", want[i], text);
@@ -224,15 +288,14 @@ static void test_device_check_keeps_one_deadline(void **state)
     assert_int_equal(test_run("test ! -e '%s/out/.device-check.tar.gz.tmp'", tmp), 0);
     // A rerun (--only) runs just the named test and program, in a dry run (the context
     // says there is no GPU: SUITE_EXPECT_GPU stays unset).
-    test_write_script(build, "context", "if [ \"$1\" = --slug ]; then echo cpu_fake; else echo gpu_name=none; "
-                             "echo 'no_gpu_reason=no CUDA device (fake)'; fi");
-    rc = test_run("cd '%s' && OUT='%s/out3' BUILD='%s' RESULTS_ROOT='%s/results' "
+    fake_context(build, false);
+    rc = test_run("cd '%s' && %s OUT='%s/out3' BUILD='%s' RESULTS_ROOT='%s/results' "
                   "bash scripts/device-check.sh 40 --only test_quick,a >'%s' 2>&1",
-                  test_suite_root(), tmp, build, tmp, log);
+                  test_suite_root(), check_env(tmp), tmp, build, tmp, log);
     text = test_read_file(log, NULL);
     assert_non_null(text);
     if (rc != 0) fail_msg("--only test_quick,a: exit %d:\n%s", rc, text);
-    const char *want_only[] = {"DRY RUN (no CUDA device (fake))", "expect_gpu=unset gpu_check=1", "=== test_quick",
+    const char *want_only[] = {"DRY RUN (no CUDA device (fake);", "expect_gpu=unset gpu_check=1", "=== test_quick",
                                "[1/1] a", "leftover processes: none"};
     for (size_t i = 0; i < sizeof want_only / sizeof want_only[0]; i++)
         if (!strstr(text, want_only[i])) fail_msg("--only output lacks '%s':\n%s", want_only[i], text);
@@ -244,6 +307,200 @@ static void test_device_check_keeps_one_deadline(void **state)
     // A budget that is not a number of seconds is refused before anything runs.
     assert_int_equal(test_run("cd '%s' && OUT='%s/out2' bash scripts/device-check.sh 5m >/dev/null 2>&1",
                               test_suite_root(), tmp), 2);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+// The rerun line names only tests and programs of the build, with a budget for a fresh
+// machine: a test that runs run-tests.sh itself may write its own "failing NAME" into the
+// check's account (TESTS_STATUS), as test_device_check once did ("--only test_g,...").
+static void test_device_check_reruns_only_real_names(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    char build[600], log[600];
+    snprintf(build, sizeof build, "%s/build", tmp);
+    snprintf(log, sizeof log, "%s/check.txt", tmp);
+    assert_int_equal(test_run("mkdir -p '%s/tests'", build), 0);
+    fake_context(build, false);
+    test_write_script(build, "tests/test_leaks", "echo 'failing test_g' >>\"$TESTS_STATUS\"; echo '[  PASSED  ] 1 test(s).'");
+    test_write_script(build, "tests/test_fails", "echo '[  FAILED  ] 1 test(s), listed below:'; exit 1");
+    int rc = test_run("cd '%s' && %s OUT='%s/out' BUILD='%s' RESULTS_ROOT='%s/results' "
+                      "bash scripts/device-check.sh 60 --only test_leaks,test_fails >'%s' 2>&1",
+                      test_suite_root(), check_env(tmp), tmp, build, tmp, log);
+    char *text = test_read_file(log, NULL);
+    assert_non_null(text);
+    printf("%s", strstr(text, "== device-check summary") ? strstr(text, "== device-check summary") : text);
+    assert_int_equal(rc, 1);
+    const char *line = strstr(text, "rerun what failed or did not finish");
+    if (!line) fail_msg("no rerun line:\n%s", text);
+    if (!strstr(line, "bash scripts/device-check.sh 60 --only test_fails\n"))
+        fail_msg("the rerun line is not 'bash scripts/device-check.sh 60 --only test_fails':\n%s", line);
+    assert_non_null(strstr(text, "'test_g' is no test or program of "));
+    assert_non_null(strstr(line, "a fresh one takes ~120s to start"));
+    free(text);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+// Whether a GPU is expected does not rest on the CUDA probe alone: with nvidia-smi listing an
+// H200 (a fake one on PATH, no GPU behind it), the real build's probe finding none fails the
+// check at once, naming both; so do a device file and SUITE_EXPECT_GPU=1. Without any such
+// evidence, the dry run passes.
+static void test_device_check_fails_when_the_probe_and_the_evidence_disagree(void **state)
+{
+    (void)state;
+    if (test_run("'%s/context' | grep -q '^no_gpu_reason='", test_build_dir()) != 0) {
+        printf("skipped: this machine's CUDA probe finds a GPU (the test needs one that finds none)\n");
+        return;
+    }
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    char fake[600], log[600];
+    snprintf(fake, sizeof fake, "%s/fake", tmp);
+    snprintf(log, sizeof log, "%s/check.txt", tmp);
+    assert_int_equal(test_run("mkdir -p '%s'", fake), 0);
+    test_write_script(fake, "nvidia-smi", "case \"$*\" in -L) echo 'GPU 0: NVIDIA H200 (UUID: GPU-00000000-fake)';; "
+                                          "*) echo 'name, driver_version'; echo 'NVIDIA H200, 580.00';; esac");
+    const char *env = check_env(tmp);
+    // the evidence: a fake nvidia-smi first on PATH, the device file, the caller's word
+    char with_smi[1400];
+    snprintf(with_smi, sizeof with_smi, "%s PATH='%s':\"$PATH\"", env, fake);
+    const char *evidence[][2] = {{with_smi, "nvidia-smi -L lists 'GPU 0: NVIDIA H200 (UUID: GPU-00000000-fake)'"},
+                                 {"DEVICE_CHECK_NVIDIA_DEVICE=/dev/null", "/dev/null exists"},
+                                 {"SUITE_EXPECT_GPU=1", "the caller set SUITE_EXPECT_GPU=1"}};
+    for (size_t i = 0; i < sizeof evidence / sizeof evidence[0]; i++) {
+        double t0 = test_now_s();
+        int rc = test_run("cd '%s' && %s %s OUT='%s/out' BUILD='%s' RESULTS_ROOT='%s/results' "
+                          "bash scripts/device-check.sh 120 >'%s' 2>&1",
+                          test_suite_root(), env, evidence[i][0], tmp, test_build_dir(), tmp, log);
+        double took = test_now_s() - t0;
+        char *text = test_read_file(log, NULL);
+        assert_non_null(text);
+        printf("with %s: exit %d after %.1f s\n", evidence[i][1], rc, took);
+        if (rc == 0 || !strstr(text, "FAILED: a GPU is expected (") || !strstr(text, evidence[i][1]) ||
+            !strstr(text, "but the CUDA probe finds none (no CUDA device") || strstr(text, "== tests on the GPU"))
+            fail_msg("device-check with %s: exit %d:\n%s", evidence[i][1], rc, text);
+        free(text);
+        assert_int_equal(test_run("tar -tzf '%s/out/device-check.tar.gz' | grep -q device-check.log", tmp), 0);
+    }
+    // no evidence at all: a dry run, which passes
+    char build[600];
+    snprintf(build, sizeof build, "%s/build", tmp);
+    assert_int_equal(test_run("mkdir -p '%s/tests'", build), 0);
+    fake_context(build, false);
+    test_write_script(build, "tests/test_quick", "echo '[  PASSED  ] 1 test(s).'");
+    int rc = test_run("cd '%s' && %s OUT='%s/out' BUILD='%s' RESULTS_ROOT='%s/results' "
+                      "bash scripts/device-check.sh 120 --only test_quick >'%s' 2>&1",
+                      test_suite_root(), env, tmp, build, tmp, log);
+    char *text = test_read_file(log, NULL);
+    assert_non_null(text);
+    if (rc != 0 || !strstr(text, "DRY RUN (no CUDA device (fake)")) fail_msg("the dry run: exit %d:\n%s", rc, text);
+    free(text);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+// `device-check.sh --plan BUDGET` prints the plan on an H200, each phase and programme with
+// its estimate, every practice program of the build among them, and says whether it fits:
+// the default 420 s does, 200 s does not (exit 1).
+static void test_device_check_plan_fits_its_budget(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    char out[600];
+    snprintf(out, sizeof out, "%s/plan.txt", tmp);
+    int rc = test_run("cd '%s' && env -u DEVICE_CHECK_TEST_SHARE -u DEVICE_CHECK_TWIN_SHARE "
+                      "-u DEVICE_CHECK_CPU_TEST_SHARE -u TWIN_CONFIGS bash scripts/device-check.sh --plan 420 >'%s' 2>&1",
+                      test_suite_root(), out);
+    char *text = test_read_file(out, NULL);
+    assert_non_null(text);
+    printf("%s", text);
+    assert_int_equal(rc, 0);
+    const char *want[] = {"1. GPU tests (", "     test_core_infer ", "2. twin (2 configs x 2 rounds)",
+                          "3. quick pass (", "     checkpoint ", "4. other tests", "a rerun on a fresh machine",
+                          "the plan fits: "};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(text, want[i])) fail_msg("the plan lacks '%s':\n%s", want[i], text);
+    assert_null(strstr(text, "DOES NOT FIT"));
+    // the new core-level tests right after the graph test, the heavy program tests last
+    const char *graph = strstr(text, "     test_core_graph "), *infer = strstr(text, "     test_core_infer "),
+               *fold = strstr(text, "     test_core_fold "), *fusion = strstr(text, "     test_fusion "),
+               *last = strstr(text, "     test_bench_checkpoint "), *twin = strstr(text, "2. twin");
+    assert_true(graph && infer && fold && fusion && last && twin);
+    assert_true(graph < infer && infer < fold && fold < fusion && last < twin);
+    assert_null(strstr(last + 1, "     test_"));
+    // every practice program of the build has its estimate in the quick pass
+    assert_int_equal(test_run("cd '%s' && for p in '%s'/bench_*; do n=${p##*/bench_}; "
+                              "grep -q \"^     $n  *[0-9]*s \" '%s' || { echo \"no estimate for $n\"; exit 1; }; done",
+                              test_suite_root(), test_build_dir(), out), 0);
+    free(text);
+    rc = test_run("cd '%s' && bash scripts/device-check.sh --plan 200 >'%s' 2>&1", test_suite_root(), out);
+    text = test_read_file(out, NULL);
+    assert_non_null(text);
+    if (rc != 1 || !strstr(text, "the plan DOES NOT FIT a budget of 200s")) fail_msg("--plan 200: exit %d:\n%s", rc, text);
+    free(text);
+    test_remove_tree(tmp);
+    free(tmp);
+}
+
+// A signal to the check's process group (as timeout(1), a scheduler or Ctrl-C sends it)
+// goes on to what runs, here a GPU test that hangs with a child of its own: the check
+// writes its summary and archive of what finished within a few seconds, exits 128 + 15,
+// and leaves nothing behind.
+static void test_device_check_stops_on_a_signal(void **state)
+{
+    (void)state;
+    char *tmp = test_temp_dir();
+    assert_non_null(tmp);
+    char build[600], log[600], marker[600], sleeper[64], body[1200];
+    snprintf(build, sizeof build, "%s/build", tmp);
+    snprintf(log, sizeof log, "%s/check.txt", tmp);
+    snprintf(marker, sizeof marker, "%s/hung", tmp);
+    snprintf(sleeper, sizeof sleeper, "sleep %d.125", 700 + (int)(getpid() % 1000));
+    assert_int_equal(test_run("mkdir -p '%s/tests'", build), 0);
+    fake_context(build, true);
+    // two of the GPU tests: the first passes, the second hangs
+    test_write_script(build, "tests/test_core_gpu", "echo '[  PASSED  ] 3 test(s).'");
+    snprintf(body, sizeof body, "touch '%s'; %s & wait", marker, sleeper);
+    test_write_script(build, "tests/test_layers_gpu", body);
+    test_write_script(build, "bench_a", "true");
+    const char *env = check_env(tmp);
+    double t0 = 0, took = 0;
+    int rc = test_run("cd '%s' && { %s OUT='%s/out' BUILD='%s' RESULTS_ROOT='%s/results' "
+                      "setsid bash scripts/device-check.sh 120 >'%s' 2>&1 & p=$!; i=0; "
+                      "while [ ! -e '%s' ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done; "
+                      "date +%%s.%%N >'%s/signalled'; kill -TERM -$p; wait $p; }",
+                      test_suite_root(), env, tmp, build, tmp, log, marker, tmp);
+    char *when = test_read_in(tmp, "signalled");
+    assert_non_null(when);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    t0 = atof(when);
+    took = ts.tv_sec + ts.tv_nsec * 1e-9 - t0;
+    free(when);
+    char *text = test_read_file(log, NULL);
+    assert_non_null(text);
+    printf("device-check: exit %d %.1f s after SIGTERM to its group\n", rc, took);
+    assert_int_equal(rc, 143);
+    if (took > 10) fail_msg("took %.1f s after the signal:\n%s", took, text);
+    const char *want[] = {"device-check: SIGTERM: stopping what runs", "=== test_core_gpu: exit 0",
+                          "tests stopped: test_layers_gpu (SIGTERM", "stopped by SIGTERM",
+                          "twin: not run (stopped by SIGTERM)", "quick pass: not run (stopped by SIGTERM)",
+                          "leftover processes: none", "--only test_layers_gpu,twin,a", "results: "};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(text, want[i])) fail_msg("device-check output lacks '%s':\n%s", want[i], text);
+    free(text);
+    // nothing of the suite is left: the hung test's child went with it
+    if (test_run("pgrep -f '^%s$' >/dev/null", sleeper) == 0) {
+        test_run("for p in $(pgrep -f '^%s$'); do kill -KILL $p; done", sleeper);
+        fail_msg("'%s' of the stopped test still runs", sleeper);
+    }
+    // the archive holds the log, summary included
+    assert_int_equal(test_run("tar -xzOf '%s/out/device-check.tar.gz' device-check.log | "
+                              "grep -q '^== device-check summary'", tmp), 0);
     test_remove_tree(tmp);
     free(tmp);
 }
@@ -411,7 +668,12 @@ int main(void)
         cmocka_unit_test(test_wrapper_finds_libraries_in_site_packages),
         cmocka_unit_test(test_wrapper_stages_runtime_only_where_needed),
         cmocka_unit_test(test_chart_tests_skip_without_gnuplot),
+        cmocka_unit_test(test_tests_pass_in_the_checks_environment),
         cmocka_unit_test(test_device_check_keeps_one_deadline),
+        cmocka_unit_test(test_device_check_reruns_only_real_names),
+        cmocka_unit_test(test_device_check_fails_when_the_probe_and_the_evidence_disagree),
+        cmocka_unit_test(test_device_check_plan_fits_its_budget),
+        cmocka_unit_test(test_device_check_stops_on_a_signal),
         cmocka_unit_test(test_run_tests_stops_the_running_test),
         cmocka_unit_test(test_run_tests_runs_two_at_once),
     };

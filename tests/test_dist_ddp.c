@@ -492,14 +492,15 @@ static void test_bench_ddp_cross_variant_figures_need_no_other_row(void **state)
 }
 
 // Without mpirun the CPU DDP rows fail naming the missing tool (setup installs Open MPI);
-// only the GPU check (SUITE_GPU_CHECK=1, nothing can be installed there) skips them.
+// only the GPU check (SUITE_GPU_CHECK=1, nothing can be installed there) skips them. The
+// test sets SUITE_GPU_CHECK itself both times: the GPU check runs it with SUITE_GPU_CHECK=1.
 static void test_bench_ddp_missing_mpirun_is_a_failure(void **state)
 {
     (void)state;
     char *tmp = test_temp_dir();
     assert_non_null(tmp);  // an empty folder as PATH: no mpirun (system() finds /bin/sh by its path)
     char env[600];
-    snprintf(env, sizeof env, "PATH='%s'", tmp);
+    snprintf(env, sizeof env, "SUITE_GPU_CHECK=0 PATH='%s'", tmp);
     int rc = 0;
     const char *args = "--backend=cpu --benchmark_filter='ddp_scaling/ddp/.*devices:1' --steps=1";
     char *csv = bench_ddp_csv(env, args, &rc);

@@ -157,6 +157,10 @@ static void test_invalid_device_fails_and_missing_tool_has_its_kind(void **state
     assert_false(error_is_machine_limit());
     assert_string_equal(error_kind_name(ERROR_MISSING_TOOL), "missing tool");
     error_clear();
+    // the caller's values (the GPU check sets both) come back afterwards, for the tests after this one
+    char *check = getenv("SUITE_GPU_CHECK"), *expect = getenv("SUITE_EXPECT_GPU");
+    check = check ? strdup(check) : NULL;
+    expect = expect ? strdup(expect) : NULL;
     setenv("SUITE_GPU_CHECK", "1", 1);
     setenv("SUITE_EXPECT_GPU", "1", 1);
     assert_true(error_in_gpu_check());
@@ -165,7 +169,12 @@ static void test_invalid_device_fails_and_missing_tool_has_its_kind(void **state
     unsetenv("SUITE_EXPECT_GPU");
     assert_false(error_in_gpu_check());
     assert_false(error_expect_gpu());
-    unsetenv("SUITE_GPU_CHECK");
+    if (check) setenv("SUITE_GPU_CHECK", check, 1);
+    else unsetenv("SUITE_GPU_CHECK");
+    if (expect) setenv("SUITE_EXPECT_GPU", expect, 1);
+    else unsetenv("SUITE_EXPECT_GPU");
+    free(check);
+    free(expect);
 }
 
 static void requires_gpu(void **state)
@@ -179,7 +188,7 @@ static void requires_gpu(void **state)
 static void test_expect_gpu_fails_the_gpu_skip(void **state)
 {
     (void)state;
-    int plain = test_run("/proc/%d/exe --child-require-gpu >/dev/null 2>&1", (int)getpid());
+    int plain = test_run("SUITE_EXPECT_GPU=0 /proc/%d/exe --child-require-gpu >/dev/null 2>&1", (int)getpid());
     int expected = test_run("SUITE_EXPECT_GPU=1 /proc/%d/exe --child-require-gpu >/dev/null 2>&1", (int)getpid());
     assert_int_equal(plain, 0);
     if (gpu_device_available(NULL, 0)) assert_int_equal(expected, 0);

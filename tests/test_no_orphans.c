@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "dist/spawn.h"
+#include "kernels/error.h"
 #include "tests/support.h"
 
 #define MARK_VAR "SUITE_ORPHAN_MARK"
@@ -132,7 +133,7 @@ static void expect_none_left(const char *mark, double grace, const char *what)
 static bool have_mpirun(void)
 {
     if (test_run("command -v mpirun >/dev/null 2>&1") == 0) return true;
-    if (getenv("SUITE_GPU_CHECK")) {
+    if (error_in_gpu_check()) {
         printf("skipped: no mpirun on this machine (the CPU ranks need Open MPI)\n");
         return false;
     }

@@ -666,6 +666,25 @@ static void test_cut_run_is_summarized(void **state)
     s = test_read_in(test_dir, "cut3/summary.csv");
     assert_non_null(s);
     free(s);
+    // ... also without gnuplot, as on the GPU machine, where there is nothing to draw anyway;
+    // a folder with rows to draw still fails there, naming gnuplot
+    char bin[600];
+    snprintf(bin, sizeof bin, "%s/no-gnuplot", test_dir);
+    test_path_without(bin, "gnuplot");
+    rc = test_run("cd '%s' && PATH='%s' bash '%s/scripts/charts.sh' cut3 >out.txt 2>&1", test_dir, bin,
+                  test_suite_root());
+    out = test_read_in(test_dir, "out.txt");
+    assert_non_null(out);
+    if (rc != 0 || !strstr(out, "charts: skipped: gnuplot is not installed"))
+        fail_msg("charts.sh without gnuplot on a run without CSVs: exit %d: %s", rc, out);
+    free(out);
+    rc = test_run("cd '%s' && PATH='%s' bash '%s/scripts/charts.sh' stats_A >out.txt 2>&1", test_dir, bin,
+                  test_suite_root());
+    out = test_read_in(test_dir, "out.txt");
+    assert_non_null(out);
+    if (rc != 1 || !strstr(out, "charts: gnuplot is not installed"))
+        fail_msg("charts.sh without gnuplot on a run with rows: exit %d: %s", rc, out);
+    free(out);
 }
 
 // Goyal et al.'s claim is checked as accuracy parity at equal epochs: every variant of

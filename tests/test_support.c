@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "tests/support.h"
 
@@ -91,12 +92,55 @@ static void test_file_and_result_helpers(void **state)
     assert_null(test_bench_csv("no_such_program", "--benchmark_min_time=0.01"));
 }
 
-int main(void)
+// A test program starts without the variables by which a caller steers the suite's scripts
+// (the GPU check's TESTS_STATUS reached the run-tests.sh a test ran itself, which wrote its
+// "failing test_g" into the check's account), keeps what is said of the machine
+// (SUITE_GPU_CHECK, BENCH_CACHE_DIR), and takes SUITE_TEST_FILTER for itself alone.
+static void test_a_test_starts_without_the_callers_variables(void **state)
 {
+    (void)state;
+    char *dir = test_temp_dir();
+    assert_non_null(dir);
+    assert_int_equal(test_run("TESTS_STATUS=/s TESTS_SKIP=a TEST_JOBS=3 TEST_TIMEOUT=9 BENCH_FILTER=f "
+                              "BENCH_ARGS_amp=x DEVICE_CHECK_TEST_SHARE=5 RESULTS_DIR=/r OUT=/o BUILD=/b "
+                              "BENCH_CACHE_DIR=/c SUITE_GPU_CHECK=1 SUITE_TEST_FILTER=none "
+                              "/proc/%d/exe --print-environment >'%s/env.txt'", (int)getpid(), dir), 0);
+    char *env = test_read_in(dir, "env.txt");
+    assert_non_null(env);
+    const char *gone[] = {"\nTESTS_STATUS=", "\nTESTS_SKIP=", "\nTEST_JOBS=", "\nTEST_TIMEOUT=",
+                          "\nBENCH_FILTER=", "\nBENCH_ARGS_amp=", "\nDEVICE_CHECK_TEST_SHARE=",
+                          "\nRESULTS_DIR=", "\nOUT=", "\nBUILD=", "\nSUITE_TEST_FILTER="};
+    for (size_t i = 0; i < sizeof gone / sizeof gone[0]; i++)
+        if (strstr(env, gone[i])) fail_msg("a test program inherited %s:\n%s", gone[i] + 1, env);
+    assert_non_null(strstr(env, "\nSUITE_GPU_CHECK=1\n"));
+    assert_non_null(strstr(env, "\nBENCH_CACHE_DIR=/c\n"));
+    free(env);
+    // SUITE_TEST_FILTER runs the matching tests only
+    assert_int_equal(test_run("SUITE_TEST_FILTER=test_csv_helpers /proc/%d/exe >'%s/out.txt' 2>&1",
+                              (int)getpid(), dir), 0);
+    char *out = test_read_in(dir, "out.txt");
+    assert_non_null(out);
+    if (!strstr(out, "[ RUN      ] test_csv_helpers") || strstr(out, "test_temp_dir_is_fresh") ||
+        !strstr(out, "[  PASSED  ] 1 test(s)."))
+        fail_msg("SUITE_TEST_FILTER=test_csv_helpers ran:\n%s", out);
+    free(out);
+    test_remove_tree(dir);
+    free(dir);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--print-environment") == 0) {  // for the test above
+        extern char **environ;
+        printf("\n");
+        for (char **e = environ; *e; e++) printf("%s\n", *e);
+        return 0;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_temp_dir_is_fresh_and_caller_owned),
         cmocka_unit_test(test_csv_helpers),
         cmocka_unit_test(test_file_and_result_helpers),
+        cmocka_unit_test(test_a_test_starts_without_the_callers_variables),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
