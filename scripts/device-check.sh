@@ -321,9 +321,11 @@ main() {
   echo "$context"
   "${wrap[@]}" ldd "$build/context" | grep -E 'not found|cud|nccl|cublas' || true
   slug=$("${wrap[@]}" "$build/context" --slug) || slug=unknown
-  results="${RESULTS_ROOT:-results}/${slug}_$(date -u +%Y%m%d-%H%M)"
-  [[ -e $results ]] && results="${results}_$(date -u +%S)" # a rerun within the minute
-  mkdir -p "$results"
+  # a folder of its own, never shared with a rerun or another run (scripts/results-dir.sh)
+  results=$(bash "$root/scripts/results-dir.sh" create "${RESULTS_ROOT:-results}" "$slug") || {
+    echo "device-check: cannot create a results folder under ${RESULTS_ROOT:-results}"
+    return 2
+  }
   printf -v archive_cmd '%q ' bash "$root/scripts/device-check.sh" --archive "$out" "$results" "$log"
 
   # A GPU run or a dry run. The CUDA probe (the context's no_gpu_reason) is the very call a
@@ -502,6 +504,12 @@ summary() { # DRY_REASON
     echo "$bench_line"
   fi
   ((run_other_tests)) && echo "  other tests: ${other_secs}s"
+  # How much room each check left (tolerance / largest observed difference): on a GPU, the
+  # calibration of tolerances that were set from CPU rounding figures and reasoning.
+  if ((run_bench)) && [[ -d $results ]]; then
+    "${PYTHON:-python3}" "$root/scripts/check_margins.py" "$results" --out "$results/check-margins.tsv" 2>&1 ||
+      echo "check margins: scripts/check_margins.py failed"
+  fi
   echo "$leftover_line"
   if ((${#rerun[@]})); then
     local names rerun_budget

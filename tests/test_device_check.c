@@ -264,7 +264,7 @@ static void test_device_check_keeps_one_deadline(void **state)
                           "leftover processes: 1 found and killed", "helper_orphan",
                           "rerun what failed or did not finish, at once (",
                           "bash scripts/device-check.sh 60 --only test_stuck,b",
-                          "results: "};
+                          "check margins: no checked rows", "results: "};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(text, want[i])) fail_msg("device-check output lacks '%s':\n%s", want[i], text);
     // c either had time left after b's cut or is "not run" (as the machine's load has it)
@@ -281,7 +281,7 @@ static void test_device_check_keeps_one_deadline(void **state)
     text = test_read_file(list, NULL);
     assert_non_null(text);
     const char *files[] = {"device-check.log", "/a.csv", "/b.csv", "/suite-status.tsv", "/suite-plan.tsv",
-                           "/summary.csv", "/report.md"};
+                           "/summary.csv", "/report.md", "/check-margins.tsv"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         if (!strstr(text, files[i])) fail_msg("archive lacks %s:\n%s", files[i], text);
     free(text);
@@ -304,6 +304,10 @@ static void test_device_check_keeps_one_deadline(void **state)
         if (strstr(text, not_run[i])) fail_msg("--only test_quick,a ran '%s':\n%s", not_run[i], text);
     free(text);
     assert_int_equal(test_run("tar -tzf '%s/out3/device-check.tar.gz' | grep -q '/a.csv$'", tmp), 0);
+    // each run wrote a folder of its own, named by scripts/results-dir.sh (to the second,
+    // with a unique suffix)
+    assert_int_equal(test_run("test $(ls '%s/results' | grep -c '_[0-9]\\{8\\}-[0-9]\\{6\\}-[0-9a-f]\\{4\\}$') = 2",
+                              tmp), 0);
     // A budget that is not a number of seconds is refused before anything runs.
     assert_int_equal(test_run("cd '%s' && OUT='%s/out2' bash scripts/device-check.sh 5m >/dev/null 2>&1",
                               test_suite_root(), tmp), 2);
