@@ -37,6 +37,10 @@ final held-out accuracy per variant with its bootstrap interval, and each tuned 
 difference from the baseline (interval, U test, and a verdict as above in the words
 "higher accuracy" / "lower accuracy" / "equivalent" / "inconclusive", the margin there being
 the equivalence margin times the baseline's mean accuracy).
+Time-to-accuracy repetitions each train from their own seed (the driver's rule: repetition
+k from the preset's seed + k, recorded in the reps file's `seed` column): the summary
+counts the distinct seeds of each side (baseline_seeds, tuned_seeds; summary_accuracy.csv:
+seeds), empty where the rows record none.
 
 A cut run is partial, not broken: rows with status "partial" are measured rows, and a
 CSV with no rows (0 bytes or a header only) is a warning naming it.
@@ -346,6 +350,8 @@ class Bench:
         finite = [t for t in times if math.isfinite(t)]
         self.cv = cv(times) if len(finite) == len(times) else None
         self.contended = contended_reasons(rep_rows or [row])
+        # distinct seeds of the repetitions (time to accuracy records one each), or None
+        self.seeds = len({r["seed"] for r in rep_rows or [] if r.get("seed", "") != ""}) or None
 
     def key(self):
         """Its group: run, practice, params, machine, and the program's CSV (a baseline
@@ -423,11 +429,11 @@ def load_benches(path, references=False):
 
 SUMMARY_HEADER = ("practice,params,baseline,tuned,baseline_s,tuned_s,speedup,gpu_name,driver_version,host,"
                   "ci_low,ci_high,p_value,verdict,repetitions,noisy,contended,baseline_cv_pct,tuned_cv_pct,"
-                  "run,baseline_reached,tuned_reached,equivalence_margin")
+                  "run,baseline_reached,tuned_reached,equivalence_margin,baseline_seeds,tuned_seeds")
 BY_VARIANT_HEADER = ("practice,tuned,gpu_name,host,points,geomean_speedup,ci_low,ci_high,verdict,noisy,contended,"
                      "repetitions,reached,run,equivalence_margin")
 ACCURACY_HEADER = ("practice,params,variant,role,repetitions,accuracy,ci_low,ci_high,difference,diff_ci_low,"
-                   "diff_ci_high,p_value,verdict,gpu_name,host,run,equivalence_margin")
+                   "diff_ci_high,p_value,verdict,gpu_name,host,run,seeds,equivalence_margin")
 
 
 def bench_id(b):
@@ -500,7 +506,8 @@ def summary_line(k, base, t, s):
         "1" if s["noisy"] else "0", clean(s["contended"]),
         fmt(None if base.cv is None else 100 * base.cv, "%.2f"),
         fmt(None if t.cv is None else 100 * t.cv, "%.2f"),
-        clean(k[0]), base.reach_text(), t.reach_text(), "%g" % equivalence_margin()])
+        clean(k[0]), base.reach_text(), t.reach_text(), "%g" % equivalence_margin(),
+        fmt(base.seeds, "%d"), fmt(t.seeds, "%d")])
 
 
 def by_variant_line(vk, pts):
@@ -560,7 +567,7 @@ def accuracy_lines(groups):
             lines.append(",".join([clean(k[1]), clean(k[2]), clean(r.get("variant", "")), clean(r.get("role", "")),
                                    str(len(acc)), "%.6g" % mean(acc), fmt(lo, "%.6g"), fmt(hi, "%.6g"),
                                    fmt(diff, "%.6g"), fmt(dlo, "%.6g"), fmt(dhi, "%.6g"), fmt(p, "%.4g"), verdict,
-                                   clean(k[3][0]), clean(k[3][2]), clean(k[0]),
+                                   clean(k[3][0]), clean(k[3][2]), clean(k[0]), fmt(b.seeds, "%d"),
                                    "%g" % equivalence_margin()]))
     return lines
 

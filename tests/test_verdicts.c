@@ -2,8 +2,8 @@
 // summarize.sh and on fixed numbers): faster/slower only when significant and the 95%
 // interval excludes 1, "equivalent" only when the interval lies within the equivalence
 // margin (BENCH_EQUIVALENCE_MARGIN, default 0.05), "inconclusive" otherwise, never "no
-// significant difference"; the margin recorded in the summary; a quoted figure carries its
-// precision ("1.96x [1.56-2.25], ±18%").
+// significant difference"; the margin and the seeds of the repetitions recorded in the
+// summary; a quoted figure carries its precision ("1.96x [1.56-2.25], ±18%").
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -94,7 +94,7 @@ static void test_three_verdicts_at_their_boundaries(void **state)
 }
 
 // A results folder with one practice: baseline `base` and tuned variants, five
-// repetitions each.
+// repetitions each with seeds 1..5 (a time-to-accuracy row records one per repetition).
 //   same:   the baseline's times in another order: interval ~0.997-1.003, equivalent
 //   wide:   8..12 around 10: a wide interval that holds 1, inconclusive
 //   small:  2% faster, every repetition: significant inside the margin, faster
@@ -113,12 +113,12 @@ static void write_fixture(const char *dir)
         {"wide", "tuned", {8.0, 12.0, 10.0, 9.0, 11.0}},
         {"small", "tuned", {9.80, 9.82, 9.78, 9.81, 9.79}},
     };
-    char reps[4096] = "practice,variant,role,timing,params,repetition,time,cpu_time,time_unit,iterations\n";
+    char reps[4096] = "practice,variant,role,timing,params,repetition,time,cpu_time,time_unit,iterations,seed\n";
     for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++)
         for (int k = 0; k < 5; k++) {
             char row[160];
-            snprintf(row, sizeof row, "v,%s,%s,manual,n:1,%d,%g,%g,s,1\n", sides[i].variant, sides[i].role, k + 1,
-                     sides[i].t[k], sides[i].t[k]);
+            snprintf(row, sizeof row, "v,%s,%s,manual,n:1,%d,%g,%g,s,1,%d\n", sides[i].variant, sides[i].role, k + 1,
+                     sides[i].t[k], sides[i].t[k], k + 1);
             strcat(reps, row);
         }
     char folder[1024];
@@ -166,7 +166,7 @@ static double number_field(const char *text, const char *prefix, const char *nam
     return atof(got);
 }
 
-// Through the summary: the three outcomes and the margin recorded; the margin
+// Through the summary: the three outcomes, the margin and the seeds recorded; the margin
 // moved just past a measured interval's farther end turns it equivalent, just short of it
 // inconclusive, in summary.csv and summary_by_variant.csv alike.
 static void test_summary_verdicts_follow_the_margin(void **state)
@@ -179,6 +179,8 @@ static void test_summary_verdicts_follow_the_margin(void **state)
     expect_field(s, "\nv,n:1,base,wide,", "verdict", "inconclusive");
     expect_field(s, "\nv,n:1,base,small,", "verdict", "faster");
     expect_field(s, "\nv,n:1,base,same,", "equivalence_margin", "0.05");
+    expect_field(s, "\nv,n:1,base,same,", "baseline_seeds", "5");
+    expect_field(s, "\nv,n:1,base,wide,", "tuned_seeds", "5");
     double lo = number_field(s, "\nv,n:1,base,same,", "ci_low"), hi = number_field(s, "\nv,n:1,base,same,", "ci_high");
     assert_true(lo >= 0.95 && hi <= 1.05 && lo <= 1.0 && hi >= 1.0);
     if (strstr(s, "significant")) fail_msg("a verdict of 'no significant difference' in:\n%s", s);
@@ -222,8 +224,8 @@ static void test_summary_verdicts_follow_the_margin(void **state)
 
 // Accuracy parity (summary_accuracy.csv): the difference's interval against the margin
 // times the baseline's accuracy (0.05 x 0.92 = 0.046): the same accuracies are equivalent;
-// a spread of 0.70..0.98 against 0.92 inconclusive.
-static void test_accuracy_verdicts(void **state)
+// a spread of 0.70..0.98 against 0.92 inconclusive; the seeds are counted.
+static void test_accuracy_verdicts_and_seeds(void **state)
 {
     (void)state;
     if (python_missing()) skip();
@@ -235,14 +237,14 @@ static void test_accuracy_verdicts(void **state)
     char tidy[1024] = "practice,variant,role,timing,params,status,reason,repetitions,iterations,time,cpu_time,"
                       "time_unit,final_accuracy,accuracy_parity\n";
     char reps[4096] = "practice,variant,role,timing,params,repetition,time,cpu_time,time_unit,iterations,"
-                      "final_accuracy,accuracy_parity\n";
+                      "final_accuracy,accuracy_parity,seed\n";
     for (size_t i = 0; i < sizeof sides / sizeof sides[0]; i++) {
         char row[200];
         snprintf(row, sizeof row, "par,%s,%s,manual,p:1,ok,,5,1,1,1,s,0.9,1\n", sides[i].variant, sides[i].role);
         strcat(tidy, row);
         for (int k = 0; k < 5; k++) {
-            snprintf(row, sizeof row, "par,%s,%s,manual,p:1,%d,1,1,s,1,%g,1\n", sides[i].variant, sides[i].role,
-                     k + 1, sides[i].acc[k]);
+            snprintf(row, sizeof row, "par,%s,%s,manual,p:1,%d,1,1,s,1,%g,1,%d\n", sides[i].variant, sides[i].role,
+                     k + 1, sides[i].acc[k], 1 + k);
             strcat(reps, row);
         }
     }
@@ -254,6 +256,7 @@ static void test_accuracy_verdicts(void **state)
     char *a = summarize("", "par", "summary_accuracy.csv");
     expect_field(a, "\npar,p:1,same,", "verdict", "equivalent");
     expect_field(a, "\npar,p:1,spread,", "verdict", "inconclusive");
+    expect_field(a, "\npar,p:1,small,", "seeds", "5");
     expect_field(a, "\npar,p:1,same,", "equivalence_margin", "0.05");
     if (strstr(a, "significant")) fail_msg("a verdict of 'no significant difference' in:\n%s", a);
     free(a);
@@ -264,7 +267,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_three_verdicts_at_their_boundaries, test_setup_dir, test_teardown_dir),
         cmocka_unit_test_setup_teardown(test_summary_verdicts_follow_the_margin, test_setup_dir, test_teardown_dir),
-        cmocka_unit_test_setup_teardown(test_accuracy_verdicts, test_setup_dir, test_teardown_dir),
+        cmocka_unit_test_setup_teardown(test_accuracy_verdicts_and_seeds, test_setup_dir, test_teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
