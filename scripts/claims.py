@@ -143,7 +143,7 @@ def verdict(speedup, ci_low=None, ci_high=None, claim_low=None, claim_high=None,
         if allows_none and claim_low <= lo and hi <= claim_high:
             return "holds"  # wholly within a claimed range that allows no effect
         return f"inconclusive here ({percent_text(relative_half_width(speedup, lo, hi))})"
-    if (lo > 1.0) == slower:
+    if (measured == "faster") == slower:  # the side of 1.00x the summary found it on
         return "reversed here"
     if not has_range:
         return "holds"

@@ -119,6 +119,7 @@ static const char kClaims[] =
     "old,fast,,claim,speedup,faster,old is faster,,,Old source,\n"
     "oldwide,fast,,claim,speedup,faster,oldwide is faster,,,Oldwide source,\n"
     "sig,fast,size:1,claim,speedup,faster,sig is faster,,,Sig source,\n"
+    "edge,fast,,claim,speedup,faster,edge is faster,,,Edge source,\n"
     "gemm,tf32,size:10240,claim,speedup,faster,~7x on one 10240^2 matmul,7,7,Gemm source,A100\n"
     "demo,,,reference,speedup,faster,a loader elsewhere does 31k img/s,,,Ref source,96 vCPUs\n";
 static const char kSummary[] =
@@ -134,7 +135,9 @@ static const char kSummary[] =
     "inc,fast,none,h,1,1.0000,0.8000,1.2000,inconclusive,1,,5,,r\n"
     "old,fast,none,h,1,1.0100,0.9800,1.0400,no significant difference,0,,5,,r\n"      // before the three verdicts
     "oldwide,fast,none,h,1,1.0100,0.9000,1.1200,no significant difference,0,,5,,r\n"
-    "sig,fast,none,h,1,1.1000,1.0100,1.2000,inconclusive,0,,5,,r\n";
+    "sig,fast,none,h,1,1.1000,1.0100,1.2000,inconclusive,0,,5,,r\n"
+    // faster, its lower end 1.00003 written as 1.0000: the summary's side of 1, not "reversed"
+    "edge,fast,none,h,1,1.0500,1.0000,1.1000,faster,0,,5,,r\n";
 static const char kPoints[] =
     "practice,params,baseline,tuned,baseline_s,tuned_s,speedup,gpu_name,driver_version,host,ci_low,ci_high,"
     "p_value,verdict,repetitions,noisy,contended,baseline_cv_pct,tuned_cv_pct,run,baseline_reached,tuned_reached\n"
@@ -219,6 +222,8 @@ static void test_report_headline_claims_table(void **state)
                         "fast: 1.01x [0.90-1.12], ±11% | **inconclusive here (±11%)** |");
     expect_line(report, "| sig / fast at size:1 | sig is faster | Sig source (hardware not stated) | "
                         "fast: 1.10x [1.01-1.20], ±8.6% | **inconclusive here (±8.6%)** |");
+    expect_line(report, "| edge / fast | edge is faster | Edge source (hardware not stated) | "
+                        "fast: 1.05x [1.00-1.10], ±4.8% | **holds** |");
     expect_line(report, "Equivalence margin: 0.95-1.05 (BENCH_EQUIVALENCE_MARGIN=0.05).");
     if (strstr(report, "no significant difference")) fail_msg("the report still says 'no significant difference':\n%s", report);
     // a variant that never reached its target
