@@ -25,31 +25,49 @@ may be absent (empty, claim, speedup).
 
 The verdict rules (the measured speedup is the geometric mean over the variant's
 parameter points, or the one point the claim names; its interval is the 95% interval of
-scripts/stats.py):
+scripts/stats.py, its verdict the summary's, scripts/verdicts.py's rules: faster, slower,
+equivalent within the equivalence margin, inconclusive):
   1. No speedup measured for the practice: "not measured here (why)", the why taken from
      the results' skip or error reasons. A variant whose median run missed its target:
      "did not reach".
   2. No interval (a single repetition), or too few repetitions for stats.py to give a
      verdict (its verdict is n/a): "not enough data". A single sample never holds or
      reverses a claim.
-  3. The measured interval holds 1.00x: "no effect here" (unless the claimed range holds
-     1.00x too: "holds").
-  4. The interval lies wholly on the other side of 1.00x from the claim's direction:
+  3. The summary's verdict is "equivalent" (the interval lies within the margin, 0.95-1.05
+     by default): "no effect here" (unless the claimed range holds 1.00x too: "holds").
+     Only then: an interval wider than the margin never says "no effect".
+  4. It is "inconclusive" (neither significant nor within the margin): "inconclusive here
+     (±N%)", N the interval's half-width relative to the speedup (unless the interval lies
+     wholly within a claimed range that holds 1.00x: "holds").
+  5. The interval lies wholly on the other side of 1.00x from the claim's direction:
      "reversed here".
-  5. The claim gives no range (only a direction): "holds".
-  6. Else the interval against the claimed range, as effect sizes (for a slower claim,
+  6. The claim gives no range (only a direction): "holds".
+  7. Else the interval against the claimed range, as effect sizes (for a slower claim,
      1/speedup): overlapping "holds"; wholly below "smaller here"; wholly above
      "larger here".
-Accuracy claims ("the tuned variant reaches the baseline's accuracy"), at every point:
-the interval of the difference (tuned - baseline) wholly below 0 (or below effect_low,
-a tolerated loss, where the claim gives one) is "reversed here"; otherwise "holds"; too
-few repetitions "not enough data".
+A summary written before the three verdicts ("no significant difference") is read by the
+interval alone, with the margin of the summary's equivalence_margin column or of
+BENCH_EQUIVALENCE_MARGIN.
+Accuracy claims ("the tuned variant reaches the baseline's accuracy"), at every point,
+with a tolerated loss: effect_low where the claim gives one, else the equivalence margin
+times the baseline's accuracy. The interval of the difference (tuned - baseline) wholly
+below minus the tolerated loss is "reversed here"; wholly above it (no loss beyond the
+tolerance) "holds"; across it "inconclusive here (±d)", d the interval's half-width in
+accuracy (0.020: two points); too few repetitions "not enough data".
+Every figure a reader may quote is shown with its interval and precision: "2.00x
+[1.80-2.20], ±10%" (verdicts.figure_text).
 """
 import csv
 import math
 import os
 import re
 import sys
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from verdicts import (MarginError, equivalence_margin, figure_text, percent_text,  # noqa: E402
+                      relative_half_width, three_way)
+
+THREE_VERDICTS = ("faster", "slower", "equivalent", "inconclusive")
 
 CLAIM_FIELDS = ("practice", "tuned", "direction", "claim", "effect_low", "effect_high", "source", "hardware")
 OPTIONAL_FIELDS = {"params": "", "kind": "claim", "measure": "speedup"}
@@ -105,17 +123,27 @@ def read_claims(path):
     return claims
 
 
-def verdict(speedup, ci_low=None, ci_high=None, claim_low=None, claim_high=None, slower=False, enough=True):
-    """The verdict in words for a measured speedup (and interval) against a claim."""
+def verdict(speedup, ci_low=None, ci_high=None, claim_low=None, claim_high=None, slower=False, enough=True,
+            measured=None, margin=None):
+    """The verdict in words for a measured speedup (and interval) against a claim.
+    measured: the summary's verdict (faster, slower, equivalent, inconclusive); anything
+    else (absent, an older summary's words) is read from the interval alone with `margin`
+    (None: BENCH_EQUIVALENCE_MARGIN's)."""
     if ci_low is None or ci_high is None or not enough:
         return "not enough data"
     lo, hi = ci_low, ci_high
     has_range = claim_low is not None or claim_high is not None
-    if lo <= 1.0 <= hi:
-        # only a two-sided range can hold 1.00x: "up to 3x" still claims an effect
-        two_sided = claim_low is not None and claim_high is not None
-        return "holds" if two_sided and claim_low <= 1.0 <= claim_high else "no effect here"
-    if (lo > 1.0) == slower:
+    if measured not in THREE_VERDICTS:
+        measured = three_way(lo, hi, 1.0, equivalence_margin() if margin is None else margin)
+    # only a two-sided range can hold 1.00x: "up to 3x" still claims an effect
+    allows_none = claim_low is not None and claim_high is not None and claim_low <= 1.0 <= claim_high
+    if measured == "equivalent":
+        return "holds" if allows_none else "no effect here"
+    if measured == "inconclusive":
+        if allows_none and claim_low <= lo and hi <= claim_high:
+            return "holds"  # wholly within a claimed range that allows no effect
+        return f"inconclusive here ({percent_text(relative_half_width(speedup, lo, hi))})"
+    if (measured == "faster") == slower:  # the side of 1.00x the summary found it on
         return "reversed here"
     if not has_range:
         return "holds"
@@ -133,12 +161,27 @@ def verdict(speedup, ci_low=None, ci_high=None, claim_low=None, claim_high=None,
 
 
 def accuracy_verdict(row, tolerated_loss=None):
-    """The verdict of one point of summary_accuracy.csv on "reaches the baseline's accuracy"."""
+    """The verdict of one point of summary_accuracy.csv on "reaches the baseline's
+    accuracy": reversed below the tolerated loss (effect_low, else the equivalence margin
+    times the baseline's accuracy), holds above it, inconclusive across it."""
     lo, hi = number(row.get("diff_ci_low")), number(row.get("diff_ci_high"))
-    if lo is None or hi is None or row.get("verdict", "").startswith("n/a"):
+    acc, diff = number(row.get("accuracy")), number(row.get("difference"))
+    if lo is None or hi is None or acc is None or diff is None or row.get("verdict", "").startswith("n/a"):
         return "not enough data"
-    floor = -tolerated_loss if tolerated_loss else 0.0
-    return "reversed here" if hi < floor else "holds"
+    base = acc - diff  # the baseline's mean accuracy
+    tolerance = tolerated_loss if tolerated_loss else margin_of(row) * base
+    if hi < -tolerance:
+        return "reversed here"
+    if lo >= -tolerance:
+        return "holds"
+    return f"inconclusive here (±{(hi - lo) / 2:.3f})"
+
+
+def margin_of(row):
+    """The equivalence margin a summary row was judged with (its column), else the
+    environment's (BENCH_EQUIVALENCE_MARGIN, default 0.05)."""
+    m = number(row.get("equivalence_margin"))
+    return m if m is not None and 0 < m < 1 else equivalence_margin()
 
 
 # ---- results -----------------------------------------------------------------------------
@@ -229,7 +272,7 @@ def effect_text(row):
     if s is None:
         return f"{row.get('verdict', '') or 'no speedup'}" + (f" (reached {reached})" if reached else "")
     lo, hi = interval_of(row)
-    text = f"{s:.2f}x" + (f" (95% CI {lo:.2f}-{hi:.2f})" if lo is not None else " (no interval: 1 repetition)")
+    text = figure_text(s, lo, hi) + ("" if lo is not None else " (no interval: 1 repetition)")
     flags = flags_of(row) + ([row["verdict"]] if not_enough(row) and lo is not None else [])
     if reached:
         flags.append(f"reached {reached}")
@@ -248,7 +291,7 @@ def speedup_claim(c, rows, points):
     else:
         lo, hi = interval_of(row)
         word = verdict(s, lo, hi, number(c["effect_low"]), number(c["effect_high"]), c["direction"] == "slower",
-                       enough=not not_enough(row))
+                       enough=not not_enough(row), measured=row.get("verdict"), margin=margin_of(row))
     return f"{row['tuned']}: {effect_text(row)}", word
 
 
@@ -264,15 +307,17 @@ def accuracy_claim(c, accuracy):
         base = next((b for b in accuracy if b["practice"] == r["practice"] and b["params"] == r["params"]
                      and b["role"] == "baseline" and b.get("run") == r.get("run")), None)
         lo, hi = number(r.get("diff_ci_low")), number(r.get("diff_ci_high"))
-        ci = f" (95% CI {lo:.3f} to {hi:.3f})" if lo is not None and hi is not None else " (no interval)"
+        ci = (f" (95% CI {lo:.3f} to {hi:.3f}, ±{(hi - lo) / 2:.3f})" if lo is not None and hi is not None
+              else " (no interval)")
         diff = number(r.get("difference"))
         texts.append(f"{r['params']}: accuracy {float(r['accuracy']):.3f}"
                      + (f" vs {float(base['accuracy']):.3f}" if base else "")
                      + (f", difference {diff:.3f}{ci}" if diff is not None else ""))
         words.append(accuracy_verdict(r, number(c["effect_low"])))
-    for worst in ("reversed here", "not enough data", "holds"):
-        if worst in words:
-            return "; ".join(texts), worst
+    for worst in ("reversed here", "inconclusive here", "not enough data", "holds"):
+        hit = next((w for w in words if w.startswith(worst)), None)
+        if hit:
+            return "; ".join(texts), hit
     return "; ".join(texts), words[0]
 
 
@@ -309,6 +354,10 @@ def cmd_table(results, claims_path):
         else:
             measured, word = found
         print(f"| {md(name)} | {md(claim_text(c))} | {md(source)} | {md(measured)} | **{word}** |")
+    m = margin_of(rows[0]) if rows else equivalence_margin()
+    print()
+    print(f"Equivalence margin: {1 - m:.2f}-{1 + m:.2f} (BENCH_EQUIVALENCE_MARGIN={m:g}"
+          + (", as the summary was made)." if rows and number(rows[0].get("equivalence_margin")) else ")."))
     claimed = {c["practice"] for c in claims}
     unclaimed = sorted({r["practice"] for r in rows} - claimed)
     if unclaimed:
@@ -329,11 +378,22 @@ def cmd_speedups(results):
     print("|---|---|---|---|---|---|---|")
     for r in rows:
         lo, hi = interval_of(r)
-        ci = f"{lo:.2f}-{hi:.2f}" if lo is not None else "n/a"
         s = speedup_of(r)
+        w = relative_half_width(s, lo, hi)
+        ci = "n/a" if lo is None else f"{lo:.2f}-{hi:.2f}" + ("" if w is None else f", {percent_text(w)}")
         print(f"| {md(r['practice'])} | {md(r['tuned'])} | {md(r.get('points', ''))} | "
-              f"{'-' if s is None else f'{s:.2f}x'} | {ci} | {md(r.get('verdict', '') or 'n/a')} | "
+              f"{'-' if s is None else f'{s:.2f}x'} | {ci} | {md(row_verdict(r) or 'n/a')} | "
               f"{md('; '.join(flags_of(r)))} |")
+
+
+def row_verdict(row):
+    """A summary row's verdict; an older summary's "no significant difference" read again
+    from its interval (verdicts.three_way): equivalent or inconclusive."""
+    word = row.get("verdict", "")
+    lo, hi = interval_of(row)
+    if word == "no significant difference" and lo is not None:
+        return three_way(lo, hi, 1.0, margin_of(row))
+    return word
 
 
 def partial_rows(results, program):
@@ -426,9 +486,8 @@ def cmd_digest(results):
     top = []
     for r in sorted(largest.values(), key=effect, reverse=True)[:3]:
         s = float(r["geomean_speedup"])
-        lo, hi = interval_of(r)
-        ci = f" [{lo:.2f}-{hi:.2f}]" if lo is not None else ""
-        top.append(f"{r['practice']}/{r['tuned']} {s:.2f}x{ci}" + ("" if s >= 1 else f" ({1 / s:.1f}x slower)"))
+        top.append(f"{r['practice']}/{r['tuned']} {figure_text(s, *interval_of(r))}"
+                   + ("" if s >= 1 else f" ({1 / s:.1f}x slower)"))
     print("Largest:    " + ("; ".join(top) if top else "no speedup measured"))
     print(f"Report:     {os.path.join(results, 'report.md')}")
 
@@ -455,7 +514,7 @@ def main(argv):
         else:
             print(usage, file=sys.stderr)
             return 2
-    except ClaimsError as e:
+    except (ClaimsError, MarginError) as e:
         print(f"claims: {e}", file=sys.stderr)
         return 1
     return 0

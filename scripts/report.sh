@@ -108,14 +108,18 @@ code_changes() {
     table_failed=1
   else
     echo
-    echo "Verdicts: the measured 95% interval of the speedup (baseline time / tuned time)"
-    echo "against the claim: \"no effect here\" when it holds 1.00x, \"reversed here\" when it lies"
-    echo "on the other side of 1.00x, else against the claimed range where the source gives one"
-    echo "(overlapping: \"holds\"; below: \"smaller here\"; above: \"larger here\"). Each claim is"
-    echo "checked on the variant it names (at the one size it names, where it names one). Without"
-    echo "an interval (1 repetition), or with too few repetitions for a test, the verdict is"
-    echo "\"not enough data\"; a variant whose runs missed their target \"did not reach\". Accuracy"
-    echo "claims compare final held-out accuracy at equal epochs (tuned - baseline, 95% interval)."
+    echo "Verdicts: the measured speedup (baseline time / tuned time) as \"2.00x [1.80-2.20], ±10%\":"
+    echo "its 95% interval and that interval's half-width relative to it. Against the claim:"
+    echo "\"no effect here\" only when the interval lies within the equivalence margin (stated"
+    echo "under the table); \"inconclusive here (±N%)\" when it is neither significant nor that"
+    echo "narrow (the data cannot tell: measure more); \"reversed here\" when it lies on the other"
+    echo "side of 1.00x; else against the claimed range where the source gives one (overlapping:"
+    echo "\"holds\"; below: \"smaller here\"; above: \"larger here\"). Each claim is checked on the"
+    echo "variant it names (at the one size it names, where it names one). Without an interval"
+    echo "(1 repetition), or with too few repetitions for a test, the verdict is \"not enough"
+    echo "data\"; a variant whose runs missed their target \"did not reach\". Accuracy claims"
+    echo "compare final held-out accuracy at equal epochs (tuned - baseline, 95% interval) with a"
+    echo "tolerated loss (the claim's, else the margin times the baseline's accuracy)."
     echo "Reference figures come from elsewhere and get no verdict here."
   fi
   echo

@@ -18,13 +18,13 @@ interval is a percentile bootstrap (resampling each side's repetitions with repl
 BOOTSTRAP_RESAMPLES times, from a fixed seed, so the same data always give the same
 interval). Its p-value is the two-sided Mann-Whitney U test of the two sets of times
 (exact distribution without ties, else the normal approximation with tie and continuity
-corrections, as scipy.stats.mannwhitneyu). Verdict: p < ALPHA gives faster or slower (by
-the side of 1 the median ratio is on), else "no significant difference" -- but only with
-at least MIN_REPETITIONS (4) a side, the first count where a difference can be shown (the
-smallest p is 2 / C(n1+n2, n1): 0.1 at 3 a side, 0.029 at 4): with one repetition on a
-side "n/a (1 repetition)", with 2 or 3 on either side "n/a (too few repetitions)". A geometric mean over parameter
-points takes its interval from the same bootstrap replicates (the geometric mean of every
-replicate), and its verdict from whether that interval holds 1 (n/a where any point is).
+corrections, as scipy.stats.mannwhitneyu). The verdicts (faster / slower, equivalent
+within BENCH_EQUIVALENCE_MARGIN, inconclusive, n/a below 4 repetitions a side) and the
+quoted precision ("1.96x [1.56-2.25], ±18%") are scripts/verdicts.py's, whose header states
+the rules. A geometric mean over parameter points takes its interval from the same
+bootstrap replicates (the geometric mean of every replicate), and its verdict from that
+interval alone (n/a where any point is). Every summary records the margin it used (column
+equivalence_margin).
 The bootstrap seed is salted with the run (the results folder's name) and the benchmark,
 and groups are keyed by run, program (CSV), practice, params and machine: two runs never
 share resamples or baselines, and two baselines in one group of one run are an error.
@@ -34,7 +34,13 @@ Runs to a target (a reached_target column): a run that missed is kept, its time 
 each side; a side whose median run missed has no speedup: "did not reach". Runs at a fixed
 budget for accuracy parity (accuracy_parity = 1) go to summary_accuracy.csv instead: mean
 final held-out accuracy per variant with its bootstrap interval, and each tuned variant's
-difference from the baseline (interval, U test, verdict as above).
+difference from the baseline (interval, U test, and a verdict as above in the words
+"higher accuracy" / "lower accuracy" / "equivalent" / "inconclusive", the margin there being
+the equivalence margin times the baseline's mean accuracy).
+Time-to-accuracy repetitions each train from their own seed (the driver's rule: repetition
+k from the preset's seed + k, recorded in the reps file's `seed` column): the summary
+counts the distinct seeds of each side (baseline_seeds, tuned_seeds; summary_accuracy.csv:
+seeds), empty where the rows record none.
 
 A cut run is partial, not broken: rows with status "partial" are measured rows, and a
 CSV with no rows (0 bytes or a header only) is a warning naming it.
@@ -57,7 +63,9 @@ import random
 import sys
 import zlib
 
-ALPHA = 0.05
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from verdicts import MarginError, equivalence_margin, speedup_verdict, three_way, too_few  # noqa: E402
+
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20261130
 CONTENDED_FRACTION = 0.75
@@ -203,50 +211,6 @@ def mann_whitney_u(x, y):
     return u1, min(1.0, math.erfc(z / math.sqrt(2)))
 
 
-def smallest_p(n1, n2):
-    """The smallest two-sided exact Mann-Whitney p-value n1 and n2 values can give (every
-    value of one side above every value of the other): 2 / C(n1 + n2, n1)."""
-    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
-
-
-MIN_REPETITIONS = 4  # a side; below it the verdict is n/a
-
-
-def too_few(n1, n2):
-    """The n/a verdict when n1 and n2 repetitions are too few for one, else None. One
-    repetition has no spread at all; with 3 a side the smallest p is 0.1, so "no
-    significant difference" would be a foregone conclusion, not a finding (n = 4 a side is
-    the first with p < 0.05 attainable). The rule is MIN_REPETITIONS on each side, as the
-    docs say: with 3 against 5 the smallest p (2 / C(8, 3) = 0.036) is below ALPHA, but one
-    side would still rest on 3 samples."""
-    if min(n1, n2) < 2:
-        return "n/a (1 repetition)"
-    if min(n1, n2) < MIN_REPETITIONS or smallest_p(n1, n2) >= ALPHA:
-        return "n/a (too few repetitions)"
-    return None
-
-
-def verdict_from_p(ratio, p, n1, n2):
-    na = too_few(n1, n2)
-    if na:
-        return na
-    if p is None or p >= ALPHA:
-        return "no significant difference"
-    return "faster" if ratio > 1 else "slower"
-
-
-def verdict_from_interval(ratio, lo, hi, na=None):
-    if na:
-        return na
-    if lo is None:
-        return "n/a (no interval)"
-    if lo > 1:
-        return "faster"
-    if hi < 1:
-        return "slower"
-    return "no significant difference"
-
-
 def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
@@ -386,6 +350,8 @@ class Bench:
         finite = [t for t in times if math.isfinite(t)]
         self.cv = cv(times) if len(finite) == len(times) else None
         self.contended = contended_reasons(rep_rows or [row])
+        # distinct seeds of the repetitions (time to accuracy records one each), or None
+        self.seeds = len({r["seed"] for r in rep_rows or [] if r.get("seed", "") != ""}) or None
 
     def key(self):
         """Its group: run, practice, params, machine, and the program's CSV (a baseline
@@ -463,11 +429,11 @@ def load_benches(path, references=False):
 
 SUMMARY_HEADER = ("practice,params,baseline,tuned,baseline_s,tuned_s,speedup,gpu_name,driver_version,host,"
                   "ci_low,ci_high,p_value,verdict,repetitions,noisy,contended,baseline_cv_pct,tuned_cv_pct,"
-                  "run,baseline_reached,tuned_reached")
+                  "run,baseline_reached,tuned_reached,equivalence_margin,baseline_seeds,tuned_seeds")
 BY_VARIANT_HEADER = ("practice,tuned,gpu_name,host,points,geomean_speedup,ci_low,ci_high,verdict,noisy,contended,"
-                     "repetitions,reached,run")
+                     "repetitions,reached,run,equivalence_margin")
 ACCURACY_HEADER = ("practice,params,variant,role,repetitions,accuracy,ci_low,ci_high,difference,diff_ci_low,"
-                   "diff_ci_high,p_value,verdict,gpu_name,host,run")
+                   "diff_ci_high,p_value,verdict,gpu_name,host,run,seeds,equivalence_margin")
 
 
 def bench_id(b):
@@ -493,7 +459,7 @@ def compare_pair(base, tuned):
         out["ratio"] = base.median / tuned.median
         out["reps"] = bootstrap_ratios(base.times, tuned.times, bench_id(tuned))
         out["lo"], out["hi"] = interval(out["reps"])
-        out["verdict"] = verdict_from_p(out["ratio"], out["p"], n1, n2)
+        out["verdict"] = speedup_verdict(out["ratio"], out["lo"], out["hi"], out["p"], n1, n2, equivalence_margin())
     return out
 
 
@@ -526,8 +492,7 @@ def variant_verdict(pts):
         return "did not reach" if any(s["verdict"] == "did not reach" for s in pts) else pts[0]["verdict"]
     if any(s["ratio"] is None for s in pts):
         return "did not reach"  # at some point: no speedup over the others alone
-    g = geomean([s["ratio"] for s in pts])
-    return verdict_from_interval(g, *interval(geomean_replicates([s["reps"] for s in pts])))
+    return three_way(*interval(geomean_replicates([s["reps"] for s in pts])), 1.0, equivalence_margin())
 
 
 def summary_line(k, base, t, s):
@@ -541,7 +506,8 @@ def summary_line(k, base, t, s):
         "1" if s["noisy"] else "0", clean(s["contended"]),
         fmt(None if base.cv is None else 100 * base.cv, "%.2f"),
         fmt(None if t.cv is None else 100 * t.cv, "%.2f"),
-        clean(k[0]), base.reach_text(), t.reach_text()])
+        clean(k[0]), base.reach_text(), t.reach_text(), "%g" % equivalence_margin(),
+        fmt(base.seeds, "%d"), fmt(t.seeds, "%d")])
 
 
 def by_variant_line(vk, pts):
@@ -557,7 +523,7 @@ def by_variant_line(vk, pts):
     return ",".join([clean(vk[1]), clean(vk[2]), clean(vk[3]), clean(vk[4]), str(len(pts)),
                      fmt(g), fmt(lo), fmt(hi), variant_verdict(pts),
                      "1" if any(s["noisy"] for s in pts) else "0", clean(ctext),
-                     str(min(s["n"] for s in pts)), rtext, clean(vk[0])])
+                     str(min(s["n"] for s in pts)), rtext, clean(vk[0]), "%g" % equivalence_margin()])
 
 
 def mean(xs):
@@ -575,7 +541,8 @@ def accuracy_lines(groups):
     """summary_accuracy.csv: accuracy parity at equal epochs. Each variant's mean final
     held-out accuracy over its repetitions with a 95% percentile-bootstrap interval; for a
     tuned variant, its difference from the baseline's (tuned - baseline) with the
-    bootstrap interval of the difference and the U test of the two sets."""
+    bootstrap interval of the difference, the U test of the two sets and three_way's
+    verdict, equivalent within the margin times the baseline's mean accuracy."""
     lines = [ACCURACY_HEADER]
     for k, g in groups.items():
         base = g["baseline"]
@@ -594,14 +561,14 @@ def accuracy_lines(groups):
                 if a_reps and b_reps:
                     dlo, dhi = interval([x - y for x, y in zip(a_reps, b_reps)])
                 _, p = mann_whitney_u(bacc, acc)
-                verdict = too_few(len(bacc), len(acc)) or (
-                    "no significant difference" if p is None or p >= ALPHA
-                    else ("higher accuracy" if diff > 0 else "lower accuracy"))
+                verdict = too_few(len(bacc), len(acc)) or three_way(
+                    dlo, dhi, 0.0, equivalence_margin() * mean(bacc), p, ("higher accuracy", "lower accuracy"))
             r = b.row
             lines.append(",".join([clean(k[1]), clean(k[2]), clean(r.get("variant", "")), clean(r.get("role", "")),
                                    str(len(acc)), "%.6g" % mean(acc), fmt(lo, "%.6g"), fmt(hi, "%.6g"),
                                    fmt(diff, "%.6g"), fmt(dlo, "%.6g"), fmt(dhi, "%.6g"), fmt(p, "%.4g"), verdict,
-                                   clean(k[3][0]), clean(k[3][2]), clean(k[0])]))
+                                   clean(k[3][0]), clean(k[3][2]), clean(k[0]), fmt(b.seeds, "%d"),
+                                   "%g" % equivalence_margin()]))
     return lines
 
 
@@ -702,7 +669,11 @@ def main(argv):
         return 1
     name = argv[1]
     try:
+        equivalence_margin()  # a bad BENCH_EQUIVALENCE_MARGIN is refused before any work
         commands[name](argv[2:])
+    except MarginError as e:
+        sys.stderr.write("%s: %s\n" % (name, e))
+        return 1
     except StatsError as e:
         msg = str(e)
         sys.stderr.write("%s: %s\n" % (name, msg))

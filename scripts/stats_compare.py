@@ -3,7 +3,7 @@
 `stats.py index` (run them through stats.py; Python standard library only): a comparison
 of machines (compare.md, speedups.csv, times.csv, the charts' data) and the index of a
 results root (README.md). The statistics themselves (medians, bootstrap intervals, the U
-test, verdicts) are stats.py's, imported from it.
+test) are stats.py's, imported from it; the verdicts and quoted figures verdicts.py's.
 """
 import datetime
 import math
@@ -12,6 +12,7 @@ import os
 from stats import (StatsError, bench_id, bootstrap_ratios, clean, compare_pair, fmt, geomean,
                    geomean_replicates, interval, load_benches, mann_whitney_u, noise_cv, num,
                    read_csv, tidy_inputs, variant_verdict, warn)
+from verdicts import equivalence_margin, figure_text, percent_text, relative_half_width, three_way
 
 
 # ---- several results folders: compare ------------------------------------------------------
@@ -105,8 +106,12 @@ def md(s):
     return str(s).replace("|", "\\|")
 
 
-def ci_text(lo, hi):
-    return "n/a" if lo is None else "%.2f-%.2f" % (lo, hi)
+def ci_text(lo, hi, value=None):
+    """"0.93-1.23", or with the figure it bounds "0.93-1.23, ±13%" (its precision)."""
+    if lo is None:
+        return "n/a"
+    w = relative_half_width(value, lo, hi)
+    return "%.2f-%.2f" % (lo, hi) + ("" if w is None else ", " + percent_text(w))
 
 
 def flags_text(noisy, contended):
@@ -151,7 +156,9 @@ def cmd_compare(args):
     mdl += ["", "## Speedups of each tuned variant on each machine", "",
             "Geometric mean over the parameter points measured on every machine, with its 95% "
             "bootstrap interval. *vs A*: this machine's speedup divided by A's, its 95% interval, "
-            "and whether the difference is significant (the interval excludes 1).", ""]
+            "and whether they differ: *yes* when the interval excludes 1, *equivalent* when it lies "
+            + "within %.2f-%.2f (BENCH_EQUIVALENCE_MARGIN), else *inconclusive*." % (
+                1 - equivalence_margin(), 1 + equivalence_margin()), ""]
     sp = [r.speedups() for r in runs]
     speed_rows = ["practice,tuned,machine,folder,gpu_name,driver_version,points,speedup,ci_low,ci_high,verdict,"
                   "noisy,contended,vs_first,vs_first_ci_low,vs_first_ci_high,vs_first_significant"]
@@ -177,7 +184,7 @@ def cmd_compare(args):
                     own = [p[c] for c in sorted(p)]
                     g, _, lo, hi, verdict = points_speedup(own)
                     mdl.append("| %s | %s | %d | %s | %s | %s | n/a | | not measured on every machine | %s |" % (
-                        md(v), r.label, len(own), speedup_text(g), ci_text(lo, hi), verdict,
+                        md(v), r.label, len(own), speedup_text(g), ci_text(lo, hi, g), verdict,
                         md(flags_text(any(x["noisy"] for x in own), "; ".join(x["contended"] for x in own if x["contended"])))))
                     continue
                 pts = [p[c] for c in common]
@@ -197,10 +204,11 @@ def cmd_compare(args):
                     vs = g / first[0]
                     vreps = None if reps is None or first[1] is None else [a / b for a, b in zip(reps, first[1])]
                     vlo, vhi = interval(vreps)
-                    sig = "n/a" if vlo is None or na or first[2] else ("yes" if vlo > 1 or vhi < 1 else "no")
+                    sig = "n/a" if vlo is None or na or first[2] else three_way(
+                        vlo, vhi, 1.0, equivalence_margin(), None, ("yes", "yes"))
                 mdl.append("| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
-                    md(v), r.label, len(common), speedup_text(None if missed else g), ci_text(lo, hi), verdict,
-                    "" if vs is None else "%.2fx" % vs, "" if vs is None else ci_text(vlo, vhi), sig,
+                    md(v), r.label, len(common), speedup_text(None if missed else g), ci_text(lo, hi, g), verdict,
+                    "" if vs is None else "%.2fx" % vs, "" if vs is None else ci_text(vlo, vhi, vs), sig,
                     md(flags_text(noisy, cont))))
                 if not missed:
                     bars.setdefault(practice, {}).setdefault(v, {})[r.label] = (g, lo, hi)
@@ -236,7 +244,7 @@ def cmd_compare(args):
             rel = b.median / a.median
             lo, hi = interval(bootstrap_ratios(b.times, a.times, "times|" + bench_id(b)))
             _, p = mann_whitney_u(b.times, a.times)
-            cells.append("%.3f | %s | %s" % (rel, ci_text(lo, hi), "n/a" if p is None else "%.3g" % p))
+            cells.append("%.3f | %s | %s" % (rel, ci_text(lo, hi, rel), "n/a" if p is None else "%.3g" % p))
             time_rows.append(",".join([clean(key[0]), clean(key[1]), clean(key[2]), r.label, clean(r.name),
                                        "%.6g" % b.median, "%.4f" % rel, fmt(lo), fmt(hi), fmt(p, "%.4g"),
                                        "1" if b.cv is not None and b.cv > thr else "0",
@@ -252,7 +260,7 @@ def cmd_compare(args):
         f.write("\n".join(speed_rows) + "\n")
     with open(os.path.join(out_dir, "times.csv"), "w") as f:
         f.write("\n".join(time_rows) + "\n")
-    with open(os.path.join(out_dir, "compare.md"), "w") as f:
+    with open(os.path.join(out_dir, "compare.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(mdl) + "\n")
     print("compare: %d machines, %d practices -> %s" % (len(runs), len(practices), out_dir))
 
@@ -303,8 +311,8 @@ def cmd_index(args):
     lines = ["# Results", "",
              "One line per results folder (`make bench` writes one, `make compare` a comparison); "
              "regenerated by both. Headline: each practice's best tuned variant, geometric-mean "
-             "speedup over its parameter points (95% interval when the run had repetitions; "
-             "* = noisy or contended, see the report).", "",
+             "speedup over its parameter points ([95% interval], ± its half-width relative to the "
+             "speedup, when the run had repetitions; * = noisy or contended, see the report).", "",
              "| run | GPU | driver | date | headline speedups |", "|---|---|---|---|---|"]
     for name in runs:
         d = os.path.join(root, name)
@@ -325,9 +333,7 @@ def cmd_index(args):
                 g, r = best[practice]
                 lo, hi = num(r, "ci_low"), num(r, "ci_high")
                 mark = "*" if r.get("noisy") == "1" or r.get("contended") else ""
-                heads.append("%s/%s %.2fx%s%s" % (practice, r["tuned"], g,
-                                                  " [%.2f-%.2f]" % (lo, hi) if lo is not None and hi is not None else "",
-                                                  mark))
+                heads.append("%s/%s %s%s" % (practice, r["tuned"], figure_text(g, lo, hi), mark))
         link = "[%s](%s/report.md)" % (md(name), name) if os.path.isfile(os.path.join(d, "report.md")) else md(name)
         date = ctx.get("run_date", "")[:10] or "unknown"
         gpu = ctx.get("gpu_name", "unknown")
@@ -340,6 +346,6 @@ def cmd_index(args):
         lines += ["", "## Comparisons", ""]
         for name in comparisons:
             lines.append("- [%s](%s/compare.md)" % (md(name), name))
-    with open(os.path.join(root, "README.md"), "w") as f:
+    with open(os.path.join(root, "README.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     print("index: %d runs, %d comparisons -> %s" % (len(runs), len(comparisons), os.path.join(root, "README.md")))

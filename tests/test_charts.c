@@ -68,7 +68,7 @@ static const char kDescriptions[] =
 static const char kSummary[] =
     "practice,tuned,gpu_name,host,points,geomean_speedup,ci_low,ci_high,verdict,noisy,contended\n"
     "demo,fast,Test GPU,h,2,2.0000,1.8000,2.2000,faster,0,\n"
-    "demo_rows,v,Test GPU,h,1,0.5000,,,no significant difference,1,\n";
+    "demo_rows,v,Test GPU,h,1,0.5000,,,n/a (1 repetition),1,\n";
 static const char kClaims[] =
     "practice,tuned,direction,claim,effect_low,effect_high,source,hardware\n"
     "demo,fast,faster,demo is faster,1.5,5.5,a test source,a test GPU\n";
@@ -198,12 +198,13 @@ static void test_charts_are_real_pngs_with_headline(void **state)
     char path[1024];
     snprintf(path, sizeof path, "%s/charts/demo_absent.svg", test_dir);
     assert_true(test_run("test -e '%s'", path) != 0);
-    // the headline: titled with the GPU, driver and date; interval and claimed range shown
+    // the headline: titled with the GPU, driver and date; interval, its precision (half-width
+    // relative to the speedup) and claimed range shown
     snprintf(path, sizeof path, "%s/charts/summary_speedup.svg", test_dir);
     char *svg = test_read_file(path, NULL);
     assert_non_null(svg);
     assert_non_null(strstr(svg, "Test GPU, driver 999.01; 2026-01-02"));
-    assert_non_null(strstr(svg, "2.00x (1.80-2.20)"));
+    assert_non_null(strstr(svg, "2.00x [1.80-2.20], ±10%"));
     assert_non_null(strstr(svg, "published claim (range)"));
     assert_non_null(strstr(svg, "95% interval"));
     assert_non_null(strstr(svg, "0.50x !")); // the noisy variant is marked
@@ -217,7 +218,7 @@ static void test_charts_are_real_pngs_with_headline(void **state)
     assert_int_equal(charts_on(test_dir), 0);
     svg = test_read_file(path, NULL);
     assert_non_null(svg);
-    assert_non_null(strstr(svg, "2.00x (1.80-2.20)"));
+    assert_non_null(strstr(svg, "2.00x [1.80-2.20], ±10%"));
     assert_null(strstr(svg, "3.00x"));
     free(svg);
 }

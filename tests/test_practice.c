@@ -4,7 +4,8 @@
 // wrong = 1; a batch far beyond the machine's memory is "skipped: out of memory"; a bad
 // config fails the run (never a skip); slow first batches (module loading, plans) fall in
 // the untimed warm-up and not in the step time; --harness_axis widens the batch sweep;
-// time-to-accuracy mode reaches its target and writes its curve.
+// time-to-accuracy mode reaches its target and writes its curve, each repetition from a
+// seed of its own.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -339,38 +340,102 @@ static void test_zero_grad_and_batch_size_run_on_the_cpu(void **state)
     }
 }
 
-// batch_size_convergence's repetitions each train from their own seed (seed + k), so they
-// sample the spread over initialisations and data: two repetitions of small_batch start
-// from different losses (one run timed twice would repeat its first loss exactly).
-static void test_convergence_repetitions_are_seeded(void **state)
+// The first training loss of repetitions 1 and 2 of practice/variant in a curves CSV.
+static void first_losses(const char *curves, const char *practice, const char *variant, double first[2])
 {
-    (void)state;
-    char dir[600];
-    snprintf(dir, sizeof dir, "%s/seeded", tmp_dir);
-    assert_int_equal(test_run("mkdir -p '%s' && cd '%s' && '%s/bench_batch_size' --preset=tiny --backend=cpu "
-                              "--benchmark_filter='^batch_size_convergence/small_batch/' "
-                              "--benchmark_repetitions=2 --harness_csv=bs.csv >bs.log 2>&1",
-                              dir, dir, test_build_dir()), 0);
-    char *curves = test_read_in(dir, "bs.curves.csv");
-    assert_non_null(curves);
-    double first[2] = {0, 0};
     int found = 0;
     for (const char *line = strchr(curves, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
-        char metric[64], step[16], run[16], value[64];
+        char p[64], v[64], metric[64], step[16], run[16], value[64];
+        test_csv_named_field(curves, line + 1, "practice", p, sizeof p);
+        test_csv_named_field(curves, line + 1, "variant", v, sizeof v);
         test_csv_named_field(curves, line + 1, "metric", metric, sizeof metric);
         test_csv_named_field(curves, line + 1, "step", step, sizeof step);
         test_csv_named_field(curves, line + 1, "run", run, sizeof run);
         test_csv_named_field(curves, line + 1, "value", value, sizeof value);
-        if (strcmp(metric, "train_loss") != 0 || strcmp(step, "1") != 0) continue;
+        if (strcmp(p, practice) || strcmp(v, variant) || strcmp(metric, "train_loss") || strcmp(step, "1")) continue;
         int r = atoi(run);
-        if (r < 1 || r > 2) fail_msg("run %s", run);
+        if (r < 1 || r > 2) fail_msg("%s/%s: run %s", practice, variant, run);
         first[r - 1] = atof(value);
         found++;
     }
-    printf("first training loss of repetition 1: %.7g, of repetition 2: %.7g\n", first[0], first[1]);
-    assert_int_equal(found, 2);
-    assert_true(first[0] != first[1]);
-    free(curves);
+    if (found != 2) fail_msg("%s/%s: %d first losses, want 2", practice, variant, found);
+}
+
+// Asserts that repetitions 1 and 2 of practice/variant in a reps CSV trained from seeds
+// 1 and 2 (tiny's seed, 1, + the repetition's index).
+static void expect_seeds(const char *reps, const char *practice, const char *variant)
+{
+    if (test_csv_column(reps, "seed") < 0) fail_msg("%s/%s: no seed column in the reps file", practice, variant);
+    int found = 0;
+    for (const char *line = strchr(reps, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        char p[64], v[64], rep[16], seed[32];
+        test_csv_named_field(reps, line + 1, "practice", p, sizeof p);
+        test_csv_named_field(reps, line + 1, "variant", v, sizeof v);
+        if (strcmp(p, practice) || strcmp(v, variant)) continue;
+        test_csv_named_field(reps, line + 1, "repetition", rep, sizeof rep);
+        test_csv_named_field(reps, line + 1, "seed", seed, sizeof seed);
+        if (strcmp(seed, rep) != 0) fail_msg("%s/%s repetition %s: seed '%s', want %s", practice, variant, rep, seed, rep);
+        found++;
+    }
+    if (found != 2) fail_msg("%s/%s: %d repetitions, want 2", practice, variant, found);
+}
+
+// Every time-to-accuracy practice's repetitions train from seeds of their own (the
+// driver's rule: repetition k of an instance from the preset's seed + k, the same k for
+// every variant, recorded per repetition as `seed`), so that they sample the spread over
+// initialisations and data; a convergence time timed again from one seed is one sample.
+// amp_parity (which used to run every repetition from one seed) and
+// batch_size_convergence, two repetitions each: seeds 1 and 2 on each variant, first
+// training losses that differ (one run timed twice would repeat its first loss exactly),
+// and the summary counts the seeds of each side.
+static void test_time_to_accuracy_repetitions_are_seeded(void **state)
+{
+    (void)state;
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/seeded", tmp_dir);
+    assert_int_equal(test_run("mkdir -p '%s' && cd '%s' && '%s/bench_amp' --preset=tiny --backend=cpu "
+                              "--benchmark_filter='^amp_parity/(fp32|fp16)/' --benchmark_repetitions=2 "
+                              "--harness_csv=amp.csv >amp.log 2>&1 && "
+                              "'%s/bench_batch_size' --preset=tiny --backend=cpu "
+                              "--benchmark_filter='^batch_size_convergence/(small_batch|large_linear_lr)/' "
+                              "--benchmark_repetitions=2 --harness_csv=bs.csv >bs.log 2>&1",
+                              dir, dir, test_build_dir(), test_build_dir()), 0);
+    const char *programs[][3] = {{"amp", "amp_parity", "fp32"}, {"amp", "amp_parity", "fp16"},
+                                 {"bs", "batch_size_convergence", "small_batch"},
+                                 {"bs", "batch_size_convergence", "large_linear_lr"}};
+    for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s.reps.csv", programs[i][0]);
+        char *reps = test_read_in(dir, name);
+        assert_non_null(reps);
+        expect_seeds(reps, programs[i][1], programs[i][2]);
+        free(reps);
+        snprintf(name, sizeof name, "%s.curves.csv", programs[i][0]);
+        char *curves = test_read_in(dir, name);
+        assert_non_null(curves);
+        double first[2] = {0, 0};
+        first_losses(curves, programs[i][1], programs[i][2], first);
+        printf("%s/%s: first training loss of repetition 1: %.7g, of repetition 2: %.7g\n", programs[i][1],
+               programs[i][2], first[0], first[1]);
+        assert_true(first[0] != first[1]);
+        free(curves);
+    }
+    // the parity check compared each fp16 repetition with the fp32 baseline from its own seed
+    char *amp = test_read_in(dir, "amp.csv");
+    assert_non_null(amp);
+    assert_null(strstr(amp, ",error,"));
+    free(amp);
+    assert_int_equal(test_run("cd '%s' && bash '%s/scripts/summarize.sh' . >/dev/null", dir, test_suite_root()), 0);
+    char *summary = test_read_in(dir, "summary.csv");
+    assert_non_null(summary);
+    const char *row = strstr(summary, "\nbatch_size_convergence,preset:tiny;batch:0,small_batch,large_linear_lr,");
+    assert_non_null(row);
+    char seeds[16];
+    test_csv_named_field(summary, row + 1, "baseline_seeds", seeds, sizeof seeds);
+    assert_string_equal(seeds, "2");
+    test_csv_named_field(summary, row + 1, "tuned_seeds", seeds, sizeof seeds);
+    assert_string_equal(seeds, "2");
+    free(summary);
 }
 
 // On a GPU: the same two programs on the CUDA backend (device-resident batches, cuDNN and
@@ -414,7 +479,7 @@ int main(void)
         cmocka_unit_test(test_time_to_accuracy_reaches_the_target_with_a_curve),
         cmocka_unit_test(test_axis_flag_and_cuda_without_gpu),
         cmocka_unit_test(test_zero_grad_and_batch_size_run_on_the_cpu),
-        cmocka_unit_test(test_convergence_repetitions_are_seeded),
+        cmocka_unit_test(test_time_to_accuracy_repetitions_are_seeded),
         cmocka_unit_test(test_gpu_practices_run_on_cuda),
     };
     return cmocka_run_group_tests(tests, run_practices, cleanup);

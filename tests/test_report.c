@@ -44,12 +44,19 @@ static void test_verdict_rules_on_fixed_numbers(void **state)
 {
     (void)state;
     if (python_missing()) skip();
-    // measured speedup [interval] against the claim: the verdict in words
+    // measured speedup [interval] against the claim: the verdict in words. "No effect" only
+    // for an interval within the equivalence margin (0.95-1.05); one that holds 1 and is
+    // wider is inconclusive, with its half-width relative to the speedup
     const char *cases[][2] = {
         {"1.30 1.10 1.50 --claim 1.5 5.5", "holds"},          // intervals overlap
         {"1.20 1.10 1.30 --claim 1.5 5.5", "smaller here"},   // wholly below the claim
         {"7.0 6.0 8.0 --claim 1.5 5.5", "larger here"},       // wholly above it
-        {"1.02 0.97 1.08 --claim 1.5 5.5", "no effect here"}, // the interval holds 1
+        {"1.02 0.97 1.08 --claim 1.5 5.5", "inconclusive here (±5.4%)"}, // holds 1, wider than the margin
+        {"1.00 0.9501 1.0499 --claim 1.5 5.5", "no effect here"},        // just inside the margin
+        {"1.00 0.95 1.05", "no effect here"},                            // its ends included
+        {"1.00 0.9499 1.03 --claim 1.5 5.5", "inconclusive here (±4.0%)"}, // just crossing it
+        {"1.00 0.97 1.0501", "inconclusive here (±4.0%)"},
+        {"1.00 0.74 1.17", "inconclusive here (±21%)"},       // the "no effect here"
         {"0.80 0.70 0.90 --claim 1.5 5.5", "reversed here"},  // slower, claimed faster
         {"1.40 1.20 1.60", "holds"},                          // a claim without a range
         {"1.03", "not enough data"},                          // no interval: no verdict
@@ -57,7 +64,8 @@ static void test_verdict_rules_on_fixed_numbers(void **state)
         {"1.10", "not enough data"},
         {"0.90", "not enough data"},
         {"1.30 1.10 1.50 --few", "not enough data"},          // too few repetitions (n/a)
-        {"1.02 0.97 1.08 --claim - 3", "no effect here"},     // "up to 3x" still claims an effect
+        {"1.02 0.97 1.08 --claim - 3", "inconclusive here (±5.4%)"}, // "up to 3x" claims an effect
+        {"1.01 0.98 1.04 --claim - 3", "no effect here"},
         {"2.0 1.8 2.2 --claim - 3", "holds"},
         {"4.0 3.5 4.5 --claim - 3", "larger here"},
         {"1.2 1.1 1.3 --claim 1.5 -", "smaller here"},        // "at least 1.5x"
@@ -66,7 +74,9 @@ static void test_verdict_rules_on_fixed_numbers(void **state)
         {"0.50 0.40 0.60 --claim 0.8 0.9 --slower", "larger here"},
         {"0.85 0.82 0.88 --claim 0.5 0.6 --slower", "smaller here"},
         {"1.5 1.4 1.6 --slower", "reversed here"},
-        {"0.95 0.90 1.10 --claim 0.9 1.2", "holds"},          // the claim itself holds 1
+        {"0.95 0.90 1.10 --claim 0.9 1.2", "holds"},          // the claim itself holds 1: within it
+        {"0.95 0.85 1.10 --claim 0.9 1.2", "inconclusive here (±13%)"}, // reaching out of it
+        {"1.00 0.97 1.03 --claim 0.9 1.2", "holds"},
     };
     size_t n = sizeof cases / sizeof cases[0];
     char input[2048] = "";
@@ -102,6 +112,14 @@ static const char kClaims[] =
     "few,fast,,claim,speedup,faster,few is faster,,,Few source,\n"
     "conv,never,,claim,speedup,faster,never reaches sooner,,,Conv source,\n"
     "par,large,,claim,accuracy,faster,large batch reaches the small-batch accuracy,,,Par source,\n"
+    "par2,large,,claim,accuracy,faster,large reaches it too,,,Par2 source,\n"
+    "par3,large,,claim,accuracy,faster,large reaches it again,,,Par3 source,\n"
+    "eqv,fast,,claim,speedup,faster,eqv is faster,,,Eqv source,\n"
+    "inc,fast,,claim,speedup,faster,inc is faster,,,Inc source,\n"
+    "old,fast,,claim,speedup,faster,old is faster,,,Old source,\n"
+    "oldwide,fast,,claim,speedup,faster,oldwide is faster,,,Oldwide source,\n"
+    "sig,fast,size:1,claim,speedup,faster,sig is faster,,,Sig source,\n"
+    "edge,fast,,claim,speedup,faster,edge is faster,,,Edge source,\n"
     "gemm,tf32,size:10240,claim,speedup,faster,~7x on one 10240^2 matmul,7,7,Gemm source,A100\n"
     "demo,,,reference,speedup,faster,a loader elsewhere does 31k img/s,,,Ref source,96 vCPUs\n";
 static const char kSummary[] =
@@ -112,17 +130,31 @@ static const char kSummary[] =
     "extra,x,none,h,1,1.0100,,,n/a (1 repetition),0,,1,,r\n"
     "few,fast,none,h,1,1.5000,1.2000,1.8000,n/a (too few repetitions),0,,3,,r\n"
     "conv,never,none,h,1,,,,did not reach,0,,5,0 of 5,r\n"
-    "gemm,tf32,none,h,5,3.0000,2.9000,3.1000,faster,0,,5,,r\n";
+    "gemm,tf32,none,h,5,3.0000,2.9000,3.1000,faster,0,,5,,r\n"
+    "eqv,fast,none,h,1,1.0000,0.9700,1.0300,equivalent,0,,5,,r\n"
+    "inc,fast,none,h,1,1.0000,0.8000,1.2000,inconclusive,1,,5,,r\n"
+    "old,fast,none,h,1,1.0100,0.9800,1.0400,no significant difference,0,,5,,r\n"      // before the three verdicts
+    "oldwide,fast,none,h,1,1.0100,0.9000,1.1200,no significant difference,0,,5,,r\n"
+    "sig,fast,none,h,1,1.1000,1.0100,1.2000,inconclusive,0,,5,,r\n"
+    // faster, its lower end 1.00003 written as 1.0000: the summary's side of 1, not "reversed"
+    "edge,fast,none,h,1,1.0500,1.0000,1.1000,faster,0,,5,,r\n";
 static const char kPoints[] =
     "practice,params,baseline,tuned,baseline_s,tuned_s,speedup,gpu_name,driver_version,host,ci_low,ci_high,"
     "p_value,verdict,repetitions,noisy,contended,baseline_cv_pct,tuned_cv_pct,run,baseline_reached,tuned_reached\n"
     "gemm,size:8192,fp32_strict,tf32,1,0.1,10.0000,none,none,h,9.0000,11.0000,0.0079,faster,5,0,,1,1,r,,\n"
-    "gemm,size:10240,fp32_strict,tf32,1,0.15,6.5000,none,none,h,6.2000,6.8000,0.0079,faster,5,0,,1,1,r,,\n";
+    "gemm,size:10240,fp32_strict,tf32,1,0.15,6.5000,none,none,h,6.2000,6.8000,0.0079,faster,5,0,,1,1,r,,\n"
+    // its interval excludes 1 but p >= 0.05: the summary's inconclusive stands
+    "sig,size:1,base,fast,1,0.9,1.1000,none,none,h,1.0100,1.2000,0.0952,inconclusive,5,0,,1,1,r,,\n";
 static const char kAccuracy[] =
     "practice,params,variant,role,repetitions,accuracy,ci_low,ci_high,difference,diff_ci_low,diff_ci_high,"
     "p_value,verdict,gpu_name,host,run\n"
     "par,p:1,small,baseline,5,0.92,0.91,0.93,,,,,,none,h,r\n"
-    "par,p:1,large,tuned,5,0.82,0.81,0.83,-0.1,-0.12,-0.08,0.0079,lower accuracy,none,h,r\n";
+    "par,p:1,large,tuned,5,0.82,0.81,0.83,-0.1,-0.12,-0.08,0.0079,lower accuracy,none,h,r\n"
+    // tolerated loss: 0.05 x 0.92 = 0.046; -0.07 to 0.03 reaches past it, -0.02 to 0.02 not
+    "par2,p:1,small,baseline,5,0.92,0.91,0.93,,,,,,none,h,r\n"
+    "par2,p:1,large,tuned,5,0.90,0.86,0.94,-0.02,-0.07,0.03,0.4,inconclusive,none,h,r\n"
+    "par3,p:1,small,baseline,5,0.92,0.91,0.93,,,,,,none,h,r\n"
+    "par3,p:1,large,tuned,5,0.92,0.90,0.94,0,-0.02,0.02,1,equivalent,none,h,r\n";
 static const char kSkippedCsv[] =
     "practice,variant,role,timing,params,status,reason,repetitions,iterations,time,cpu_time,time_unit\n"
     "gpu_demo,base,baseline,cuda_events,n:1,skipped,kernels/x.c:3: no CUDA device (no driver),1,,,,us\n"
@@ -168,30 +200,55 @@ static void test_report_headline_claims_table(void **state)
     assert_non_null(ran);
     assert_true(machine < claims && claims < ran);
     // the variant the claim names (not the best one), its interval; the claim with its range and source
+    // (every figure with its interval and that interval's half-width relative to it)
     expect_line(report, "| demo / fast | demo is 1.5-5.5x faster [1.5-5.5x] | Demo paper 2020 (a test GPU) | "
-                        "fast: 2.00x (95% CI 1.80-2.20) | **holds** |");
+                        "fast: 2.00x [1.80-2.20], ±10% | **holds** |");
     expect_line(report, "| demo_small / fast | small is faster [1.5-5.5x] | Small source (hardware not stated) | "
-                        "fast: 1.20x (95% CI 1.10-1.30); contended: cores used 0.9 of 2 | **smaller here** |");
+                        "fast: 1.20x [1.10-1.30], ±8.3%; contended: cores used 0.9 of 2 | **smaller here** |");
     expect_line(report, "| gpu_demo / fast | gpu is faster | GPU source (H100) | - | **not measured here (no CUDA device)** |");
     expect_line(report, "| ghost / fast | never run | Ghost source (A100) | - | **not measured here (not in this run)** |");
     // too few repetitions: an interval, but no verdict from it
     expect_line(report, "| few / fast | few is faster | Few source (hardware not stated) | "
-                        "fast: 1.50x (95% CI 1.20-1.80); n/a (too few repetitions) | **not enough data** |");
+                        "fast: 1.50x [1.20-1.80], ±20%; n/a (too few repetitions) | **not enough data** |");
+    // "no effect here" only within the equivalence margin; else inconclusive, and how wide;
+    // an older summary's "no significant difference" read again from its interval
+    expect_line(report, "| eqv / fast | eqv is faster | Eqv source (hardware not stated) | "
+                        "fast: 1.00x [0.97-1.03], ±3.0% | **no effect here** |");
+    expect_line(report, "| inc / fast | inc is faster | Inc source (hardware not stated) | "
+                        "fast: 1.00x [0.80-1.20], ±20%; noisy | **inconclusive here (±20%)** |");
+    expect_line(report, "| old / fast | old is faster | Old source (hardware not stated) | "
+                        "fast: 1.01x [0.98-1.04], ±3.0% | **no effect here** |");
+    expect_line(report, "| oldwide / fast | oldwide is faster | Oldwide source (hardware not stated) | "
+                        "fast: 1.01x [0.90-1.12], ±11% | **inconclusive here (±11%)** |");
+    expect_line(report, "| sig / fast at size:1 | sig is faster | Sig source (hardware not stated) | "
+                        "fast: 1.10x [1.01-1.20], ±8.6% | **inconclusive here (±8.6%)** |");
+    expect_line(report, "| edge / fast | edge is faster | Edge source (hardware not stated) | "
+                        "fast: 1.05x [1.00-1.10], ±4.8% | **holds** |");
+    expect_line(report, "Equivalence margin: 0.95-1.05 (BENCH_EQUIVALENCE_MARGIN=0.05).");
+    if (strstr(report, "no significant difference")) fail_msg("the report still says 'no significant difference':\n%s", report);
     // a variant that never reached its target
     expect_line(report, "| conv / never | never reaches sooner | Conv source (hardware not stated) | "
                         "never: did not reach (reached 0 of 5) | **did not reach** |");
     // accuracy parity: the difference (tuned - baseline) of final held-out accuracy
     expect_line(report, "| par / large | large batch reaches the small-batch accuracy | Par source (hardware not stated) | "
-                        "p:1: accuracy 0.820 vs 0.920, difference -0.100 (95% CI -0.120 to -0.080) | **reversed here** |");
+                        "p:1: accuracy 0.820 vs 0.920, difference -0.100 (95% CI -0.120 to -0.080, ±0.020) | "
+                        "**reversed here** |");
+    expect_line(report, "| par2 / large | large reaches it too | Par2 source (hardware not stated) | "
+                        "p:1: accuracy 0.900 vs 0.920, difference -0.020 (95% CI -0.070 to 0.030, ±0.050) | "
+                        "**inconclusive here (±0.050)** |");
+    expect_line(report, "| par3 / large | large reaches it again | Par3 source (hardware not stated) | "
+                        "p:1: accuracy 0.920 vs 0.920, difference 0.000 (95% CI -0.020 to 0.020, ±0.020) | **holds** |");
     // a claim about one size is checked at that size, not as a mean over sizes
     expect_line(report, "| gemm / tf32 at size:10240 | ~7x on one 10240^2 matmul [7x] | Gemm source (A100) | "
-                        "tf32: 6.50x (95% CI 6.20-6.80) | **smaller here** |");
+                        "tf32: 6.50x [6.20-6.80], ±4.6% | **smaller here** |");
     // a reference figure is shown, never given a verdict
     expect_line(report, "| demo (reference) | a loader elsewhere does 31k img/s | Ref source (96 vCPUs) | - | "
                         "reference figure (not a claim this toggle can confirm) |");
     expect_line(report, "Measured here without a published claim to check: extra");
     // the speedups table carries intervals and flags; n/a where there is none
-    expect_line(report, "| demo | fast | 2 | 2.00x | 1.80-2.20 | faster |  |");
+    expect_line(report, "| demo | fast | 2 | 2.00x | 1.80-2.20, ±10% | faster |  |");
+    expect_line(report, "| inc | fast | 1 | 1.00x | 0.80-1.20, ±20% | inconclusive | noisy |");
+    expect_line(report, "| old | fast | 1 | 1.01x | 0.98-1.04, ±3.0% | equivalent |  |");
     expect_line(report, "| extra | x | 1 | 1.01x | n/a | n/a (1 repetition) |  |");
     expect_line(report, "| conv | never | 1 | - | n/a | did not reach |  |");
     // a program cut at its deadline
@@ -235,13 +292,12 @@ static void test_report_warns_when_the_code_changed_since(void **state)
     snprintf(repo, sizeof repo, "%s/repo", test_dir);
     const char *git = "git -c user.name=t -c user.email=t@t -c commit.gpgsign=false";
     assert_int_equal(test_run("mkdir -p '%s/scripts' '%s/bench/demo' '%s/bench/other' '%s/kernels' '%s/run' && "
-                              "cp '%s'/scripts/report.sh '%s'/scripts/claims.py '%s'/scripts/twin_compare.py '%s/scripts/' && "
+                              "cd '%s/scripts' && cp report.sh claims.py verdicts.py twin_compare.py '%s/scripts/' && "
                               "echo 'int main(void) { return 0; }' >'%s/bench/demo/bench_demo.c' && "
                               "echo 'int main(void) { return 0; }' >'%s/bench/other/bench_other.c' && "
                               "echo 'int core;' >'%s/kernels/core.c' && cd '%s' && git init -q . && "
                               "%s add scripts bench kernels && %s commit -q -m made",
-                              repo, repo, repo, repo, repo, test_suite_root(), test_suite_root(), test_suite_root(), repo,
-                              repo, repo, repo, repo, git, git), 0);
+                              repo, repo, repo, repo, repo, test_suite_root(), repo, repo, repo, repo, repo, git, git), 0);
     // the run: made by that commit; its CSVs need only exist for this part of the report
     assert_int_equal(test_run("cd '%s' && printf 'command: make bench\\ngit: %%s\\n' \"$(git rev-parse --short HEAD)\" "
                               ">run/command.txt && printf 'practice,variant\\n' >run/demo.csv && "
@@ -293,8 +349,10 @@ static void test_end_of_run_digest(void **state)
     char *text = read_in_dir("d.txt");
     expect_line(text, "Machine:    no GPU (no CUDA device (test)); host h, Test CPU, 2 cores\n");
     expect_line(text, "Benchmarks: 6 ran, 3 skipped, 1 failed; 1 program partial (cut short)\n");
-    // each practice's largest effect, the three largest: 3.00x, 1.20x, 1.01x
-    expect_line(text, "Largest:    demo/faster 3.00x [2.50-3.50]; gemm/tf32 3.00x [2.90-3.10]; few/fast 1.50x [1.20-1.80]\n");
+    // each practice's largest effect, the three largest, each with its interval and the
+    // interval's half-width relative to it (what a reader may quote)
+    expect_line(text, "Largest:    demo/faster 3.00x [2.50-3.50], ±17%; gemm/tf32 3.00x [2.90-3.10], ±3.3%; "
+                      "few/fast 1.50x [1.20-1.80], ±20%\n");
     char want[1200];
     snprintf(want, sizeof want, "Report:     %s/report.md\n", test_dir);
     expect_line(text, want);

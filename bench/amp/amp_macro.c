@@ -32,20 +32,24 @@ typedef struct ScalerRun {
     int skipped;
 } ScalerRun;
 
-// The baseline's outcome for a preset and batch, trained for the first tuned run that needs it
-// (practice_train_to_target), so that every tuned run is compared whatever the order of the
-// runs (random interleaving, a filter without the baseline).
+// The baseline's outcome for a preset, batch and seed (a time-to-accuracy repetition trains
+// from its own seed: the driver's rule), trained for the first tuned run that needs it
+// (practice_train_to_target), so that every tuned run is compared with the baseline from its
+// own seed whatever the order of the runs (random interleaving, a filter without the
+// baseline).
 typedef struct ParityEntry {
-    char key[64];
+    char key[96];
     PracticeOutcome outcome;
 } ParityEntry;
+
+#define PARITY_ENTRIES 64 // kept outcomes; beyond them the oldest is trained again if needed
 
 typedef struct AmpHooksCtx {
     bool clip_variants;     // amp_scaler: install the clipping hook
     ScalerRun run;
     const Practice *practice; // amp_parity: its baseline is trained from it
-    ParityEntry parity[16];
-    int parity_count;
+    ParityEntry parity[PARITY_ENTRIES];
+    int parity_count; // entries made (the next goes to parity_count % PARITY_ENTRIES)
 } AmpHooksCtx;
 
 static AmpHooksCtx parity_ctx;  // amp_parity's (amp_parity_bind gives it its practice)
@@ -117,29 +121,36 @@ static int hooks_after_step(void *ctx, HarnessState *st, Core *core, int step, i
 
 static void parity_key(const CoreConfig *cfg, HarnessState *st, char *key, size_t size)
 {
-    snprintf(key, size, "%s/%d", harness_axis_str(st, "preset"), cfg->batch_size);
+    snprintf(key, size, "%s/%d/%llu", harness_axis_str(st, "preset"), cfg->batch_size,
+             (unsigned long long)cfg->seed);
 }
 
-// The baseline's outcome for this run's preset and batch: trained once (then kept), or NULL
-// with the run failed.
+// The baseline's outcome for this run's preset, batch and seed: trained once (then kept), or
+// NULL with the run failed.
 static const PracticeOutcome *parity_baseline(AmpHooksCtx *h, HarnessState *st, const CoreConfig *cfg)
 {
-    char key[64];
+    char key[96];
     parity_key(cfg, st, key, sizeof key);
-    for (int i = 0; i < h->parity_count; i++)
+    int kept = h->parity_count < PARITY_ENTRIES ? h->parity_count : PARITY_ENTRIES;
+    for (int i = 0; i < kept; i++)
         if (strcmp(h->parity[i].key, key) == 0) return &h->parity[i].outcome;
     const Practice *p = h->practice;
     const PracticeVariant *base = NULL;
     for (int i = 0; p && i < p->variant_count && !base; i++)
         if (p->variants[i].role == HARNESS_BASELINE) base = &p->variants[i];
-    ParityEntry *e = h->parity_count < (int)(sizeof h->parity / sizeof h->parity[0]) ? &h->parity[h->parity_count] : NULL;
+    ParityEntry *e = &h->parity[h->parity_count % PARITY_ENTRIES];
     CoreConfig bc;
-    if (!base || !e) {
-        harness_fail(st, "amp_parity: no baseline to compare with (no practice bound, or too many presets)");
+    if (!base) {
+        harness_fail(st, "amp_parity: no baseline to compare with (no practice bound)");
         return NULL;
     }
-    if (practice_config(st, cfg->backend, base->change, &bc) != 0 ||
-        practice_train_to_target(p, base, &bc, &e->outcome) != 0) {
+    e->key[0] = '\0';  // not valid until trained
+    if (practice_config(st, cfg->backend, base->change, &bc) != 0) {
+        practice_fail_or_skip(st, "the fp32 baseline's config for parity");
+        return NULL;
+    }
+    bc.seed = cfg->seed;  // the tuned run's repetition: the same weights, task and data order
+    if (practice_train_to_target(p, base, &bc, &e->outcome) != 0) {
         practice_fail_or_skip(st, "training the fp32 baseline for parity");
         return NULL;
     }

@@ -11,17 +11,19 @@
 //   only (not the evaluations); a variant that diverges or misses the target within the
 //   budget says so (reached_target = 0: a result, counted and censored by the summary).
 //   Curves of held-out accuracy against steps, images and seconds go to the .curves.csv
-//   beside the CSV. Each repetition trains from its own seed (repetition k of every variant
-//   uses seed + k, as in batch_size_parity), so the repetitions sample the spread of the
-//   time to the target over initialisations and data, not one run timed again.
+//   beside the CSV. Each repetition trains from its own seed (the driver's rule for every
+//   time-to-accuracy run: repetition k of every variant uses seed + k), so the repetitions
+//   sample the spread of the time to the target over initialisations and data, not one run
+//   timed again.
 // Accuracy parity (batch_size_parity/*): Goyal et al.'s claim is about accuracy, not
 //   time: with the linear scaling rule and warm-up a large batch reaches the small batch's
 //   accuracy in the same number of epochs. Every variant trains on the same number of
 //   samples (the small batch PARITY_STEPS steps, the large ones PARITY_STEPS / LARGE) with
 //   no early stop, and reports its final held-out accuracy (final_accuracy) and
 //   accuracy_parity = 1, which tells the summary to compare accuracies, not times. Each
-//   repetition starts from its own seed (the same for every variant: repetition k of each
-//   uses seed + k), so the repetitions sample the spread over initialisations and data.
+//   repetition starts from its own seed (the driver's rule, the same for every variant:
+//   repetition k of each uses seed + k), so the repetitions sample the spread over
+//   initialisations and data.
 #include <stdbool.h>
 #include <string.h>
 
@@ -78,66 +80,20 @@ static void large_linear_warmup_cosine(CoreConfig *c)
     c->optim.min_lr = 0.0f;
 }
 
-// Repetition k of every variant of a family gets seed + k: independent repetitions, paired
-// across variants. (The harness has no repetition index; with --benchmark_repetitions
-// each repetition calls its variant's change once, whatever the interleaving.)
-static void next_seed(CoreConfig *c, uint64_t *runs) { c->seed += (*runs)++; }
-
-enum { CONV_SMALL, CONV_SAME_LR, CONV_LINEAR, CONV_LINEAR_WARMUP, CONV_LINEAR_WARMUP_COSINE, CONV_VARIANTS };
-static uint64_t convergence_runs[CONV_VARIANTS];
-
-static void conv_small(CoreConfig *c) { small_batch(c); next_seed(c, &convergence_runs[CONV_SMALL]); }
-static void conv_same_lr(CoreConfig *c) { large_same_lr(c); next_seed(c, &convergence_runs[CONV_SAME_LR]); }
-static void conv_linear(CoreConfig *c) { large_linear(c); next_seed(c, &convergence_runs[CONV_LINEAR]); }
-static void conv_linear_warmup(CoreConfig *c)
-{
-    large_linear_warmup(c);
-    next_seed(c, &convergence_runs[CONV_LINEAR_WARMUP]);
-}
-static void conv_linear_warmup_cosine(CoreConfig *c)
-{
-    large_linear_warmup_cosine(c);
-    next_seed(c, &convergence_runs[CONV_LINEAR_WARMUP_COSINE]);
-}
-
 static const PracticeVariant convergence_variants[] = {
-    {"small_batch", HARNESS_BASELINE, conv_small, NULL},
-    {"large_same_lr", HARNESS_TUNED, conv_same_lr, NULL},
-    {"large_linear_lr", HARNESS_TUNED, conv_linear, NULL},
-    {"large_linear_lr_warmup", HARNESS_TUNED, conv_linear_warmup, NULL},
-    {"large_linear_lr_warmup_cosine", HARNESS_TUNED, conv_linear_warmup_cosine, NULL},
+    {"small_batch", HARNESS_BASELINE, small_batch, NULL},
+    {"large_same_lr", HARNESS_TUNED, large_same_lr, NULL},
+    {"large_linear_lr", HARNESS_TUNED, large_linear, NULL},
+    {"large_linear_lr_warmup", HARNESS_TUNED, large_linear_warmup, NULL},
+    {"large_linear_lr_warmup_cosine", HARNESS_TUNED, large_linear_warmup_cosine, NULL},
 };
 
 // ---- accuracy parity at equal epochs ----
-
-enum { PARITY_SMALL, PARITY_SAME_LR, PARITY_LINEAR, PARITY_LINEAR_WARMUP, PARITY_VARIANTS };
-static uint64_t parity_runs[PARITY_VARIANTS];
-
-static void parity_seed(CoreConfig *c, int variant) { next_seed(c, &parity_runs[variant]); }
-
-static void parity_small(CoreConfig *c)
-{
-    small_batch(c);
-    parity_seed(c, PARITY_SMALL);
-}
-
-static void parity_same_lr(CoreConfig *c)
-{
-    large_same_lr(c);
-    parity_seed(c, PARITY_SAME_LR);
-}
-
-static void parity_linear(CoreConfig *c)
-{
-    large_linear(c);
-    parity_seed(c, PARITY_LINEAR);
-}
 
 static void parity_linear_warmup(CoreConfig *c)
 {
     large_linear(c);
     c->optim.warmup_steps = PARITY_WARMUP;
-    parity_seed(c, PARITY_LINEAR_WARMUP);
 }
 
 // Marks the row as an accuracy comparison at a fixed budget (no time to a target).
@@ -151,11 +107,11 @@ static void parity_finish(void *ctx, HarnessState *st, Core *core, const CoreCon
 static const PracticeHooks parity_hooks = {.finish = parity_finish};
 
 static const PracticeVariant parity_small_variants[] = {
-    {"small_batch", HARNESS_BASELINE, parity_small, NULL},
+    {"small_batch", HARNESS_BASELINE, small_batch, NULL},
 };
 static const PracticeVariant parity_large_variants[] = {
-    {"large_same_lr", HARNESS_TUNED, parity_same_lr, NULL},
-    {"large_linear_lr", HARNESS_TUNED, parity_linear, NULL},
+    {"large_same_lr", HARNESS_TUNED, large_same_lr, NULL},
+    {"large_linear_lr", HARNESS_TUNED, large_linear, NULL},
     {"large_linear_lr_warmup", HARNESS_TUNED, parity_linear_warmup, NULL},
 };
 

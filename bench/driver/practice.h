@@ -44,7 +44,10 @@ typedef struct PracticeLoader {
 
 typedef enum {
     PRACTICE_THROUGHPUT,       // timed iterations of `steps` training steps (or a source's epoch)
-    PRACTICE_TIME_TO_ACCURACY, // one run: train until the held-out target or the step budget
+    PRACTICE_TIME_TO_ACCURACY, // one run: train until the held-out target or the step budget;
+                               // repetition k of an instance (variant, preset, batch) trains
+                               // from the preset's seed + k (weights, synthetic task, data
+                               // order; the same k for every variant), counter `seed`
 } PracticeMode;
 
 typedef enum {

@@ -3,14 +3,15 @@
 // then untimed warm-up steps (fp16: until GradScaler's start-up is over), timed iterations
 // of steps ending in core_sync, and the counters (images_per_second, step_ms, wrong, skipped
 // steps against what GradScaler explains, check_*). Time to accuracy: one run on synthetic
-// batches until the held-out target or the step budget, with its curves. Both call the
-// practice's hooks.
+// batches until the held-out target or the step budget, with its curves, repetition k of
+// an instance from the preset's seed + k. Both call the practice's hooks.
 #include "bench/driver/practice_internal.h"
 
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kernels/clock.h"
 #include "kernels/error.h"
@@ -266,6 +267,43 @@ void practice_run_throughput(HarnessState *st, const Practice *p, const Practice
 
 // ---- time to accuracy --------------------------------------------------------------------------
 
+// The runs so far of one time-to-accuracy instance: variant v of p at one preset and batch.
+typedef struct SeedRuns {
+    const Practice *p;
+    const PracticeVariant *v;
+    char *preset;
+    int64_t batch;
+    uint64_t runs;
+} SeedRuns;
+
+// How many runs of this instance came before this one (the repetition index k, from 0),
+// counted per instance so that repetition k of every variant at a preset and batch is the
+// k-th whatever the interleaving. 0, or -1 with the error set (out of memory).
+static int repetition_index(HarnessState *st, const Practice *p, const PracticeVariant *v, uint64_t *k)
+{
+    static SeedRuns *runs;
+    static size_t count, capacity;
+    const char *preset = harness_axis_str(st, "preset");
+    int64_t batch = harness_axis_int(st, "batch");
+    for (size_t i = 0; i < count; i++)
+        if (runs[i].p == p && runs[i].v == v && runs[i].batch == batch && strcmp(runs[i].preset, preset) == 0) {
+            *k = runs[i].runs++;
+            return 0;
+        }
+    if (count == capacity) {
+        size_t grown = capacity ? 2 * capacity : 16;
+        SeedRuns *more = realloc(runs, grown * sizeof *runs);
+        if (!more) return error_set(ERROR_OUT_OF_MEMORY, "time to accuracy: out of memory (host)");
+        runs = more;
+        capacity = grown;
+    }
+    char *name = strdup(preset);
+    if (!name) return error_set(ERROR_OUT_OF_MEMORY, "time to accuracy: out of memory (host)");
+    runs[count++] = (SeedRuns){p, v, name, batch, 1};
+    *k = 0;
+    return 0;
+}
+
 // Held-out accuracy on the synthetic batches no step trains on.
 static int held_out_accuracy(Core *core, const SynthTask *task, float *images, int32_t *labels,
                              double *accuracy)
@@ -348,8 +386,19 @@ int practice_train_to_target(const Practice *p, const PracticeVariant *v, const 
 }
 
 void practice_run_time_to_accuracy(HarnessState *st, const Practice *p, const PracticeVariant *v,
-                                   const CoreConfig *cfg)
+                                   const CoreConfig *variant_cfg)
 {
+    // A convergence time measured k times from one seed is one sample of the seed's
+    // variance, timed k times: repetition k trains from the preset's seed + k (weights,
+    // synthetic task and data order), the same k for every variant of the instance.
+    CoreConfig run = *variant_cfg;
+    const CoreConfig *cfg = &run;
+    uint64_t k = 0;
+    if (repetition_index(st, p, v, &k) != 0) {
+        practice_fail_or_skip(st, "the repetition's seed");
+        return;
+    }
+    run.seed += k;
     Core *core = NULL;
     if (practice_make_core(st, p, cfg, micro_of(p, v), SELFTEST_NONE, &core) != 0) {
         practice_fail_or_skip(st, "creating the core");
@@ -365,6 +414,7 @@ void practice_run_time_to_accuracy(HarnessState *st, const Practice *p, const Pr
     if (rc != 0) {
         practice_fail_or_skip(st, "training to the target");
     } else {
+        harness_counter(st, "seed", (double)cfg->seed, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "reached_target", o.reached, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "diverged", o.diverged, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "steps", (double)o.steps, HARNESS_COUNTER_PLAIN);
@@ -375,13 +425,17 @@ void practice_run_time_to_accuracy(HarnessState *st, const Practice *p, const Pr
         harness_counter(st, "peak_lr", core_lr_at(&cfg->optim, cfg->batch_size, cfg->optim.warmup_steps),
                         HARNESS_COUNTER_PLAIN);
         char extra[256];
+        int at = snprintf(extra, sizeof extra, "seed %llu (the preset's + %llu); ", (unsigned long long)cfg->seed,
+                          (unsigned long long)k);
+        char *tail = extra + at;
+        size_t room = sizeof extra - (size_t)at;
         if (o.reached)
-            snprintf(extra, sizeof extra, "reached %.2f held-out accuracy after %lld steps", p->target_accuracy,
+            snprintf(tail, room, "reached %.2f held-out accuracy after %lld steps", p->target_accuracy,
                      (long long)o.steps);
         else if (o.diverged)
-            snprintf(extra, sizeof extra, "diverged (loss not finite) at step %lld", (long long)o.steps);
+            snprintf(tail, room, "diverged (loss not finite) at step %lld", (long long)o.steps);
         else
-            snprintf(extra, sizeof extra, "missed %.2f held-out accuracy in %d steps (best %.3f)",
+            snprintf(tail, room, "missed %.2f held-out accuracy in %d steps (best %.3f)",
                      p->target_accuracy, p->max_steps, o.best_accuracy);
         core_counters(st, core, &o.stats, cfg, extra);
         if (practice_in_effect(st, cfg, &o.stats) && p->hooks && p->hooks->finish)

@@ -69,7 +69,8 @@ Two kinds of chart:
 * The headline chart, summary_speedup: every practice's best tuned variant (its largest
   geometric-mean speedup in summary_by_variant.csv; where a published claim names a
   variant, that one) as a horizontal bar from 1x, sorted,
-  with its confidence interval (ci_low/ci_high) where summarize.sh wrote one, and the range
+  with its confidence interval (ci_low/ci_high) where summarize.sh wrote one, labelled as
+  a reader may quote it ("2.80x [2.60-3.00], ±7.1%": scripts/verdicts.py), and the range
   a published claim gives for that practice (CLAIMS_CSV) drawn beside it. Titled with the
   GPU, driver and date of the run (RESULTS_DIR/context.txt).
 
@@ -152,11 +153,14 @@ def nan(v):
     return "NaN" if v is None else repr(v)
 
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from verdicts import figure_text  # noqa: E402  (scripts/verdicts.py: "2.80x [2.60-3.00], ±7.1%")
+
+
 def noise_threshold():
     """The coefficient of variation above which a row is noisy: scripts/stats.py's."""
     try:
-        sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
         import stats
         return stats.noise_cv()
     except Exception:  # stats.py absent or STATS_NOISE_CV unusable (it reports that itself)
@@ -567,7 +571,7 @@ def headline(results, claims, tmp, out_dir):
         for i, (practice, tuned, s, low, high, flagged) in enumerate(bars):
             lo_err = "NaN" if low is None else repr(low)
             hi_err = "NaN" if high is None else repr(high)
-            text = f"{s:.2f}x" + (f" ({low:.2f}-{high:.2f})" if low is not None else "") + (" !" if flagged else "")
+            text = figure_text(s, low, high) + (" !" if flagged else "")
             widest = max(widest, len(text))
             f.write(f"{s!r}\t{i - 0.12!r}\t{min(1.0, s)!r}\t{max(1.0, s)!r}\t{i - 0.38!r}\t{i + 0.14!r}\t"
                     f"{lo_err}\t{hi_err}\t{max(1.0, s, high or s)!r}\t{text}\n")
