@@ -322,6 +322,8 @@ int core_stats(Core *core, CoreStats *stats)
     stats->backend = core->backend;
     stats->param_count = core->graph.n_params;
     stats->steps = core->step;
+    for (int i = 0; i < core->graph.n_ops; i++)  // the model's; the backend says which it fuses
+        stats->conv_biases += core->graph.ops[i].kind == OP_CONV && core->graph.ops[i].bias;
     return core->ops->stats(core, stats);
 }
 

@@ -651,8 +651,6 @@ static int cpu_stats(Core *core, CoreStats *s)
     s->growth_tracker = c->scaler.growth_tracker;
     s->layout_in_effect = CORE_LAYOUT_NCHW;  // fp32 NCHW whatever the config asks
     s->activation_type = CORE_DTYPE_FP32;
-    for (int i = 0; i < core->graph.n_ops; i++)
-        if (core->graph.ops[i].kind == OP_CONV && core->graph.ops[i].bias) s->conv_biases++;
     s->conv_biases_fused = c->fast ? s->conv_biases : 0;  // inside conv_fwd_fast's GEMMs
     return 0;
 }

@@ -1055,7 +1055,6 @@ static void plans_in_effect(Core *core, CoreStats *st)
     bool linear = false;
     for (int i = 0; i < g->n_ops; i++) {
         if (g->ops[i].kind == OP_LINEAR) linear = true;
-        if (g->ops[i].kind == OP_CONV && g->ops[i].bias) st->conv_biases++;  // added after cuDNN
         if (g->ops[i].kind != OP_CONV || c->cur_n == 0) continue;
         const ConvPlan *p = &c->plans[i];
         st->conv_shapes++;
