@@ -123,22 +123,6 @@ static int infer_logits(Core *core, const HostBatch *hb, int classes, float **ou
     return core_infer(core, &hb->b, CORE_GRAD_OFF, *out, NULL);
 }
 
-// Images whose top-1 class differs between two sets of logits (n x classes).
-static int top1_flips(const float *a, const float *b, int n, int classes)
-{
-    int flips = 0;
-    for (int i = 0; i < n; i++) {
-        const float *x = a + (size_t)i * classes, *y = b + (size_t)i * classes;
-        int ia = 0, ib = 0;
-        for (int c = 1; c < classes; c++) {
-            if (x[c] > x[ia]) ia = c;
-            if (y[c] > y[ib]) ib = c;
-        }
-        flips += ia != ib;
-    }
-    return flips;
-}
-
 // The check, on the timed path: both models' no_grad forward of a held-out batch of the
 // row's size. Returns 0 (verdict in *wrong, message in msg) or -1.
 static int check_fold(HarnessState *st, Core *bn, Core *folded, const CoreConfig *cfg, bool *wrong,
@@ -151,20 +135,13 @@ static int check_fold(HarnessState *st, Core *bn, Core *folded, const CoreConfig
     int rc = infer_logits(bn, &hb, classes, &want);
     if (rc == 0) rc = infer_logits(folded, &hb, classes, &got);
     host_batch_free(&hb);
-    double num = 0.0, den = 0.0;
-    int flips = 0;
-    if (rc == 0) {
-        for (size_t i = 0; i < (size_t)n * classes; i++) {
-            double d = (double)got[i] - want[i];
-            num += d * d;
-            den += (double)want[i] * want[i];
-        }
-        flips = top1_flips(got, want, n, classes);
-    }
+    double rel = 0.0;
+    int agree = 0;
+    if (rc == 0) practice_compare_logits(want, got, n, classes, &rel, &agree);
     free(want);
     free(got);
     TRY(rc);
-    double rel = sqrt(num) / fmax(sqrt(den), 1e-30);
+    int flips = n - agree;
     bool gpu = cfg->backend == CORE_BACKEND_CUDA;
     double tol = gpu ? BN_FOLD_GPU_TOL : BN_FOLD_CPU_TOL;
     int flips_tol = gpu ? BN_FOLD_GPU_FLIPS : 0;

@@ -269,6 +269,12 @@ typedef enum {
                                   // training practices refuse it (bad usage)
 } Selftest;
 
+// How far the logits `got` (n x classes) are from `want`: ||got - want|| / ||want|| into
+// *rel (NaN anywhere: INFINITY) and the rows whose arg-max agrees into *agree: the check of
+// an inference practice (bench_inference's variants, bench_bn_fold's fold).
+void practice_compare_logits(const float *want, const float *got, int n, int classes, double *rel,
+                             int *agree);
+
 // Whether the core of a run (cs: its counters) ran what cfg asks for (core_config_in_effect:
 // layout, activation type, TF32, tuned convolutions): counter in_effect 1; else 0 and the row
 // fails naming the difference. Every run of the driver asks it; a program with a loop of

@@ -2,7 +2,8 @@
 // the baseline's (practice_internal.h): relative L2 over all parameters, and over every
 // parameter tensor alone (a tensor group that carries a small share of the update, such as
 // the BN parameters, could be wholly wrong inside one global figure); the floor below which
-// the baseline's own update vouches for nothing; and the verdict as a failure message.
+// the baseline's own update vouches for nothing; the verdict as a failure message; and the
+// logits of two inference forwards (practice_compare_logits).
 #include "bench/driver/practice_internal.h"
 
 #include <math.h>
@@ -198,4 +199,24 @@ bool practice_check_failed(double tolerance, const CheckResult *r, int k, char *
                  r->worst_tensor, r->base_moved);
     }
     return wrong;
+}
+
+void practice_compare_logits(const float *want, const float *got, int n, int classes, double *rel,
+                             int *agree)
+{
+    double diff = 0.0, norm = 0.0;
+    *agree = 0;
+    for (int i = 0; i < n; i++) {
+        const float *w = want + (size_t)i * classes, *g = got + (size_t)i * classes;
+        int aw = 0, ag = 0;
+        for (int k = 0; k < classes; k++) {
+            double d = (double)g[k] - w[k];
+            diff += d * d;
+            norm += (double)w[k] * w[k];
+            if (w[k] > w[aw]) aw = k;
+            if (g[k] > g[ag]) ag = k;
+        }
+        *agree += aw == ag;
+    }
+    *rel = isfinite(diff) ? (norm > 0 ? sqrt(diff / norm) : sqrt(diff)) : INFINITY;
 }

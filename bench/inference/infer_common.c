@@ -162,27 +162,6 @@ void infer_state_free(InferState *s)
     *s = (InferState){0};
 }
 
-void infer_compare(const float *want, const float *got, int n, int classes, double *rel,
-                   double *top1)
-{
-    double diff = 0.0, norm = 0.0;
-    int agree = 0;
-    for (int i = 0; i < n; i++) {
-        const float *w = want + (size_t)i * classes, *g = got + (size_t)i * classes;
-        int aw = 0, ag = 0;
-        for (int k = 0; k < classes; k++) {
-            double d = (double)g[k] - w[k];
-            diff += d * d;
-            norm += (double)w[k] * w[k];
-            if (w[k] > w[aw]) aw = k;
-            if (g[k] > g[ag]) ag = k;
-        }
-        agree += aw == ag;
-    }
-    *rel = isfinite(diff) ? (norm > 0 ? sqrt(diff / norm) : sqrt(diff)) : INFINITY;
-    *top1 = n > 0 ? (double)agree / n : 0.0;
-}
-
 int infer_selftest_break(float *logits, size_t count, bool *broken)
 {
     TRY(practice_selftest_broken(broken));

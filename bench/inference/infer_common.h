@@ -58,11 +58,6 @@ int infer_state_train(const CoreConfig *cfg, int steps, InferState *s);
 int infer_state_load(Core *core, const InferState *s);
 void infer_state_free(InferState *s);
 
-// How far `got` (n x classes) is from `want`: ||got - want|| / ||want|| and the fraction of
-// rows whose arg-max agrees (NaN anywhere: rel = INFINITY).
-void infer_compare(const float *want, const float *got, int n, int classes, double *rel,
-                   double *top1);
-
 // --practice_selftest: when it asks for a broken tuned variant, overwrites the tuned logits
 // (count values) with zeros, as if the tuned forward had produced nothing. 0 or -1.
 int infer_selftest_break(float *logits, size_t count, bool *broken);
