@@ -16,35 +16,26 @@ Writes the table as TSV to --out as well when given. Python's standard library o
 """
 import argparse
 import csv
-import glob
-import math
 import os
 import sys
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+from stats import num, tidy_inputs  # noqa: E402
+
 CHECKS = (("check_rel_diff", "check_tolerance"), ("check_loss_rel_diff", "check_loss_tolerance"))
-
-
-def number(text):
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        return None
-    return value if math.isfinite(value) else None
 
 
 def margins(folder):
     """{(program, practice, variant, check): [rows, max observed, tolerance]}."""
     table = {}
-    for path in sorted(glob.glob(os.path.join(folder, "*.csv"))):
+    for path in sorted(tidy_inputs(folder)):
         name = os.path.basename(path)
-        if name.startswith(("summary", "suite-")) or name.endswith((".reps.csv", ".curves.csv")):
-            continue
         with open(path, newline="") as f:
             for row in csv.DictReader(f):
                 if row.get("status") != "ok":
                     continue
                 for diff_key, tol_key in CHECKS:
-                    diff, tol = number(row.get(diff_key)), number(row.get(tol_key))
+                    diff, tol = num(row, diff_key), num(row, tol_key)
                     if diff is None or tol is None:
                         continue
                     key = (name[:-4], row.get("practice", ""), row.get("variant", ""), diff_key)
