@@ -34,7 +34,6 @@
 #include "bench/driver/practice.h"
 #include "kernels/clock.h"
 #include "kernels/error.h"
-#include "kernels/synth.h"
 
 // The folded conv computes x*(w*s) + ((b - mean)*s + beta) where the BN model computes
 // (x*w + b - mean)*s + beta: the same up to the rounding of a few operations per output.
@@ -59,31 +58,6 @@
 
 typedef enum { VARIANT_BN, VARIANT_FOLDED } Variant;
 
-// Synthetic batch `index` of n images of cfg's task, in host memory.
-typedef struct HostBatch { float *images; int32_t *labels; CoreBatch b; } HostBatch;
-
-static int host_batch(HostBatch *hb, const CoreConfig *cfg, int n, uint64_t index)
-{
-    const CoreModelConfig *m = &cfg->model;
-    SynthTask task = {m->in_channels, m->image_size, m->num_classes, 0.5f, cfg->seed};
-    hb->images = malloc((size_t)n * m->in_channels * m->image_size * m->image_size * sizeof(float));
-    hb->labels = malloc((size_t)n * sizeof(int32_t));
-    if (!hb->images || !hb->labels) {
-        free(hb->images);
-        free(hb->labels);
-        return error_set(ERROR_OUT_OF_MEMORY, "bn_fold: out of memory (host)");
-    }
-    synth_batch(&task, index, n, hb->images, hb->labels);
-    hb->b = (CoreBatch){hb->images, hb->labels, n, CORE_MEMORY_HOST};
-    return 0;
-}
-
-static void host_batch_free(HostBatch *hb)
-{
-    free(hb->images);
-    free(hb->labels);
-}
-
 // The BN model of cfg trained TRAIN_STEPS steps of TRAIN_BATCH images, then given the BNs of
 // a long-trained network (the same model for both variants: same seed, batches and draw).
 static int trained_bn_core(const CoreConfig *cfg, Core **out)
@@ -93,10 +67,10 @@ static int trained_bn_core(const CoreConfig *cfg, Core **out)
     t.model.no_batch_norm = false;
     TRY(core_create(&t, out));
     for (int s = 0; s < TRAIN_STEPS; s++) {
-        HostBatch hb;
-        TRY(host_batch(&hb, &t, TRAIN_BATCH, (uint64_t)s));
+        PracticeHostBatch hb;
+        TRY(practice_host_batch(&hb, &t, TRAIN_BATCH, (uint64_t)s));
         int rc = core_step(*out, &hb.b, NULL);
-        host_batch_free(&hb);
+        practice_host_batch_free(&hb);
         TRY(rc);
     }
     return core_bn_randomize(*out, BN_SEED);
@@ -116,7 +90,7 @@ static int folded_core(Core *bn, const CoreConfig *cfg, Selftest selftest, Core 
 }
 
 // The logits (n x classes, host memory, malloc'd into *out) of core's no_grad forward of hb.
-static int infer_logits(Core *core, const HostBatch *hb, int classes, float **out)
+static int infer_logits(Core *core, const PracticeHostBatch *hb, int classes, float **out)
 {
     *out = malloc((size_t)hb->b.n * classes * sizeof(float));
     if (!*out) return error_set(ERROR_OUT_OF_MEMORY, "bn_fold: out of memory (host)");
@@ -129,12 +103,12 @@ static int check_fold(HarnessState *st, Core *bn, Core *folded, const CoreConfig
                       char *msg, size_t size)
 {
     int n = cfg->batch_size, classes = cfg->model.num_classes;
-    HostBatch hb;
-    TRY(host_batch(&hb, cfg, n, HELD_OUT_INDEX));
+    PracticeHostBatch hb;
+    TRY(practice_host_batch(&hb, cfg, n, HELD_OUT_INDEX));
     float *want = NULL, *got = NULL;
     int rc = infer_logits(bn, &hb, classes, &want);
     if (rc == 0) rc = infer_logits(folded, &hb, classes, &got);
-    host_batch_free(&hb);
+    practice_host_batch_free(&hb);
     double rel = 0.0;
     int agree = 0;
     if (rc == 0) practice_compare_logits(want, got, n, classes, &rel, &agree);

@@ -254,6 +254,13 @@ void practice_batch_free(PracticeBatch *b);
 // Its first n images as a CoreBatch.
 CoreBatch practice_batch_view(const PracticeBatch *b, int n);
 
+// Synthetic batch `index` of n images of cfg's task (the driver's noise and cfg's seed) in
+// host memory, with its labels, as b->b: a check's or a program's own batch (a held-out one
+// at an index no timed or training batch uses). 0, or -1 (out of host memory).
+typedef struct PracticeHostBatch { float *images; int32_t *labels; CoreBatch b; } PracticeHostBatch;
+int practice_host_batch(PracticeHostBatch *b, const CoreConfig *cfg, int n, uint64_t index);
+void practice_host_batch_free(PracticeHostBatch *b);
+
 // The driver's self-test (--practice_selftest): a broken tuned variant swapped in, which
 // the check of every practice must catch.
 typedef enum {

@@ -355,3 +355,25 @@ double practice_break_even(HarnessState *st, double cost_ms, double saving_ms)
     harness_counter(st, "break_even_steps", steps, HARNESS_COUNTER_PLAIN);
     return steps;
 }
+
+int practice_host_batch(PracticeHostBatch *b, const CoreConfig *cfg, int n, uint64_t index)
+{
+    const CoreModelConfig *m = &cfg->model;
+    size_t count = (size_t)n * m->in_channels * m->image_size * m->image_size;
+    *b = (PracticeHostBatch){malloc(count * sizeof(float)), malloc((size_t)n * sizeof(int32_t)), {0}};
+    if (!b->images || !b->labels) {
+        practice_host_batch_free(b);
+        return error_set(ERROR_OUT_OF_MEMORY, "a batch of %d images: out of memory (host)", n);
+    }
+    SynthTask task = {m->in_channels, m->image_size, m->num_classes, SYNTH_NOISE, cfg->seed};
+    synth_batch(&task, index, n, b->images, b->labels);
+    b->b = (CoreBatch){b->images, b->labels, n, CORE_MEMORY_HOST};
+    return 0;
+}
+
+void practice_host_batch_free(PracticeHostBatch *b)
+{
+    free(b->images);
+    free(b->labels);
+    *b = (PracticeHostBatch){0};
+}

@@ -22,7 +22,6 @@
 #include "bench/driver/harness.h"
 #include "bench/driver/practice.h"
 #include "kernels/error.h"
-#include "kernels/synth.h"
 
 // CUDA fused vs separate: relative L2 of the update after 3 steps (of the separate run's
 // update). The fused kernels reduce in another order: fp32 order alone moves the update by
@@ -45,20 +44,11 @@ static const PracticeVariant variants[] = {
 static int loss_of(const CoreConfig *cfg, float *loss)
 {
     Core *core = NULL;
-    if (core_create(cfg, &core) != 0) return -1;
-    const CoreModelConfig *m = &cfg->model;
-    SynthTask task = {m->in_channels, m->image_size, m->num_classes, 0.5f, cfg->seed};
-    size_t img = (size_t)cfg->batch_size * m->in_channels * m->image_size * m->image_size;
-    float *images = malloc(img * sizeof(float));
-    int32_t *labels = malloc((size_t)cfg->batch_size * sizeof(int32_t));
-    int rc = images && labels ? 0 : error_set(ERROR_OUT_OF_MEMORY, "fusion check: out of memory (host)");
-    if (rc == 0) {
-        synth_batch(&task, 0, cfg->batch_size, images, labels);
-        CoreBatch b = {images, labels, cfg->batch_size, CORE_MEMORY_HOST};
-        rc = core_loss_grad(core, &b, loss, NULL);
-    }
-    free(images);
-    free(labels);
+    PracticeHostBatch b;
+    TRY(practice_host_batch(&b, cfg, cfg->batch_size, 0));
+    int rc = core_create(cfg, &core);
+    if (rc == 0) rc = core_loss_grad(core, &b.b, loss, NULL);
+    practice_host_batch_free(&b);
     core_free(core);
     return rc;
 }

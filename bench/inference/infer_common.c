@@ -13,7 +13,6 @@
 #include "kernels/synth.h"
 
 #define SYNTH_NOISE 0.5f            // the driver's synthetic task (practice_batch_make)
-#define HELD_OUT_INDEX 1000003      // a batch index no timed or training batch uses
 
 int infer_requests(Core *core, const CoreBatch *b, CoreGradMode grad, int requests,
                    const int *sizes, int size_count, float *logits, double *ms)
@@ -73,32 +72,6 @@ int infer_percentile_min_requests(double p)
     int n = 1;
     while (!infer_percentile_reported(n, p)) n++;
     return n;
-}
-
-int infer_held_out(const CoreConfig *cfg, int n, InferHeldOut *h)
-{
-    const CoreModelConfig *m = &cfg->model;
-    size_t count = (size_t)n * m->in_channels * m->image_size * m->image_size;
-    *h = (InferHeldOut){malloc(count * sizeof(float)), malloc((size_t)n * sizeof(int32_t)), n};
-    if (!h->images || !h->labels) {
-        infer_held_out_free(h);
-        return error_set(ERROR_OUT_OF_MEMORY, "held-out batch of %d: out of memory (host)", n);
-    }
-    SynthTask task = {m->in_channels, m->image_size, m->num_classes, SYNTH_NOISE, cfg->seed};
-    synth_batch(&task, HELD_OUT_INDEX, n, h->images, h->labels);
-    return 0;
-}
-
-void infer_held_out_free(InferHeldOut *h)
-{
-    free(h->images);
-    free(h->labels);
-    *h = (InferHeldOut){0};
-}
-
-CoreBatch infer_held_out_batch(const InferHeldOut *h)
-{
-    return (CoreBatch){h->images, h->labels, h->n, CORE_MEMORY_HOST};
 }
 
 // The BN running statistics between host memory and a core (CUDA: device memory, used on

@@ -41,13 +41,8 @@ bool infer_percentile_reported(int n, double p);
 // The fewest requests for the p-th percentile (0 for p >= 100: never).
 int infer_percentile_min_requests(double p);
 
-// Host memory for a batch of n images at cfg's image size: the held-out batch of the checks
-// (synthetic, an index no timed batch uses), with its labels.
-typedef struct InferHeldOut { float *images; int32_t *labels; int n; } InferHeldOut;
-int infer_held_out(const CoreConfig *cfg, int n, InferHeldOut *h);
-void infer_held_out_free(InferHeldOut *h);
-// Its n images as a host CoreBatch.
-CoreBatch infer_held_out_batch(const InferHeldOut *h);
+// The checks' held-out batch: synthetic batch INFER_HELD_OUT_INDEX (practice_host_batch).
+#define INFER_HELD_OUT_INDEX 1000003  // a batch index no timed or training batch uses
 
 // The model state a check compares on: `steps` SGD steps of cfg on synthetic host batches
 // from the seed's initial weights (so that the logits separate the classes), then the
