@@ -125,44 +125,64 @@ static void parity_key(const CoreConfig *cfg, HarnessState *st, char *key, size_
              (unsigned long long)cfg->seed);
 }
 
-// The baseline's outcome for this run's preset, batch and seed: trained once (then kept), or
-// NULL with the run failed.
+// The baseline outcome kept under key, or NULL.
+static const PracticeOutcome *parity_kept(const AmpHooksCtx *h, const char *key)
+{
+    int kept = h->parity_count < PARITY_ENTRIES ? h->parity_count : PARITY_ENTRIES;
+    for (int i = 0; i < kept; i++)
+        if (strcmp(h->parity[i].key, key) == 0) return &h->parity[i].outcome;
+    return NULL;
+}
+
+// Keeps a baseline outcome under key (the oldest entry gives way).
+static void parity_keep(AmpHooksCtx *h, const char *key, const PracticeOutcome *o)
+{
+    ParityEntry *e = &h->parity[h->parity_count % PARITY_ENTRIES];
+    e->outcome = *o;
+    snprintf(e->key, sizeof e->key, "%s", key);
+    h->parity_count++;
+}
+
+// The baseline's outcome for this run's preset, batch and seed: the baseline row's own when
+// it ran first, else trained here (then kept), or NULL with the run failed.
 static const PracticeOutcome *parity_baseline(AmpHooksCtx *h, HarnessState *st, const CoreConfig *cfg)
 {
     char key[96];
     parity_key(cfg, st, key, sizeof key);
-    int kept = h->parity_count < PARITY_ENTRIES ? h->parity_count : PARITY_ENTRIES;
-    for (int i = 0; i < kept; i++)
-        if (strcmp(h->parity[i].key, key) == 0) return &h->parity[i].outcome;
+    const PracticeOutcome *kept = parity_kept(h, key);
+    if (kept) return kept;
     const Practice *p = h->practice;
     const PracticeVariant *base = NULL;
     for (int i = 0; p && i < p->variant_count && !base; i++)
         if (p->variants[i].role == HARNESS_BASELINE) base = &p->variants[i];
-    ParityEntry *e = &h->parity[h->parity_count % PARITY_ENTRIES];
     CoreConfig bc;
     if (!base) {
         harness_fail(st, "amp_parity: no baseline to compare with (no practice bound)");
         return NULL;
     }
-    e->key[0] = '\0';  // not valid until trained
     if (practice_config(st, cfg->backend, base->change, &bc) != 0) {
         practice_fail_or_skip(st, "the fp32 baseline's config for parity");
         return NULL;
     }
     bc.seed = cfg->seed;  // the tuned run's repetition: the same weights, task and data order
-    if (practice_train_to_target(p, base, &bc, &e->outcome) != 0) {
+    PracticeOutcome o;
+    if (practice_train_to_target(p, base, &bc, &o) != 0) {
         practice_fail_or_skip(st, "training the fp32 baseline for parity");
         return NULL;
     }
-    snprintf(e->key, sizeof e->key, "%s", key);
-    h->parity_count++;
-    return &e->outcome;
+    parity_keep(h, key, &o);
+    return parity_kept(h, key);
 }
 
 static void parity_finish(AmpHooksCtx *h, HarnessState *st, const CoreConfig *cfg,
                           const PracticeVariant *v, const PracticeOutcome *o)
 {
-    if (v->role == HARNESS_BASELINE) return;
+    if (v->role == HARNESS_BASELINE) {  // its own run is the baseline of this key's tuned rows
+        char key[96];
+        parity_key(cfg, st, key, sizeof key);
+        if (!parity_kept(h, key)) parity_keep(h, key, o);
+        return;
+    }
     const PracticeOutcome *base = parity_baseline(h, st, cfg);
     if (!base) return;
     double diff = fabs(o->best_accuracy - base->best_accuracy);
