@@ -29,3 +29,9 @@ bool amp_unscale_check(float *g, size_t n, float scale)
     for (size_t i = 0; i < n; i++) g[i] = amp_unscale_value(g[i], inv, &found_inf);
     return found_inf;
 }
+
+float amp_clip_coef(double norm, float max_norm)
+{
+    double coef = max_norm / (norm + 1e-6);
+    return coef > 1.0 ? 1.0f : (float)coef;
+}

@@ -38,6 +38,9 @@ AmpScalerConfig amp_scaler_config_default(void);
 void amp_scaler_init(AmpScaler *s, const AmpScalerConfig *cfg);
 // One GradScaler.update(): returns true when the step was skipped (found_inf).
 bool amp_scaler_update(AmpScaler *s, const AmpScalerConfig *cfg, bool found_inf);
+// clip_grad_norm_'s coefficient, on the host: min(1, max_norm / (norm + 1e-6)), in double (a
+// norm of still-scaled gradients may exceed FLT_MAX); NaN stays NaN.
+float amp_clip_coef(double norm, float max_norm);
 
 // GradScaler.unscale_'s inverse scale: self._scale.double().reciprocal().float().
 static inline AMP_HD float amp_inv_scale(float scale) { return (float)(1.0 / (double)scale); }

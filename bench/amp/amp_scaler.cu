@@ -52,12 +52,6 @@ int amp_grad_scale(float *g, size_t n, float coef, void *stream)
     return 0;
 }
 
-float amp_clip_coef(double norm, float max_norm)
-{
-    double coef = max_norm / (norm + 1e-6);  // in double: a scaled norm may exceed FLT_MAX
-    return coef > 1.0 ? 1.0f : (float)coef;  // NaN stays NaN
-}
-
 static int compare_doubles(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

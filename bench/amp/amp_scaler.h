@@ -19,8 +19,6 @@ extern "C" {
 int amp_grad_norm(const float *g, size_t n, void *stream, double *norm);
 // g *= coef over n gradients (queued on the stream on the GPU). 0 or -1.
 int amp_grad_scale(float *g, size_t n, float coef, void *stream);
-// clip_grad_norm_'s coefficient: min(1, max_norm / (norm + 1e-6)), as the core computes it.
-float amp_clip_coef(double norm, float max_norm);
 // Seconds of one GradScaler pass over n fp32 gradients (median of reps passes over the
 // same buffer, so caches are warm): on the CPU amp_unscale_check + amp_scaler_update
 // (wall clock), on the GPU cuda_unscale_check + cuda_scaler_update (CUDA events).

@@ -11,27 +11,42 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/amp.h"
 #include "kernels/check.h"
 #include "kernels/error.h"
 
 // ---- the step ---------------------------------------------------------------------------------
 
+// The i-th of `micro` micro-batches of b (the first b->n % micro one image larger), in order;
+// *done: the images before it, advanced past it.
+static CoreBatch micro_batch(const Core *core, int in_channels, const CoreBatch *b, int micro, int i,
+                             int *done)
+{
+    size_t sample = (size_t)in_channels * core_image_size(core) * core_image_size(core);
+    int part = b->n / micro + (i < b->n % micro);
+    CoreBatch mb = {b->images + (size_t)*done * sample, b->labels + *done, part, b->memory};
+    *done += part;
+    return mb;
+}
+
+static int check_micro(int micro, int n)
+{
+    if (micro <= n) return 0;
+    return error_set(ERROR_BAD_USAGE, "gradient accumulation: %d micro-batches of a batch of %d images",
+                     micro, n);
+}
+
 int practice_step(Core *core, int in_channels, const CoreBatch *b, int micro_batches,
                   CoreStepResult *result)
 {
     if (micro_batches <= 1) return core_step(core, b, result);
-    if (micro_batches > b->n)
-        return error_set(ERROR_BAD_USAGE, "gradient accumulation: %d micro-batches of a batch of %d images",
-                         micro_batches, b->n);
-    size_t sample = (size_t)in_channels * core_image_size(core) * core_image_size(core);
+    TRY(check_micro(micro_batches, b->n));
     CoreStepResult r;
     int done = 0;
     for (int i = 0; i < micro_batches; i++) {
-        int part = b->n / micro_batches + (i < b->n % micro_batches);
-        CoreBatch mb = {b->images + (size_t)done * sample, b->labels + done, part, b->memory};
+        CoreBatch mb = micro_batch(core, in_channels, b, micro_batches, i, &done);
         // loss / K: the K gradients add up to the whole batch's mean gradient
-        TRY(core_forward_backward_weighted(core, &mb, i > 0, (float)part / (float)b->n));
-        done += part;
+        TRY(core_forward_backward_weighted(core, &mb, i > 0, (float)mb.n / (float)b->n));
     }
     TRY(core_apply_update(core, b->n, &r));
     if (result) *result = r;
@@ -104,7 +119,7 @@ static int clip_scaled(void *user, float *grads, size_t count, void *stream)
     int rc = grads_to_host(grads, count, stream, host);
     double sq = 0.0;
     for (size_t i = 0; rc == 0 && i < count; i++) sq += (double)host[i] * host[i];
-    float coef = clip_before_unscale_norm / ((float)sqrt(sq) + 1e-6f);  // as clip_grad_norm_
+    float coef = amp_clip_coef(sqrt(sq), clip_before_unscale_norm);  // as clip_grad_norm_
     if (rc == 0 && coef < 1.0f) {
         for (size_t i = 0; i < count; i++) host[i] *= coef;
         rc = grads_from_host(grads, count, stream, host);
@@ -172,20 +187,17 @@ static int replace_grads(void *user, float *grads, size_t count, void *stream)
 int practice_reference_step(Core *core, int in_channels, const CoreBatch *b, int micro, double *sum,
                             float *part_grads)
 {
-    if (micro > b->n)
-        return error_set(ERROR_BAD_USAGE, "gradient accumulation: %d micro-batches of a batch of %d images",
-                         micro, b->n);
-    size_t np = core_param_count(core), sample = (size_t)in_channels * core_image_size(core) * core_image_size(core);
+    TRY(check_micro(micro, b->n));
+    size_t np = core_param_count(core);
     memset(sum, 0, np * sizeof *sum);
     int done = 0;
+    CoreBatch mb = *b;
     for (int i = 0; i < micro; i++) {
-        int part = b->n / micro + (i < b->n % micro);
-        CoreBatch mb = {b->images + (size_t)done * sample, b->labels + done, part, b->memory};
+        mb = micro_batch(core, in_channels, b, micro, i, &done);
         float loss = 0.0f;
         TRY(core_loss_grad(core, &mb, &loss, part_grads));  // BN over this micro-batch alone
-        double w = (double)part / b->n;
+        double w = (double)mb.n / b->n;
         for (size_t j = 0; j < np; j++) sum[j] += w * part_grads[j];
-        done += part;
     }
     CoreStats cs;
     TRY(core_stats(core, &cs));  // fp16: before_update sees the gradients times the loss scale
@@ -194,7 +206,10 @@ int practice_reference_step(Core *core, int in_channels, const CoreBatch *b, int
     ReplaceGrads r = {part_grads};
     CoreGradHooks hooks = {no_ready, replace_grads, &r};
     TRY(core_set_grad_hooks(core, &hooks));
-    int rc = core_step(core, b, NULL);  // its own gradient replaced; the LR of b->n images
+    // The last micro-batch's pass arms the update (no whole-batch pass: its gradient is
+    // replaced anyway); the LR is that of b->n images.
+    int rc = core_forward_backward(core, &mb, false);
+    if (rc == 0) rc = core_apply_update(core, b->n, NULL);
     if (core_set_grad_hooks(core, NULL) != 0 && rc == 0) rc = -1;
     return rc;
 }
