@@ -148,11 +148,16 @@ void checkpoint_bench_max_batch(HarnessState *st, void *user)
     }
     ProbeCtx ctx = {&cfg, &seed};
     MaxBatchResult r;
-    int rc = max_batch_probe(&s, step_on_gpu, &ctx, &r);
-    if (rc == 0 && max_batch_skip_if_none(st, &s, &r)) {
+    if (max_batch_probe(&s, step_on_gpu, &ctx, &r) != 0) {
+        practice_batch_free(&seed);
+        practice_fail_or_skip(st, "probing the largest batch");
+        return;
+    }
+    if (max_batch_skip_if_none(st, &s, &r)) {
         practice_batch_free(&seed);
         return;
     }
+    int rc = 0;
     double ms = 0.0;
     CoreStats cs = {0};
     while (rc == 0 && harness_keep_running(st)) {  // the ballast is gone: the batch runs as it fits

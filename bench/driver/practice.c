@@ -124,14 +124,16 @@ __attribute__((constructor)) static void declare_selftest_option(void)
                        "only) folds BN without gamma and beta; 'none': off");
 }
 
-static const struct { const char *name; Selftest mode; } selftest_names[] = {
-    {"none", SELFTEST_NONE},
-    {"frozen", SELFTEST_FROZEN},
-    {"skip_all", SELFTEST_SKIP_ALL},
-    {"half_lr", SELFTEST_HALF_LR},
-    {"drop_step", SELFTEST_DROP_STEP},
-    {"clip_before_unscale", SELFTEST_CLIP_BEFORE_UNSCALE},
-    {"fold_ignore_affine", SELFTEST_FOLD_IGNORE_AFFINE},
+// training: the mode breaks a training practice (the driver's runs); the others break one
+// program's own practice (fold_ignore_affine: bench_bn_fold's fold).
+static const struct { const char *name; Selftest mode; bool training; } selftest_names[] = {
+    {"none", SELFTEST_NONE, true},
+    {"frozen", SELFTEST_FROZEN, true},
+    {"skip_all", SELFTEST_SKIP_ALL, true},
+    {"half_lr", SELFTEST_HALF_LR, true},
+    {"drop_step", SELFTEST_DROP_STEP, true},
+    {"clip_before_unscale", SELFTEST_CLIP_BEFORE_UNSCALE, true},
+    {"fold_ignore_affine", SELFTEST_FOLD_IGNORE_AFFINE, false},
 };
 
 int practice_selftest_mode(Selftest *out)
@@ -146,6 +148,16 @@ int practice_selftest_mode(Selftest *out)
         }
     return error_set(ERROR_BAD_USAGE, "--practice_selftest=%s: want none, frozen, skip_all, half_lr, drop_step, "
                      "clip_before_unscale or fold_ignore_affine", v);
+}
+
+int practice_training_selftest_mode(Selftest *out)
+{
+    TRY(practice_selftest_mode(out));
+    for (size_t i = 0; i < sizeof selftest_names / sizeof selftest_names[0]; i++)
+        if (selftest_names[i].mode == *out && !selftest_names[i].training)
+            return error_set(ERROR_BAD_USAGE, "--practice_selftest=%s breaks another practice than a "
+                             "training one (bench_bn_fold's fold), not this program's", selftest_names[i].name);
+    return 0;
 }
 
 int practice_selftest_broken(bool *broken)

@@ -291,6 +291,9 @@ bool practice_in_effect(HarnessState *st, const CoreConfig *cfg, const CoreStats
 // The self-test asked for (practice.c, beside the option), for a program that breaks its
 // tuned variant in more than one way; -1 (bad usage, naming the flag) for an unknown value.
 int practice_selftest_mode(Selftest *out);
+// The same for the driver's training runs: a mode that breaks another kind of practice
+// (fold_ignore_affine) is bad usage there.
+int practice_training_selftest_mode(Selftest *out);
 
 // For a program's own checks (beyond PRACTICE_CHECK_PARAMS): whether --practice_selftest
 // asks for a broken tuned variant (any mode but none), which the program must then make

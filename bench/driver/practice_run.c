@@ -151,10 +151,7 @@ void practice_run_throughput(HarnessState *st, const Practice *p, const Practice
     // every variant but the baseline: a tuned one, or a reference (measured, no speedup claimed)
     bool checked = p->check == PRACTICE_CHECK_PARAMS && v->role != HARNESS_BASELINE && base;
     Selftest selftest = SELFTEST_NONE;
-    if (practice_selftest_mode(&selftest) != 0 ||
-        (selftest == SELFTEST_FOLD_IGNORE_AFFINE &&
-         error_set(ERROR_BAD_USAGE, "--practice_selftest=fold_ignore_affine breaks a BN fold: "
-                   "bench_bn_fold's self-test, not a training practice's") != 0)) {
+    if (practice_training_selftest_mode(&selftest) != 0) {
         practice_fail_or_skip(st, "the self-test");
         return;
     }
