@@ -179,12 +179,12 @@ test-sanitize:
 	@$(MAKE) --no-print-directory BUILD=$(SANITIZE_BUILD) SANITIZE=1 CUDA_ARCH="$(SANITIZE_ARCH)" all
 	@TESTS_SKIP="$(SANITIZE_SKIP)" exec bash scripts/run-tests.sh $(SANITIZE_BUILD)
 
-# BENCH_REPETITIONS: repetitions of every benchmark, randomly interleaved (default 5);
+# BENCH_REPETITIONS: the least repetitions of every benchmark (default 6; BENCH_PRECISION adds more);
 # BENCH_BUDGET=SECONDS bounds the run (what is cut is kept as partial); BENCH_VERBOSE=1
 # prints every program's full console (always in results/<run>/logs/). A signal to make
 # (timeout 40 make bench) stops the running program too and keeps what finished (see
 # scripts/run-suite.sh; the runner is exec'd, as for make test).
-BENCH_REPETITIONS ?= 5
+BENCH_REPETITIONS ?= 6
 bench: all
 	@BENCH_REPETITIONS=$(BENCH_REPETITIONS) exec bash scripts/run-suite.sh $(BUILD)
 

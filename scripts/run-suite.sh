@@ -10,9 +10,15 @@
 #   BENCH_ARGS_<name>  extra flags for one program, after BENCH_ARGS (e.g.
 #                  BENCH_ARGS_batch_size='--preset=tiny' for build/bench_batch_size)
 #   BENCH_FILTER   run only programs whose name matches this regex (e.g. pin_memory)
-#   BENCH_REPETITIONS  repetitions of every benchmark (default 5; make bench passes it),
-#                  randomly interleaved so that drift hits baseline and tuned alike; each
-#                  repetition's value goes to <name>.reps.csv and into the statistics
+#   BENCH_REPETITIONS  the least repetitions of every benchmark (default 6; make bench passes
+#                  it): a row's baseline and tuned repetitions run interleaved at random, in
+#                  blocks, so that drift hits both alike and they pair up; each repetition's
+#                  value goes to <name>.reps.csv and into the statistics
+#   BENCH_PRECISION    add repetitions to a row until the 95% interval of its speedup (of its
+#                  median, for a row without one) is within +-this fraction (default auto:
+#                  0.02 on a GPU, 0.05 on a CPU; 0: exactly BENCH_REPETITIONS), at most
+#                  BENCH_MAX_REPETITIONS (default 30) and within the program's share of
+#                  BENCH_BUDGET (without one: 3x the time of a row's first repetitions)
 #   BENCH_TIMEOUT  seconds one program may run before it is stopped (default 1800; 0: no limit)
 #   RESULTS_DIR    write here instead of a new folder results/<slug>_<date>-<suffix>
 #   RESULTS_ROOT   make that new folder here instead of in results/
@@ -117,6 +123,7 @@ if [[ -n ${BENCH_PLAN:-} ]]; then
     [[ -z $pname || $pname == \#* ]] && continue
     case $pname in
       repetitions) : "${BENCH_REPETITIONS:=$pshare}" ;;
+      precision) : "${BENCH_PRECISION:=$pshare}" ;;
       min_time) : "${BENCH_ARGS:=--benchmark_min_time=$pshare}" ;;
       *)
         if [[ ! $pshare =~ ^[0-9]+$ ]]; then
@@ -130,13 +137,23 @@ if [[ -n ${BENCH_PLAN:-} ]]; then
   done <"$BENCH_PLAN"
 fi
 read -r -a extra_args <<<"${BENCH_ARGS:-}"
-repetitions=${BENCH_REPETITIONS:-5}
+repetitions=${BENCH_REPETITIONS:-6}
 if [[ ! $repetitions =~ ^[0-9]+$ ]] || ((repetitions < 1)); then
   echo "run-suite: BENCH_REPETITIONS='$repetitions' is not a whole number >= 1" >&2
   exit 1
 fi
-rep_args=(--benchmark_repetitions="$repetitions")
-((repetitions > 1)) && rep_args+=(--benchmark_enable_random_interleaving=true)
+precision=${BENCH_PRECISION:-auto}
+if [[ $precision != auto && ! $precision =~ ^(0|0?\.[0-9]+)$ ]]; then
+  echo "run-suite: BENCH_PRECISION='$precision' is not auto or a fraction below 1 (0.05: +-5%)" >&2
+  exit 1
+fi
+max_repetitions=${BENCH_MAX_REPETITIONS:-30}
+if [[ ! $max_repetitions =~ ^[0-9]+$ ]] || ((max_repetitions < repetitions)); then
+  echo "run-suite: BENCH_MAX_REPETITIONS='$max_repetitions' is not a whole number >= BENCH_REPETITIONS ($repetitions)" >&2
+  exit 1
+fi
+rep_args=(--benchmark_repetitions="$repetitions" --harness_precision="$precision"
+  --harness_max_repetitions="$max_repetitions")
 if [[ ! $timeout_s =~ ^[0-9]+$ ]]; then # 0: no limit, as for timeout(1)
   echo "run-suite: BENCH_TIMEOUT='$timeout_s' is not a whole number of seconds" >&2
   exit 1
@@ -223,9 +240,11 @@ previous_of() { # folder name
     NR > 1 && $1 == n && $2 != "not run" && $2 != "partial" { print $6, $3 + $4 + $5, reps; exit }' \
     "$1/suite-status.tsv"
 }
-# From the rows' minimum times: each row runs its repetitions of max(min_time / reps,
-# 0.05 s) each (flags.md), plus ~0.2 s of set-up; a row without a min_time in its name
-# gets Google Benchmark's 0.5 s; --benchmark_min_time among the arguments wins.
+# From the rows' minimum times: each row runs its repetitions of its min_time each
+# (statistics.md), plus ~0.2 s of set-up; a row without a min_time in its name gets Google
+# Benchmark's 0.5 s; --benchmark_min_time among the arguments wins. Repetitions the
+# precision target adds are not in it: under BENCH_BUDGET they come from each program's
+# share, without one they cost up to 2x more (each row group at most 3x its first block).
 estimate_from_min_times() { # listing-file program-args...
   local list=$1 forced=""; shift
   local a
@@ -235,8 +254,7 @@ estimate_from_min_times() { # listing-file program-args...
     /\// { t = 0.5
            if (match($0, /min_time:[0-9.]+/)) t = substr($0, RSTART + 9, RLENGTH - 9) + 0
            if (forced != "") t = forced + 0
-           per = t / reps; if (per < 0.05) per = 0.05
-           s += reps * per + 0.2 }
+           s += reps * t + 0.2 }
     END { printf "%d\n", s + 0.5 }' "$list"
 }
 
@@ -325,7 +343,7 @@ printf 'program\tshare_percent\tshare_s\tlimit_s\tbenchmarks\trepetitions\trows\
 printf '%s\n' "$context" >"$out/context.txt"
 {
   echo "command: ${BENCH_COMMAND:-make bench${BENCH_ARGS:+ BENCH_ARGS=\"$BENCH_ARGS\"}${BENCH_FILTER:+ BENCH_FILTER=\"$BENCH_FILTER\"}}"
-  echo "repetitions: $repetitions${rep_args[1]:+ (randomly interleaved)}"
+  echo "repetitions: $repetitions (at least; precision $precision, at most $max_repetitions)"
   [[ -n ${BENCH_PLAN:-} ]] && echo "plan: $BENCH_PLAN"
   [[ -n ${BENCH_ARGS:-} ]] && echo "args: $BENCH_ARGS"
   [[ -n $budget ]] && echo "budget: $budget s (BENCH_BUDGET)"
@@ -448,9 +466,13 @@ for prog in "${programs[@]}"; do
   # SIGINT first (the harness keeps what it measured), SIGKILL kill_after seconds later.
   # In the background, so that a stop signal is handled at once (bash runs a trap only
   # after a foreground command ends); verbose: the log on the terminal as it grows.
+  # the program's share is its time for added repetitions (the limit, up to twice the
+  # share, is a safety margin for its first ones)
+  budget_args=()
+  [[ -n $share ]] && budget_args=(--harness_budget="$share")
   timeout --signal=INT --kill-after="$kill_after" "$limit" "${stdbuf_cmd[@]}" "$prog" \
     --benchmark_out="$out/$name.json" --benchmark_out_format=json \
-    --harness_csv="$out/$name.csv" "${rep_args[@]}" "${extra_args[@]}" "${prog_args[@]}" \
+    --harness_csv="$out/$name.csv" "${rep_args[@]}" "${budget_args[@]}" "${extra_args[@]}" "${prog_args[@]}" \
     >"$out/logs/$name.log" 2>&1 &
   child=$!
   follower=""

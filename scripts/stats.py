@@ -13,12 +13,21 @@ that the harness writes next to each tidy CSV <name>.csv (one row per repetition
 older folder without it has one value per benchmark, the tidy row's time, and its
 intervals and p-values are "n/a".
 
-A speedup is the ratio of medians, baseline / tuned, over the repetitions. Its 95%
+A speedup of repetitions that ran paired (the reps file's `sequence`: the harness runs a
+row's baseline and tuned repetitions interleaved in blocks, docs/statistics.md) is the
+median of the pairs' ratios, baseline / tuned, the k-th repetition of each side in the order
+they ran making pair k; its 95% interval a percentile bootstrap resampling the pairs; its
+p-value the two-sided Wilcoxon signed-rank test of the pairs' log ratios (exact without
+ties or zeros up to 50 pairs, else the normal approximation with tie correction, as
+scipy.stats.wilcoxon). Without the order (older folders) the speedup is the ratio of
+medians, baseline / tuned, over the repetitions. Its 95%
 interval is a percentile bootstrap (resampling each side's repetitions with replacement,
 BOOTSTRAP_RESAMPLES times, from a fixed seed, so the same data always give the same
 interval). Its p-value is the two-sided Mann-Whitney U test of the two sets of times
 (exact distribution without ties, else the normal approximation with tie and continuity
-corrections, as scipy.stats.mannwhitneyu). The verdicts (faster / slower, equivalent
+corrections, as scipy.stats.mannwhitneyu).
+Each summary row records the precision reached (the interval's relative half-width), the
+harness's target and whether it was met, and why the row's repetitions stopped. The verdicts (faster / slower, equivalent
 within BENCH_EQUIVALENCE_MARGIN, inconclusive, n/a below 4 repetitions a side) and the
 quoted precision ("1.96x [1.56-2.25], ±18%") are scripts/verdicts.py's, whose header states
 the rules. A geometric mean over parameter points takes its interval from the same
@@ -64,7 +73,8 @@ import sys
 import zlib
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from verdicts import MarginError, equivalence_margin, speedup_verdict, three_way, too_few  # noqa: E402
+from verdicts import (MarginError, equivalence_margin, relative_half_width, speedup_verdict, three_way,  # noqa: E402
+                      too_few)
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20261130
@@ -211,6 +221,67 @@ def mann_whitney_u(x, y):
     return u1, min(1.0, math.erfc(z / math.sqrt(2)))
 
 
+_signed_rank_cache = {}
+
+
+def _signed_rank_counts(n):
+    """Number of sign patterns of ranks 1..n with each value of the positive rank sum."""
+    if n not in _signed_rank_cache:
+        c = [1]
+        for r in range(1, n + 1):
+            nxt = c + [0] * r
+            for t, cnt in enumerate(c):
+                nxt[t + r] += cnt
+            c = nxt
+        _signed_rank_cache[n] = c
+    return _signed_rank_cache[n]
+
+
+def wilcoxon_signed_rank(d):
+    """Two-sided Wilcoxon signed-rank test of the differences d (zeros dropped, as scipy's
+    zero_method="wilcox"): (T = the smaller rank sum, p-value), or (None, None) below 2
+    non-zero differences. Exact without ties up to 50 differences, else the normal
+    approximation with the tie correction and no continuity correction (scipy's defaults)."""
+    d = [x for x in d if x != 0]
+    n = len(d)
+    if n < 2:
+        return None, None
+    order = sorted(range(n), key=lambda i: abs(d[i]))
+    ranks = [0.0] * n
+    ties = []
+    i = 0
+    while i < n:
+        j = i
+        while j + 1 < n and abs(d[order[j + 1]]) == abs(d[order[i]]):
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2.0 + 1
+        if j > i:
+            ties.append(j - i + 1)
+        i = j + 1
+    r_plus = sum(r for r, x in zip(ranks, d) if x > 0)
+    r_minus = sum(r for r, x in zip(ranks, d) if x < 0)
+    t = min(r_plus, r_minus)
+    if not ties and n <= 50:
+        counts = _signed_rank_counts(n)
+        tail = sum(counts[:int(round(t)) + 1])
+        return t, min(1.0, 2.0 * tail / 2 ** n)
+    mn = n * (n + 1) / 4.0
+    var = n * (n + 1) * (2 * n + 1) / 24.0 - sum(k ** 3 - k for k in ties) / 48.0
+    if var <= 0:
+        return t, 1.0
+    z = (t - mn) / math.sqrt(var)
+    return t, min(1.0, math.erfc(abs(z) / math.sqrt(2)))
+
+
+def bootstrap_paired(ratios, salt="", resamples=BOOTSTRAP_RESAMPLES):
+    """Replicates of the median of the pairs' ratios, resampling pairs, or None below 2."""
+    if len(ratios) < 2:
+        return None
+    rng = bootstrap_rng(salt)
+    return [median([ratios[rng.randrange(len(ratios))] for _ in ratios]) for _ in range(resamples)]
+
+
 def geomean(xs):
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
@@ -352,6 +423,15 @@ class Bench:
         self.contended = contended_reasons(rep_rows or [row])
         # distinct seeds of the repetitions (time to accuracy records one each), or None
         self.seeds = len({r["seed"] for r in rep_rows or [] if r.get("seed", "") != ""}) or None
+        # the order the repetitions ran in (the reps file's `sequence`), or None
+        seq = [num(r, "sequence") for r in rep_rows or []]
+        self.sequence = seq if rep_rows and all(x is not None for x in seq) else None
+
+    def in_order(self):
+        """The times in the order the repetitions ran (None when it is not known)."""
+        if self.sequence is None:
+            return None
+        return [t for _, t in sorted(zip(self.sequence, self.times))]
 
     def key(self):
         """Its group: run, practice, params, machine, and the program's CSV (a baseline
@@ -429,7 +509,8 @@ def load_benches(path, references=False):
 
 SUMMARY_HEADER = ("practice,params,baseline,tuned,baseline_s,tuned_s,speedup,gpu_name,driver_version,host,"
                   "ci_low,ci_high,p_value,verdict,repetitions,noisy,contended,baseline_cv_pct,tuned_cv_pct,"
-                  "run,baseline_reached,tuned_reached,equivalence_margin,baseline_seeds,tuned_seeds")
+                  "run,baseline_reached,tuned_reached,equivalence_margin,baseline_seeds,tuned_seeds,"
+                  "pairs,baseline_repetitions,tuned_repetitions,precision,precision_target,target_met,stop")
 BY_VARIANT_HEADER = ("practice,tuned,gpu_name,host,points,geomean_speedup,ci_low,ci_high,verdict,noisy,contended,"
                      "repetitions,reached,run,equivalence_margin")
 ACCURACY_HEADER = ("practice,params,variant,role,repetitions,accuracy,ci_low,ci_high,difference,diff_ci_low,"
@@ -441,15 +522,22 @@ def bench_id(b):
     return "|".join([b.run, r.get("practice", ""), r.get("variant", ""), r.get("params", "")] + list(machine_of(r)))
 
 
-def compare_pair(base, tuned):
+def compare_pair(base, tuned, paired=False):
     """Speedup statistics of tuned over base (Bench objects). A side whose median time is
-    censored (most of its runs missed the target) has no speedup: "did not reach"."""
+    censored (most of its runs missed the target) has no speedup: "did not reach".
+    paired: where both sides know the order their repetitions ran in and none is censored,
+    the median of the pairs' ratios with the signed-rank test (out["pairs"] > 0); two
+    machines' runs (make compare) are never paired."""
     n1, n2 = len(base.times), len(tuned.times)
+    bo, to = base.in_order(), tuned.in_order()
+    finite = all(math.isfinite(x) for x in base.times + tuned.times)
+    if paired and bo and to and finite:
+        return compare_paired(base, tuned, bo, to)
     thr = noise_cv()
     noisy = any(c is not None and c > thr for c in (base.cv, tuned.cv))
     contended = ["baseline " + x for x in base.contended] + ["tuned " + x for x in tuned.contended]
     out = dict(noisy=noisy, contended="; ".join(contended), n=min(n1, n2), ratio=None, reps=None,
-               lo=None, hi=None, p=None)
+               lo=None, hi=None, p=None, pairs=0)
     _, out["p"] = mann_whitney_u(base.times, tuned.times)
     if not math.isfinite(tuned.median):
         out["verdict"] = "did not reach"
@@ -460,6 +548,23 @@ def compare_pair(base, tuned):
         out["reps"] = bootstrap_ratios(base.times, tuned.times, bench_id(tuned))
         out["lo"], out["hi"] = interval(out["reps"])
         out["verdict"] = speedup_verdict(out["ratio"], out["lo"], out["hi"], out["p"], n1, n2, equivalence_margin())
+    return out
+
+
+def compare_paired(base, tuned, bo, to):
+    """compare_pair for repetitions paired in the order they ran (bo, to: each side's times
+    in that order; pair k = the k-th of each; a side's extra repetitions are left out)."""
+    n = min(len(bo), len(to))
+    ratios = [b / t for b, t in zip(bo[:n], to[:n])]
+    thr = noise_cv()
+    contended = ["baseline " + x for x in base.contended] + ["tuned " + x for x in tuned.contended]
+    out = dict(noisy=any(c is not None and c > thr for c in (base.cv, tuned.cv)),
+               contended="; ".join(contended), n=n, pairs=n, ratio=median(ratios), p=None)
+    _, out["p"] = wilcoxon_signed_rank([math.log(r) for r in ratios])
+    out["reps"] = bootstrap_paired(ratios, bench_id(tuned))
+    out["lo"], out["hi"] = interval(out["reps"])
+    out["verdict"] = speedup_verdict(out["ratio"], out["lo"], out["hi"], out["p"], n, n, equivalence_margin(),
+                                     paired=True)
     return out
 
 
@@ -496,7 +601,13 @@ def variant_verdict(pts):
 
 
 def summary_line(k, base, t, s):
+    """One row of summary.csv. precision: the interval's relative half-width; target (the
+    harness's precision_target, empty for rows measured without one) met when precision is
+    within it: "yes", "no", or empty."""
     r = t.row
+    precision = relative_half_width(s["ratio"], s["lo"], s["hi"])
+    target = num(r, "precision_target")
+    met = "" if target is None else ("no" if precision is None or precision > target else "yes")
     return ",".join([
         clean(k[1]), clean(k[2]), clean(base.row.get("variant", "")), clean(r.get("variant", "")),
         fmt(base.median if math.isfinite(base.median) else None, "%.6g"),
@@ -507,7 +618,9 @@ def summary_line(k, base, t, s):
         fmt(None if base.cv is None else 100 * base.cv, "%.2f"),
         fmt(None if t.cv is None else 100 * t.cv, "%.2f"),
         clean(k[0]), base.reach_text(), t.reach_text(), "%g" % equivalence_margin(),
-        fmt(base.seeds, "%d"), fmt(t.seeds, "%d")])
+        fmt(base.seeds, "%d"), fmt(t.seeds, "%d"),
+        str(s["pairs"]) if s["pairs"] else "", str(len(base.times)), str(len(t.times)),
+        fmt(precision, "%.4f"), fmt(target, "%g"), met, clean(t.row.get("stop", ""))])
 
 
 def by_variant_line(vk, pts):
@@ -586,7 +699,7 @@ def summarize(inputs, out_path):
         if base is None:
             continue
         for t in g["tuned"]:
-            s = compare_pair(base, t)
+            s = compare_pair(base, t, paired=True)
             s["reached"] = None if t.reached is None else (t.reached, len(t.times))
             lines.append(summary_line(k, base, t, s))
             vk = (k[0], k[1], t.row.get("variant", ""), k[3][0], k[3][2])

@@ -5,7 +5,9 @@ it: stats.py (summary.csv, summary_by_variant.csv, summary_accuracy.csv), stats_
 charts/render.py (the headline chart's labels).
 
 Three outcomes for a comparison with enough repetitions (three_way):
-  faster / slower   p < ALPHA (the two-sided Mann-Whitney U test of the two sets) and the
+  faster / slower   p < ALPHA (the two-sided Mann-Whitney U test of the two sets, or for
+                    repetitions paired in the order they ran, the Wilcoxon signed-rank test
+                    of the pairs' log ratios) and the
                     95% interval lies wholly above / below 1 (for a difference: 0);
   equivalent        the 95% interval lies within the equivalence margin, 1 - m to 1 + m
                     (both ends included; m = BENCH_EQUIVALENCE_MARGIN, a fraction, default
@@ -19,7 +21,8 @@ Three outcomes for a comparison with enough repetitions (three_way):
 faster/slower come first: a significant difference inside the margin is still a difference
 (its interval shows how small). An interval alone (a geometric mean over points, a ratio of
 two machines' speedups: no test) is faster/slower when it excludes 1. Below
-MIN_REPETITIONS (4) on either side the verdict is n/a (too_few). A side with a censored
+MIN_REPETITIONS (4) on either side the verdict is n/a (too_few); paired, below MIN_PAIRS (6)
+pairs (too_few_pairs: the signed-rank test's smallest p with n pairs is 2 / 2^n). A side with a censored
 run (a miss of a run to a target) has no bootstrap interval: the U test alone, which ranks
 the misses last, gives faster/slower at p < ALPHA, else inconclusive (speedup_verdict).
 
@@ -31,6 +34,7 @@ import os
 
 ALPHA = 0.05
 MIN_REPETITIONS = 4  # a side; below it the verdict is n/a
+MIN_PAIRS = 6  # paired repetitions; below it the verdict is n/a (2 / 2^5 = 0.0625 >= ALPHA)
 DEFAULT_EQUIVALENCE_MARGIN = 0.05  # equivalent: the interval within 1 -/+ this
 
 
@@ -74,6 +78,16 @@ def too_few(n1, n2):
     return None
 
 
+def too_few_pairs(n):
+    """The n/a verdict for n pairs (the signed-rank test cannot reach ALPHA below
+    MIN_PAIRS: its smallest two-sided p is 2 / 2^n), else None."""
+    if n < 2:
+        return "n/a (1 repetition)"
+    if n < MIN_PAIRS:
+        return "n/a (too few repetitions)"
+    return None
+
+
 def three_way(lo, hi, center, margin, p=None, words=("faster", "slower")):
     """The verdict of the 95% interval [lo, hi] of an effect whose "no effect" is `center`
     (1 for a speedup, 0 for a difference): words[0] / words[1] when it lies wholly above /
@@ -89,12 +103,13 @@ def three_way(lo, hi, center, margin, p=None, words=("faster", "slower")):
     return "inconclusive"
 
 
-def speedup_verdict(ratio, lo, hi, p, n1, n2, margin):
+def speedup_verdict(ratio, lo, hi, p, n1, n2, margin, paired=False):
     """The verdict of a speedup (baseline / tuned median time) with its interval and U-test
     p-value over n1 and n2 repetitions: n/a below MIN_REPETITIONS a side, else three_way.
+    Paired (n1 = n2 pairs, the signed-rank test's p-value): n/a below MIN_PAIRS pairs.
     Without an interval (a side with a censored run) the U test alone: faster/slower when
     p < ALPHA, else inconclusive (equivalence needs an interval)."""
-    na = too_few(n1, n2)
+    na = too_few_pairs(min(n1, n2)) if paired else too_few(n1, n2)
     if na:
         return na
     if lo is None or hi is None:

@@ -304,6 +304,55 @@ static void test_harness_writes_every_repetition(void **state)
                               test_suite_root(), path, path), 0);
 }
 
+// The harness's stopping rule end to end (bench/driver/precision.h has its unit tests,
+// a noise-free row stopping at the minimum among them): without a target a row group runs
+// exactly --benchmark_repetitions (`no target`); with one it cannot meet it goes on in
+// blocks and stops at the repetition cap, saying so in the tidy CSV and on the display;
+// the reps file numbers the repetitions in the order they ran (1..n across the group's
+// rows, each once).
+static void test_harness_stops_on_precision(void **state)
+{
+    (void)state;
+    const char *cases[2][3] = {{"none", "0", "no target"},
+                               {"tight", "0.000001", "target not met: capped at 9 repetitions"}};
+    for (int c = 0; c < 2; c++) {
+        char csv[700];
+        snprintf(csv, sizeof csv, "%s/%s/zg.csv", test_dir, cases[c][0]);
+        assert_int_equal(test_run("mkdir -p '%s/%s' && '%s/bench_zero_grad' --backend=cpu "
+                                  "--benchmark_filter='zero_grad_memset/.*/preset:tiny/' --benchmark_repetitions=6 "
+                                  "--benchmark_min_time=0.005 --harness_precision=%s --harness_max_repetitions=9 "
+                                  "--harness_csv='%s' >'%s/%s/out.txt' 2>&1",
+                                  test_dir, cases[c][0], test_build_dir(), cases[c][1], csv, test_dir, cases[c][0]),
+                         0);
+        char *tidy = test_read_file(csv, NULL), line[2048];
+        assert_non_null(tidy);
+        assert_true(line_starting(tidy, "zero_grad_memset,flat_buffer,", line, sizeof line));
+        expect_field(tidy, line, "stop", cases[c][2]);
+        expect_field(tidy, line, "repetitions", c == 0 ? "6" : "9");
+        if (c == 1) assert_true(numf(tidy, line, "precision_reached") > 0.000001);
+        free(tidy);
+        char name[64];
+        snprintf(name, sizeof name, "%s/zg.reps.csv", cases[c][0]);
+        char *reps = test_read_in(test_dir, name);
+        assert_non_null(reps);
+        int rows = test_count_lines(reps) - 1, n = c == 0 ? 12 : 18;
+        assert_int_equal(rows, n);
+        for (int k = 1; k <= n; k++) {  // every place 1..n once
+            char want[32];
+            snprintf(want, sizeof want, ",%d\n", k);
+            if (!strstr(reps, want)) fail_msg("no repetition with sequence %d in %s", k, name);
+        }
+        free(reps);
+        if (c == 1) {  // the display says why it stopped
+            snprintf(name, sizeof name, "%s/out.txt", cases[c][0]);
+            char *out = test_read_in(test_dir, name);
+            assert_non_null(out);
+            assert_non_null(strstr(out, cases[c][2]));
+            free(out);
+        }
+    }
+}
+
 // NVML's view of the GPU: without one (or without NVML) nothing is claimed; with one the
 // clock is a real frequency.
 static void test_gpu_state_sample(void **state)
@@ -474,6 +523,79 @@ static void test_verdicts_need_enough_repetitions(void **state)
     expect_field(sp, line, "verdict", "n/a (1 repetition)");
     expect_field(sp, line, "vs_first_significant", "n/a");
     free(sp);
+}
+
+// Repetitions paired in the order they ran (the reps file's `sequence`, as the harness
+// writes it): the machine drifts 2.4x over the run, the tuned variant is ~1.25x faster than
+// the baseline repetition next to it (no two ratios tie). Paired: the median of the 8
+// ratios, 1.246891 (numpy), the signed-rank test's exact p = 2 / 2^8 = 0.0078125
+// (scipy.stats.wilcoxon on the log ratios), faster, to within the harness's +-5% target. The same times unpaired (an older
+// folder without `sequence`): the Mann-Whitney p is 0.1949 (scipy), inconclusive: the
+// drift swamps the effect. With 5 pairs the smallest p is 2 / 2^5 = 0.0625: n/a.
+static void test_paired_repetitions_in_order(void **state)
+{
+    (void)state;
+    static const double base[8] = {10, 12, 14, 16, 18, 20, 22, 24};
+    static const double tuned[8] = {8.08, 9.4848, 11.424, 12.5696, 14.4, 16.176, 17.4416, 19.296};
+    const char *tidy_head = "practice,variant,role,timing,params,status,reason,repetitions,iterations,time,cpu_time,"
+                            "time_unit,precision_target,precision_reached,stop\n";
+    const char *reps_head = "practice,variant,role,timing,params,repetition,time,cpu_time,time_unit,iterations,sequence\n";
+    for (int paired = 0; paired < 2; paired++) {
+        char tidy[2048], reps[8192], dir[32];
+        snprintf(dir, sizeof dir, "paired%d", paired);
+        snprintf(tidy, sizeof tidy,
+                 "%spr,base,baseline,wall,n:8,ok,,8,1,17,17,ms,0.05,0.01,target met\n"
+                 "pr,fast,tuned,wall,n:8,ok,,8,1,13.6,13.6,ms,0.05,0.01,target met\n"
+                 "pr,base,baseline,wall,n:5,ok,,5,1,14,14,ms,0.05,,target not met: capped at 5 repetitions\n"
+                 "pr,fast,tuned,wall,n:5,ok,,5,1,11.4,11.4,ms,0.05,,target not met: capped at 5 repetitions\n",
+                 tidy_head);
+        size_t at = (size_t)snprintf(reps, sizeof reps, "%s", reps_head);
+        for (int n = 8, seq = 1; n >= 5; n -= 3)
+            for (int k = 0; k < n; k++) {
+                // alternate which side ran first, as random interleaving would
+                for (int side = 0; side < 2; side++) {
+                    bool is_base = (side == 0) == (k % 2 == 0);
+                    at += (size_t)snprintf(reps + at, sizeof reps - at, "pr,%s,%s,wall,n:%d,%d,%g,%g,ms,1,",
+                                           is_base ? "base" : "fast", is_base ? "baseline" : "tuned", n, k + 1,
+                                           is_base ? base[k] : tuned[k], is_base ? base[k] : tuned[k]);
+                    at += (size_t)(paired ? snprintf(reps + at, sizeof reps - at, "%d\n", seq++)
+                                          : snprintf(reps + at, sizeof reps - at, "\n"));
+                }
+            }
+        if (!paired) {  // an older folder: no sequence column at all
+            char *nl = strstr(reps, ",sequence\n");
+            memmove(nl, nl + strlen(",sequence"), strlen(nl + strlen(",sequence")) + 1);
+            for (char *c = reps; (c = strstr(c, ",\n")); ) memmove(c, c + 1, strlen(c + 1) + 1);
+        }
+        char folder[700];
+        snprintf(folder, sizeof folder, "%s/%s", test_dir, dir);
+        assert_int_equal(test_run("mkdir -p '%s'", folder), 0);
+        assert_true(test_write_file(folder, "pr.csv", tidy));
+        assert_true(test_write_file(folder, "pr.reps.csv", reps));
+        char *s = summarize_dir(dir, "summary.csv"), line[1024];
+        assert_non_null(s);
+        assert_true(line_starting(s, "pr,n:8,base,fast,", line, sizeof line));
+        if (paired) {
+            ASSERT_NEAR(numf(s, line, "speedup"), 1.246891, 1e-4);
+            ASSERT_NEAR(numf(s, line, "p_value"), 0.0078125, 1e-6);  // %.4g in the CSV
+            expect_field(s, line, "verdict", "faster");
+            expect_field(s, line, "pairs", "8");
+            assert_true(numf(s, line, "precision") < 0.05);
+            expect_field(s, line, "precision_target", "0.05");
+            expect_field(s, line, "target_met", "yes");
+            expect_field(s, line, "stop", "target met");
+            assert_true(line_starting(s, "pr,n:5,base,fast,", line, sizeof line));
+            ASSERT_NEAR(numf(s, line, "p_value"), 0.0625, 1e-6);
+            expect_field(s, line, "verdict", "n/a (too few repetitions)");
+            expect_field(s, line, "stop", "target not met: capped at 5 repetitions");
+        } else {
+            ASSERT_NEAR(numf(s, line, "p_value"), 0.1949, 1e-4);
+            expect_field(s, line, "verdict", "inconclusive");
+            expect_field(s, line, "pairs", "");
+        }
+        expect_field(s, line, "baseline_repetitions", paired ? "5" : "8");
+        free(s);
+    }
 }
 
 // A run that misses its target is a result: reach counts beside the time, misses
@@ -733,6 +855,8 @@ int main(void)
         cmocka_unit_test(test_gpu_state_sample),
         cmocka_unit_test(test_gpu_runs_record_state_and_cache),
         cmocka_unit_test(test_verdicts_need_enough_repetitions),
+        cmocka_unit_test(test_paired_repetitions_in_order),
+        cmocka_unit_test(test_harness_stops_on_precision),
         cmocka_unit_test(test_missed_targets_are_results),
         cmocka_unit_test(test_accuracy_parity_at_equal_epochs),
         cmocka_unit_test(test_runs_stay_independent),

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <set>
 #include <string>
@@ -80,10 +81,8 @@ namespace {
 std::string register_instances()
 {
     Globals &G = g();
-    const double kLibraryMinTime = 0.5;        // Google Benchmark 1.7.1's default
-    const double kMinTimePerRepetition = 0.05;
-    double repetitions = (double)std::max(1L, strtol(gb_flag("benchmark_repetitions", "1").c_str(), nullptr, 10));
-    G.repetitions = (int)repetitions;
+    G.repetitions = (int)std::max(1L, strtol(gb_flag("benchmark_repetitions", "1").c_str(), nullptr, 10));
+    if (G.max_repetitions < G.repetitions) G.max_repetitions = G.repetitions;
     std::set<std::string> known;
     for (auto &b : G.benches)
         for (Axis &a : b->axes) {
@@ -114,18 +113,18 @@ std::string register_instances()
             G.instances.push_back(std::move(in));
             auto *gb = benchmark::RegisterBenchmark(raw->name.c_str(),
                                                     [raw](benchmark::State &st) { run_one(st, raw); });
+            raw->gb = gb;
             gb->Unit(gb_unit(b->unit));
             if (b->timing == HARNESS_TIMING_WALL) gb->UseRealTime();
             else gb->UseManualTime();
-            // a fixed count always; a program's own minimum time only when the user gave none,
-            // shared out over the repetitions so that N repetitions measure about as long
-            // as one did (each at least kMinTimePerRepetition)
+            // a fixed count always; a program's own minimum time only when the user gave none:
+            // every repetition runs it whole, however many there are (each repetition
+            // measures enough work of its own; else the library's 0.5 s)
             raw->gb_name = raw->name;
             if (b->iterations > 0) {
                 gb->Iterations(b->iterations);
-            } else if (!G.user_min_time && (b->min_time > 0 || repetitions > 1)) {
-                double min_time = std::max((b->min_time > 0 ? b->min_time : kLibraryMinTime) / repetitions,
-                                           repetitions > 1 ? kMinTimePerRepetition : 0.0);
+            } else if (!G.user_min_time && b->min_time > 0) {
+                double min_time = b->min_time;
                 gb->MinTime(min_time);
                 char suffix[64];
                 snprintf(suffix, sizeof suffix, "/min_time:%0.3f", min_time);
@@ -145,8 +144,9 @@ std::string register_instances()
 }
 
 // Instances that --benchmark_filter selects, as Google Benchmark matches them (an
-// extended regular expression searched in the full name; a leading '-' negates).
-int planned_instances()
+// extended regular expression searched in the full name; a leading '-' negates), in the
+// order they were registered.
+std::vector<Instance *> selected_instances()
 {
     std::string spec = gb_flag("benchmark_filter", "");
     if (spec.empty() || spec == "all") spec = ".";
@@ -154,14 +154,16 @@ int planned_instances()
     if (negate) spec = spec.substr(1);
     // POSIX regcomp, not std::regex: the same extended syntax, and GCC 12's std::regex
     // trips -Wmaybe-uninitialized under the sanitizers (make test-sanitize builds -Werror).
+    std::vector<Instance *> out;
     regex_t re;
-    if (regcomp(&re, spec.c_str(), REG_EXTENDED | REG_NOSUB) != 0) return (int)g().instances.size();
-    int n = 0;
+    bool ok = regcomp(&re, spec.c_str(), REG_EXTENDED | REG_NOSUB) == 0;
     for (const auto &in : g().instances)
-        if ((regexec(&re, in->gb_name.c_str(), 0, nullptr, 0) == 0) != negate) n++;
-    regfree(&re);
-    return n;
+        if (!ok || (regexec(&re, in->gb_name.c_str(), 0, nullptr, 0) == 0) != negate) out.push_back(in.get());
+    if (ok) regfree(&re);
+    return out;
 }
+
+int planned_instances() { return (int)selected_instances().size(); }
 
 } // namespace
 
@@ -231,14 +233,27 @@ int harness_run(void)
         fprintf(stderr, "%s: error: %s (see --help)\n", G.prog.c_str(), bad.c_str());
         return 2;
     }
+    // The harness runs each row group's repetitions as blocks, one library call each
+    // (harness_schedule.cc): the row's benchmarks interleaved at random within a block
+    // (unless the user says otherwise), and the --benchmark_out file opened here once.
+    std::string interleave = "--benchmark_enable_random_interleaving=true";
+    std::vector<std::string> gb_args;
+    for (const std::string &a : G.gb_args)
+        if (a.rfind("--benchmark_out=", 0) != 0 && a.rfind("--benchmark_out_format=", 0) != 0) gb_args.push_back(a);
     std::vector<char *> args;
     args.push_back(const_cast<char *>(G.prog.c_str()));
-    for (std::string &a : G.gb_args) args.push_back(&a[0]);
+    args.push_back(&interleave[0]);
+    for (std::string &a : gb_args) args.push_back(&a[0]);
     int n = (int)args.size();
     args.push_back(nullptr);
     auto display = make_display();
     benchmark::Initialize(&n, args.data());  // --help: prints the library's and exits
     if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 2;
+    if (gb_bool_flag("benchmark_list_tests")) {
+        benchmark::RunSpecifiedBenchmarks(display.get());
+        benchmark::Shutdown();
+        return 0;
+    }
     // An unwritable CSV is found now, not after a run of many minutes whose rows it loses.
     // It is written to FILE.tmp and renamed over FILE, so both must be writable.
     if (!G.csv_path.empty()) {
@@ -262,15 +277,30 @@ int harness_run(void)
                 error_expect_gpu() ? "fail (SUITE_EXPECT_GPU=1: this machine should have one)" : "be skipped");
     G.gpu_state = ctx.has_gpu;
 
+    if (G.precision < 0) G.precision = ctx.has_gpu ? 0.02 : 0.05;  // --harness_precision=auto
+
     TidyCsvTee tee(display.get(), G.csv_path, &ctx);
     the_tee = &tee;
     std::unique_ptr<benchmark::BenchmarkReporter> file_reporter = make_file_reporter();
+    std::ofstream out_file;
+    if (file_reporter) {  // opened once: Google Benchmark would reopen it for every block
+        std::string path = gb_flag("benchmark_out", "");
+        out_file.open(path);
+        if (!out_file.is_open()) {
+            fprintf(stderr, "harness: cannot write %s\n", path.c_str());
+            return 1;
+        }
+        file_reporter->SetOutputStream(&out_file);
+        file_reporter->SetErrorStream(&out_file);
+        tee.set_file_reporter(file_reporter.get());
+    }
     if (!G.csv_path.empty()) remove(partial_path(G.csv_path).c_str());  // an earlier run's
     int planned = planned_instances() * G.repetitions;
     std::thread watcher = cut_watch_start(&tee, planned);
-    benchmark::RunSpecifiedBenchmarks(&tee, file_reporter.get());
+    run_schedule(tee, selected_instances());
+    resolve_pending(nullptr, 0);  // never left over after a block; kept for safety
+    tee.finish_run();
     cut_watch_stop(watcher);
-    resolve_pending(nullptr, 0);  // never left over after a report; kept for safety
     the_tee = nullptr;
     benchmark::Shutdown();
     if (!tee.write_ok()) return 1;

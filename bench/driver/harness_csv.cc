@@ -2,9 +2,8 @@
 // (one row per instance: practice, variant, role, timing, params, status and reason,
 // the time's mean, median, stddev, min, max and cv, counters, the run context),
 // FILE.reps.csv (one row per measured repetition) and FILE.curves.csv (curve points).
-// Rows are kept as each repetition finishes (Commit), replaced by Google Benchmark's own
-// runs and aggregates when it reports the instance (ReportRuns), and every file is
-// rewritten whole through FILE.tmp and a rename. A cut (Cut) writes what is done, rows
+// Rows are kept as each repetition finishes (Commit), and every file is rewritten whole
+// through FILE.tmp and a rename. A cut (Cut) writes what is done, rows
 // still waiting for repetitions marked `partial`, and FILE.partial.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
@@ -111,41 +110,109 @@ std::string partial_path(const std::string &csv)
     return stem + ".partial";
 }
 
+bool TidyCsvTee::ReportContext(const Context &ctx)
+{
+    if (context_reported_) return context_ok_;
+    context_reported_ = true;
+    Context wide = ctx;  // wide enough for every instance, not only the first block's
+    wide.name_field_width = std::max(ctx.name_field_width, name_width_);
+    context_ok_ = display_->ReportContext(wide) && (!file_ || file_->ReportContext(wide));
+    return context_ok_;
+}
+
+// Google Benchmark's report of one block of an instance's repetitions: each repetition to
+// the display as it is (renamed: the block's repetition count is not part of the name),
+// and kept for the --benchmark_out file until the row group ends. Its aggregates (mean,
+// median, stddev, cv) are of the block only: the tidy CSV has the row's, over every block,
+// and the display a line per row when its group ends (finish_group).
 void TidyCsvTee::ReportRuns(const std::vector<Run> &runs)
 {
-    display_->ReportRuns(runs);
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const Run &r : runs) {
-        Results &res = results_for(r.run_name.function_name);
-        if (!res.reported) {  // Google Benchmark's runs replace the harness's own
-            res.reported = true;
-            res.runs.clear();
-            res.aggregates.clear();
+    std::vector<Run> shown;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (Run r : runs) {
+            r.run_name.repetitions.clear();
+            if (r.error_occurred && r.error_message.rfind(kSkipPrefix, 0) != 0) any_error_ = true;
+            if (r.run_type == Run::RT_Aggregate) continue;
+            shown.push_back(r);
+            file_runs_.push_back(r);
         }
-        if (r.run_type == Run::RT_Aggregate) res.aggregates[r.aggregate_name] = r;
-        else res.runs.push_back(r);
-        if (r.error_occurred && r.error_message.rfind(kSkipPrefix, 0) != 0) any_error_ = true;
     }
-    write_all();
+    if (!shown.empty()) display_->ReportRuns(shown);
 }
 
 void TidyCsvTee::Finalize()
 {
-    display_->Finalize();
     std::lock_guard<std::mutex> lock(mutex_);
     write_all();
 }
 
-// A repetition that has just finished, before Google Benchmark reports its instance:
-// into the CSVs at once, so that a cut keeps it.
+// A row group's repetitions are over: its rows are final, the display gets one line per
+// row (the precision reached), and the --benchmark_out file its repetitions, numbered
+// 0..n-1 of n across the blocks.
+void TidyCsvTee::finish_group(const std::vector<Instance *> &members, const std::string &line)
+{
+    std::vector<Run> out;
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (Instance *in : members) in->finished = true;
+        std::map<std::string, int> index;
+        for (Run &r : file_runs_) {
+            std::string name = r.run_name.function_name;
+            r.repetition_index = index[name]++;
+        }
+        for (Run &r : file_runs_) {
+            for (Instance *in : members)
+                if (in->name == r.run_name.function_name) r.repetitions = std::max(1, in->repetitions_done);
+            out.push_back(r);
+        }
+        file_runs_.clear();
+        write_all();
+    }
+    if (file_ && !out.empty()) file_->ReportRuns(out);
+    if (!line.empty()) {
+        display_->GetOutputStream() << line;
+        display_->GetOutputStream().flush();
+    }
+}
+
+void TidyCsvTee::finish_run()
+{
+    display_->Finalize();
+    if (file_) file_->Finalize();
+    std::lock_guard<std::mutex> lock(mutex_);
+    write_all();
+}
+
+std::vector<double> TidyCsvTee::times_of(const Instance *in, bool *censored)
+{
+    std::lock_guard<std::mutex> lock(mutex_);
+    *censored = false;
+    std::vector<double> t;
+    auto it = index_.find(in->name);
+    if (it == index_.end()) return t;
+    for (const Run &r : results_[it->second].runs) {
+        if (r.error_occurred) return {};
+        auto reached = r.counters.find("reached_target");
+        if (reached != r.counters.end() && reached->second.value == 0) *censored = true;
+        t.push_back(r.GetAdjustedRealTime());
+    }
+    return t;
+}
+
+// A repetition that has just finished (the harness decides when a run was one, see
+// harness_state.cc): into the CSVs at once, so that a cut keeps it.
 void TidyCsvTee::Commit(Instance *in, const Run &run)
 {
     std::lock_guard<std::mutex> lock(mutex_);
     Results &res = results_for(in->name);
+    Run r = run;
+    r.repetition_index = in->repetitions_done;
     in->repetitions_done++;
+    in->block_done++;
     repetitions_done_++;
-    if (res.reported) return;
-    res.runs.push_back(run);
+    res.runs.push_back(r);
+    res.sequence.push_back(repetitions_done_);
     if (run.error_occurred && run.error_message.rfind(kSkipPrefix, 0) != 0) any_error_ = true;
     write_all();
 }
@@ -215,11 +282,10 @@ bool TidyCsvTee::write_csv()
     for (const Results &res : results_) {
         for (const Run &r : res.runs)
             for (const auto &c : r.counters) counter_names.insert(c.first);
-        for (const auto &a : res.aggregates)
-            for (const auto &c : a.second.counters) counter_names.insert(c.first);
     }
     std::string out = "practice,variant,role,timing,params,status,reason,repetitions,iterations,"
-                      "time,cpu_time,time_unit,time_median,time_stddev,time_min,time_max,time_cv,cache";
+                      "time,cpu_time,time_unit,time_median,time_stddev,time_min,time_max,time_cv,cache,"
+                      "precision_target,precision_reached,stop";
     for (const auto &p : params) out += ",param_" + field(p);
     for (const auto &c : counter_names) out += "," + field(c);
     for (int i = 0; i < ctx.count; i++)
@@ -242,14 +308,15 @@ bool TidyCsvTee::write_reps()
     std::string out = "practice,variant,role,timing,params,repetition,time,cpu_time,time_unit,iterations";
     for (const auto &p : params) out += ",param_" + field(p);
     for (const auto &c : counter_names) out += "," + field(c);
-    out += "\n";
+    out += ",sequence\n";
     for (const Results &res : results_) {
         const Instance *in = res.instance;
         if (!in) continue;
         bool failed = false;
         for (const Run &r : res.runs) failed = failed || r.error_occurred;
         if (failed) continue; // a skipped or failed instance has no times to keep
-        for (const Run &r : res.runs) {
+        for (size_t k = 0; k < res.runs.size(); k++) {
+            const Run &r = res.runs[k];
             const HarnessBench *b = in->bench;
             out += field(b->practice) + "," + field(b->variant) + "," + role_name(b->role) + "," +
                    timing_name(b->timing) + "," + field(params_field(*in)) + "," +
@@ -266,7 +333,7 @@ bool TidyCsvTee::write_reps()
                 auto it = r.counters.find(c);
                 out += "," + (it != r.counters.end() ? num(it->second.value) : std::string());
             }
-            out += "\n";
+            out += "," + std::to_string(res.sequence[k]) + "\n";
         }
     }
     return write_atomically(reps_path(path_), out);
@@ -300,8 +367,7 @@ std::string TidyCsvTee::row(const Results &res, const SuiteContext &ctx, const s
 {
     const Instance *in = res.instance;
     const HarnessBench *b = in ? in->bench : nullptr;
-    const Run *first = !res.runs.empty() ? &res.runs[0]
-                       : !res.aggregates.empty() ? &res.aggregates.begin()->second : nullptr;
+    const Run *first = !res.runs.empty() ? &res.runs[0] : nullptr;
     // An error in any repetition makes the row an error (its first error is the
     // reason), whatever the other repetitions did; else a skip makes it skipped.
     std::string status = "ok", reason;
@@ -314,11 +380,12 @@ std::string TidyCsvTee::row(const Results &res, const SuiteContext &ctx, const s
                                         : r.error_message.rfind(kErrorPrefix, 0) == 0
                                             ? strlen(kErrorPrefix) : 0);
     }
-    // Repetitions still to come (an interleaved run in progress, or one cut by a
-    // signal or a kill): the row holds the ones done so far.
-    if (status == "ok" && !res.reported && (int)res.runs.size() < g().repetitions) {
+    // Repetitions still to come (its row group is still running, or was cut by a signal
+    // or a kill): the row holds the ones done so far.
+    if (status == "ok" && in && !in->finished) {
         status = "partial";
-        reason = std::to_string(res.runs.size()) + " of " + std::to_string(g().repetitions) +
+        reason = std::to_string(res.runs.size()) +
+                 ((int)res.runs.size() < g().repetitions ? " of " + std::to_string(g().repetitions) : "") +
                  " repetitions" + (cut_ ? " (the run was cut)" : " (the run has not finished)");
     }
     bool has_times = status == "ok" || status == "partial";
@@ -329,28 +396,17 @@ std::string TidyCsvTee::row(const Results &res, const SuiteContext &ctx, const s
             cpu.push_back(r.GetAdjustedCPUTime());
             iters.push_back((double)r.iterations);
         }
-    auto agg = [&](const char *name, bool real) -> double {
-        auto it = res.aggregates.find(name);
-        if (it == res.aggregates.end()) return NAN;
-        return real ? it->second.GetAdjustedRealTime() : it->second.GetAdjustedCPUTime();
-    };
-    double time = agg("mean", true), cpu_time = agg("mean", false);
-    double median = agg("median", true), stddev = agg("stddev", true);
-    if (std::isnan(time)) time = mean_of(times);
-    if (std::isnan(cpu_time)) cpu_time = mean_of(cpu);
+    double time = mean_of(times), cpu_time = mean_of(cpu), median = NAN, stddev = NAN;
     std::vector<double> sorted = times;
     std::sort(sorted.begin(), sorted.end());
-    if (std::isnan(median) && !sorted.empty()) {
+    if (!sorted.empty()) {
         size_t n = sorted.size();
         median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-    }
-    if (std::isnan(stddev) && !sorted.empty()) {
         double m = mean_of(sorted), s = 0;
         for (double x : sorted) s += (x - m) * (x - m);
-        stddev = sorted.size() > 1 ? std::sqrt(s / (double)(sorted.size() - 1)) : 0.0;
+        stddev = n > 1 ? std::sqrt(s / (double)(n - 1)) : 0.0;
     }
     size_t reps = res.runs.size();
-    if (res.aggregates.count("mean")) reps = (size_t)res.aggregates.at("mean").repetitions;
     if (!has_times) time = cpu_time = median = stddev = NAN;
     std::string out = field(b ? b->practice : res.function_name) + "," + field(b ? b->variant : "") +
                       "," + (b ? role_name(b->role) : "") + "," + (b ? timing_name(b->timing) : "") +
@@ -361,7 +417,9 @@ std::string TidyCsvTee::row(const Results &res, const SuiteContext &ctx, const s
                       (has_times && !sorted.empty() ? num(sorted.front()) : "") + "," +
                       (has_times && !sorted.empty() ? num(sorted.back()) : "") + "," +
                       (has_times && sorted.size() > 1 && time > 0 ? num(stddev / time) : "") +
-                      "," + (b ? cache_name(b->cache) : "");
+                      "," + (b ? cache_name(b->cache) : "") + "," +
+                      (in && g().precision > 0 ? num(g().precision) : "") + "," +
+                      (in && has_times ? num(in->precision_reached) : "") + "," + field(in ? in->stop : "");
     for (const auto &p : params) {
         std::string v;
         if (in)
@@ -370,16 +428,10 @@ std::string TidyCsvTee::row(const Results &res, const SuiteContext &ctx, const s
         out += "," + field(v);
     }
     for (const auto &c : counter_names) {
-        double v = NAN;
-        auto mean_it = res.aggregates.find("mean");
-        if (mean_it != res.aggregates.end() && mean_it->second.counters.count(c)) {
-            v = mean_it->second.counters.at(c).value;
-        } else {
-            std::vector<double> vals;
-            for (const Run &r : res.runs)
-                if (!r.error_occurred && r.counters.count(c)) vals.push_back(r.counters.at(c).value);
-            v = mean_of(vals);
-        }
+        std::vector<double> vals;
+        for (const Run &r : res.runs)
+            if (!r.error_occurred && r.counters.count(c)) vals.push_back(r.counters.at(c).value);
+        double v = mean_of(vals);
         out += "," + (has_times ? num(v) : std::string());
     }
     for (int i = 0; i < ctx.count; i++)

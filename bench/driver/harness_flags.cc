@@ -1,5 +1,6 @@
 // harness_flags.cc: the command line of every practice program. The suite's flags
-// (--harness_csv, --harness_axis, --preset, --backend, --data, --data_dir, --threads),
+// (--harness_csv, --harness_axis, --harness_precision, --harness_max_repetitions,
+// --harness_budget, --preset, --backend, --data, --data_dir, --threads),
 // the options a program declares (--NAME=VALUE, else its environment variable, else its
 // default), the grammar of sweep-axis values (lists and lo:hi:*k / lo:hi:+k ranges), the
 // checks on Google Benchmark's own flags that the library would get wrong, and --help.
@@ -190,6 +191,29 @@ std::string parse_suite_flag(const std::string &arg, bool *used)
         if (!*v) return "--data_dir= needs a folder";
         G.data_dir = v;
         G.common.data_dir = G.data_dir.c_str();
+    } else if ((v = value_of("--harness_precision="))) {
+        char *end;
+        errno = 0;
+        double x = strtod(v, &end);
+        if (strcmp(v, "auto") == 0) {
+            G.precision = -1;  // harness_run: 0.02 with a usable GPU, else 0.05
+        } else if (!*v || *end || errno || !(x >= 0 && x < 1)) {
+            return std::string("--harness_precision=") + v + ": need a fraction from 0 to below 1 (0.05: +-5%), or auto";
+        } else {
+            G.precision = x;
+        }
+    } else if ((v = value_of("--harness_max_repetitions="))) {
+        int64_t n;
+        if (!parse_int64(v, &n) || n < 1 || n > 10000)
+            return std::string("--harness_max_repetitions=") + v + ": need an integer from 1 to 10000";
+        G.max_repetitions = (int)n;
+    } else if ((v = value_of("--harness_budget="))) {
+        char *end;
+        errno = 0;
+        double x = strtod(v, &end);
+        if (!*v || *end || errno || !(x >= 0 && x <= 1e7))
+            return std::string("--harness_budget=") + v + ": need seconds >= 0";
+        G.budget_s = x;
     } else if ((v = value_of("--threads="))) {
         int64_t t;
         if (!parse_int64(v, &t) || t < 1 || t > 4096) return std::string("--threads=") + v + ": need an integer >= 1";
@@ -231,7 +255,16 @@ void print_help()
            "  --data=synthetic|images  the training data where a practice can use either\n"
            "  --data_dir=DIR           your ImageFolder (DIR/<class>/*.jpg) for --data=images\n"
            "  --threads=N              threads of the core's CPU backend, as torch.set_num_threads\n"
-           "                           (default: the machine's cores; context key cpu_threads)\n",
+           "                           (default: the machine's cores; context key cpu_threads)\n"
+           "  --harness_precision=F    add repetitions to a row until the 95%% interval of its\n"
+           "                           speedup (a tuned row, paired with its baseline) or of its\n"
+           "                           median (a row without one) is within +-F, e.g. 0.05;\n"
+           "                           auto: 0.02 with a usable GPU, else 0.05; 0 (default): exactly\n"
+           "                           --benchmark_repetitions (docs/statistics.md)\n"
+           "  --harness_max_repetitions=N  at most N repetitions a row (default 30)\n"
+           "  --harness_budget=SECONDS the program's time for added repetitions, shared over its\n"
+           "                           rows as they run (default 0: a row at most 3x the time of\n"
+           "                           its first --benchmark_repetitions)\n",
            G.prog.c_str());
     if (!G.options.empty()) {
         printf("\nOptions of this program (environment variable read when the flag is absent):\n");

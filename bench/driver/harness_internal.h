@@ -15,6 +15,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -62,6 +63,13 @@ struct Instance {
     std::string gb_name;      // the name Google Benchmark filters on (name + its suffixes)
     int calls = 0;            // runs so far (curve rows)
     int repetitions_done = 0; // finished repetitions written so far
+    int block_done = 0;       // of them, in the block of repetitions now running
+    benchmark::internal::Benchmark *gb = nullptr; // its registration (repetitions per block)
+    // Its row group's repetitions are over (harness_schedule.cc): the row is final, with
+    // the precision its schedule reached and why it stopped.
+    bool finished = false;
+    double precision_reached = NAN; // relative half-width the stopping rule last read
+    std::string stop;               // "target met", "target not met: capped at ...", ...
 };
 
 struct CurvePoint {
@@ -116,7 +124,14 @@ struct Globals {
     std::string backend, data, data_dir;
     bool initialised = false, help = false, user_min_time = false;
     bool gpu_state = false; // sample NVML's view of the GPU around every run
-    int repetitions = 1;    // --benchmark_repetitions
+    int repetitions = 1;    // --benchmark_repetitions: the least each row runs
+    // The stopping rule (harness_schedule.cc, bench/driver/precision.h): more repetitions
+    // until the interval's relative half-width is within precision (0: exactly
+    // `repetitions`), at most max_repetitions, within budget_s seconds for the program
+    // (0: each row group at most 3x its first block's time).
+    double precision = 0;
+    int max_repetitions = 30;
+    double budget_s = 0;
     // The last run of an instance in its first repetition: Google Benchmark may still
     // run it again with more iterations (a trial), so it is written only once the next
     // run shows it was the repetition (see resolve_pending).
@@ -168,15 +183,14 @@ std::unique_ptr<benchmark::BenchmarkReporter> make_display();
 // "rows_done rows_planned" (repetitions finished, instances x repetitions planned).
 std::string partial_path(const std::string &csv);
 
-// What is known of one instance: its runs and, once reported, its aggregates.
+// What is known of one instance: its repetitions as the harness wrote them (the runs
+// Google Benchmark reports, per block, go to the display and the --benchmark_out file
+// only: the harness's own are the same runs, numbered across blocks).
 struct Results {
     const Instance *instance = nullptr;
     std::string function_name;
-    std::vector<benchmark::BenchmarkReporter::Run> runs;
-    std::map<std::string, benchmark::BenchmarkReporter::Run> aggregates;
-    // Google Benchmark has reported the instance (its last repetition is done): the runs
-    // are its own. Before that they are the harness's, written as each repetition ends.
-    bool reported = false;
+    std::vector<benchmark::BenchmarkReporter::Run> runs; // in the order they ran
+    std::vector<int> sequence; // each run's place among all repetitions of the program run
 };
 
 // The display reporter, teed into the tidy CSV (--harness_csv=FILE), FILE.reps.csv and
@@ -187,7 +201,7 @@ public:
     TidyCsvTee(benchmark::BenchmarkReporter *display, std::string path, const SuiteContext *ctx)
         : display_(display), path_(std::move(path)), ctx_(ctx) {}
 
-    bool ReportContext(const Context &ctx) override { return display_->ReportContext(ctx); }
+    bool ReportContext(const Context &ctx) override;
     void ReportRuns(const std::vector<Run> &runs) override;
     void Finalize() override;
 
@@ -200,6 +214,15 @@ public:
     [[noreturn]] void Cut(int planned, int sig);
 
     bool any_error() const { return any_error_; }
+    // The times of an instance's measured repetitions in the order they ran (empty when
+    // one failed or skipped), and whether one was a run to a target that missed it.
+    std::vector<double> times_of(const Instance *in, bool *censored);
+    // Google Benchmark's context and end of output, once for the whole run (it reports
+    // them for every RunSpecifiedBenchmarks call: one per block of repetitions).
+    void set_name_width(size_t width) { name_width_ = width; }
+    void finish_group(const std::vector<Instance *> &members, const std::string &line);
+    void finish_run();
+    void set_file_reporter(benchmark::BenchmarkReporter *file) { file_ = file; }
     bool write_ok() const { return write_ok_; }
 
 private:
@@ -213,6 +236,11 @@ private:
                     const std::set<std::string> &counter_names);
 
     benchmark::BenchmarkReporter *display_;
+    benchmark::BenchmarkReporter *file_ = nullptr; // --benchmark_out (harness_cut.cc)
+    std::vector<Run> file_runs_;                   // the group's, written when it ends
+    bool context_reported_ = false;
+    bool context_ok_ = true;
+    size_t name_width_ = 10;
     std::string path_;
     const SuiteContext *ctx_;
     std::vector<Results> results_;
@@ -226,6 +254,14 @@ private:
 
 // The tee while harness_run runs, else nullptr (harness_state.cc).
 extern TidyCsvTee *the_tee;
+
+// ---- harness_schedule.cc ---------------------------------------------------------------
+
+// Runs the selected instances (in registration order) row group by row group: the
+// instances of one practice at one point of its axes (a baseline and its tuned variants)
+// in blocks of repetitions until the stopping rule of bench/driver/precision.h says stop.
+void run_schedule(TidyCsvTee &tee, const std::vector<Instance *> &selected);
+
 
 // ---- harness_cut.cc --------------------------------------------------------------------
 

@@ -98,11 +98,13 @@ benchmark::BenchmarkReporter::Run run_of(const HarnessState &st, benchmark::Stat
 
 } // namespace
 
-// Google Benchmark runs the first repetition of an instance with growing iteration counts
-// until it lasts long enough (each trial strictly longer), and every later repetition
-// once, with the count the first one settled on. So the last run of an instance was a
-// finished repetition when any other instance runs next, or when the same one runs again
-// with no more iterations; a longer run of the same instance means it was a trial.
+// Google Benchmark runs the first repetition of an instance in each call (each block of
+// repetitions, harness_schedule.cc) with growing iteration counts until it lasts long
+// enough (each trial strictly longer), and every later repetition of the block once, with
+// the count the first one settled on. So the last run of an instance was a finished
+// repetition when any other instance runs next, when the block ends, or when the same one
+// runs again with no more iterations; a longer run of the same instance means it was a
+// trial.
 void resolve_pending(const Instance *next, int64_t next_iterations)
 {
     Globals &G = g();
@@ -143,8 +145,8 @@ void run_one(benchmark::State &gb, Instance *in)
     benchmark::BenchmarkReporter::Run run = run_of(st, gb, in);
     run.report_label = label;
     // A run is a whole repetition when its count was fixed, when it failed or skipped (no
-    // retry follows), or after the first repetition; else it may have been a trial.
-    if (in->repetitions_done > 0 || in->bench->iterations > 0 || gb.error_occurred()) {
+    // retry follows), or after the block's first repetition; else it may have been a trial.
+    if (in->block_done > 0 || in->bench->iterations > 0 || gb.error_occurred()) {
         commit_repetition(in, run);
     } else {
         Globals &G = g();

@@ -1,0 +1,207 @@
+// harness_schedule.cc: the order and the number of repetitions (docs/statistics.md,
+// "How many repetitions"). The selected instances are taken row group by row group: the
+// instances of one practice at one point of its axes (its baseline, its tuned variants,
+// any reference). A group runs in blocks, each one Google Benchmark call with the
+// group's instances and a repetition count, the library interleaving the group's
+// repetitions at random within the block, so that a tuned repetition and a baseline one
+// run next to each other (seconds apart, not minutes: the machine's drift is shared
+// by both and cancels in their ratio). The first block has --benchmark_repetitions;
+// after each, the stopping rule (precision.h) reads the width of the group's intervals and
+// asks for another block or stops: target met, or capped at the most repetitions or at the
+// group's time. The group's time: its share of what is left of --harness_budget (shared
+// over the groups still to run), else 3x its first block's.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/driver/harness_internal.h"
+#include "bench/driver/precision.h"
+
+namespace harness {
+
+namespace {
+
+double now_s()
+{
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+std::string regex_escape(const std::string &s)
+{
+    std::string out;
+    for (char c : s) {
+        if (std::string("\\^$.|?*+()[]{}").find(c) != std::string::npos) out += '\\';
+        out += c;
+    }
+    return out;
+}
+
+struct Group {
+    std::vector<Instance *> members;
+};
+
+// The row groups of the selected instances, in the order their first instance came.
+std::vector<Group> groups_of(const std::vector<Instance *> &selected)
+{
+    std::vector<Group> groups;
+    std::map<std::string, size_t> index;
+    for (Instance *in : selected) {
+        std::string key = in->bench->practice;
+        for (const auto &p : in->params) key += "/" + p.first + ":" + p.second;
+        auto it = index.find(key);
+        if (it == index.end()) {
+            index[key] = groups.size();
+            groups.push_back(Group{});
+            groups.back().members.push_back(in);
+        } else {
+            groups[it->second].members.push_back(in);
+        }
+    }
+    return groups;
+}
+
+// One block: `reps` repetitions of every member, in one library call.
+void run_block(const Group &grp, int reps)
+{
+    std::string spec = "^(";
+    for (size_t i = 0; i < grp.members.size(); i++) {
+        Instance *in = grp.members[i];
+        in->gb->Repetitions(reps);
+        in->block_done = 0;
+        spec += (i ? "|" : "") + regex_escape(in->name);
+    }
+    spec += ")/";  // the name's own suffixes follow (min_time, repeats, real_time...)
+    benchmark::RunSpecifiedBenchmarks(the_tee, spec);
+    resolve_pending(nullptr, 0);  // the block's last run was a repetition
+}
+
+struct Reading {
+    double worst = 0;     // the widest relative half-width among the group's rows
+    bool any = false;     // some row has times to read
+    std::string text;     // one line per row, for the display
+};
+
+std::string percent(double x)
+{
+    char buf[32];
+    if (!std::isfinite(x)) return "unknown (too few repetitions)";
+    snprintf(buf, sizeof buf, "+-%.1f%%", 100 * x);
+    return buf;
+}
+
+// The precision of each row of the group: a tuned row's speedup from the ratios of its
+// repetitions and the baseline's, paired in the order they ran; a row without a baseline
+// to pair with (the baseline itself, a reference, a group with no baseline) its median.
+// A row with a run that missed its target (censored) is read by the summary's own rules,
+// not here: it stops at the minimum.
+Reading read_group(TidyCsvTee &tee, const Group &grp)
+{
+    Reading rd;
+    const Instance *base = nullptr;
+    for (const Instance *in : grp.members)
+        if (in->bench->role == HARNESS_BASELINE && !base) base = in;
+    bool base_censored = false;
+    std::vector<double> bt = base ? tee.times_of(base, &base_censored) : std::vector<double>{};
+    bool paired_any = false;
+    for (Instance *in : grp.members) {
+        bool censored = false;
+        std::vector<double> t = tee.times_of(in, &censored);
+        if (t.empty() || censored) continue;
+        double p = NAN;
+        char line[512];
+        if (in != base && in->bench->role == HARNESS_TUNED && !bt.empty() && !base_censored) {
+            int n = (int)std::min(bt.size(), t.size());
+            double speedup;
+            p = precision_of_paired_speedup(bt.data(), t.data(), n, &speedup);
+            paired_any = true;
+            snprintf(line, sizeof line, "  %s: speedup %.3fx, %s from %d pairs\n", in->name.c_str(), speedup,
+                     percent(p).c_str(), n);
+        } else {
+            p = precision_of_median(t.data(), (int)t.size());
+            snprintf(line, sizeof line, "  %s: median time %s from %d repetitions\n", in->name.c_str(),
+                     percent(p).c_str(), (int)t.size());
+        }
+        in->precision_reached = p;
+        rd.any = true;
+        rd.text += line;
+        if (!(p <= rd.worst)) rd.worst = p;  // NaN and infinity are the worst
+    }
+    // a baseline with tuned rows stops on their speedups, not on its own median
+    if (paired_any && base) {
+        rd.worst = 0;
+        for (const Instance *in : grp.members)
+            if (in != base && in->bench->role == HARNESS_TUNED && !(in->precision_reached <= rd.worst))
+                rd.worst = in->precision_reached;
+        for (const Instance *in : grp.members)
+            if (in->bench->role == HARNESS_REFERENCE && !(in->precision_reached <= rd.worst))
+                rd.worst = in->precision_reached;
+    }
+    return rd;
+}
+
+} // namespace
+
+void run_schedule(TidyCsvTee &tee, const std::vector<Instance *> &selected)
+{
+    Globals &G = g();
+    size_t width = 10;
+    for (const Instance *in : selected) width = std::max(width, in->gb_name.size());
+    tee.set_name_width(width);
+    std::vector<Group> groups = groups_of(selected);
+    double start = now_s();
+    for (size_t gi = 0; gi < groups.size(); gi++) {
+        const Group &grp = groups[gi];
+        double t0 = now_s();
+        // the group's time cap: its share of what is left of the budget, else 3x its first block
+        double cap = 0;
+        if (G.budget_s > 0) cap = std::max(0.0, G.budget_s - (t0 - start)) / (double)(groups.size() - gi);
+        int done = 0, block = G.repetitions;
+        std::string why, text;
+        for (;;) {
+            run_block(grp, block);
+            done += block;
+            double used = now_s() - t0;
+            if (G.budget_s <= 0 && done == G.repetitions) cap = 3 * used;
+            Reading rd = read_group(tee, grp);
+            text = rd.text;
+            if (!rd.any) {
+                why = "";  // skipped or failed: nothing to measure
+                break;
+            }
+            PrecisionBudget b{G.precision, done, G.max_repetitions, used, cap};
+            int more = 0;
+            PrecisionDecision d = precision_next(&b, rd.worst, &more);
+            if (d == PRECISION_GO_ON) {
+                block = more;
+                continue;
+            }
+            char reason[160];
+            if (d == PRECISION_CAP_REPETITIONS)
+                snprintf(reason, sizeof reason, "target not met: capped at %d repetitions", done);
+            else if (d == PRECISION_CAP_TIME)
+                snprintf(reason, sizeof reason, "target not met: capped at %.0f s (%d repetitions)", cap, done);
+            else
+                snprintf(reason, sizeof reason, "%s", precision_decision_name(d));
+            why = reason;
+            break;
+        }
+        for (Instance *in : grp.members) in->stop = why;
+        std::string line;
+        if (!why.empty() && G.precision > 0) {
+            char head[200];
+            snprintf(head, sizeof head, "precision (target %s, %d repetitions, %.1f s): %s\n",
+                     percent(G.precision).c_str(), done, now_s() - t0, why.c_str());
+            line = head + text;
+        }
+        tee.finish_group(grp.members, line);
+    }
+}
+
+} // namespace harness
