@@ -2,7 +2,7 @@
 // out tasks, in-order delivery, dead-worker and timeout detection, pinning, shutdown.
 #include "loaders/loader.h"
 
-#include "loaders/loader_internal.h"
+#include "loaders/loader_ring.h"
 #include "kernels/pinned.h"
 #include "kernels/rng.h"
 

@@ -1,7 +1,7 @@
 // loader_ring.c: the loader's shared-memory ring (layout, mapping, reset) and the
 // lifecycle of its worker processes (fork, stop, reap, CPU accounting).
 #include "kernels/error.h"
-#include "loaders/loader_internal.h"
+#include "loaders/loader_ring.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 // loader_worker.c: what a worker process does (and the batch fill the caller shares
 // with it when num_workers = 0): decode, augment and collate one batch into a slot.
 #include "kernels/error.h"
-#include "loaders/loader_internal.h"
+#include "loaders/loader_ring.h"
 #include "kernels/rng.h"
 #include "loaders/sample.h"
 

@@ -1,4 +1,4 @@
-// loader_internal.h: the loader's shared-memory layout and state, shared by the
+// loader_ring.h: the loader's shared-memory layout and state, shared by the
 // parent side (loader.c) and the worker processes (loader_worker.c). Not public.
 #ifndef LOADERS_LOADER_INTERNAL_H
 #define LOADERS_LOADER_INTERNAL_H
