@@ -1,21 +1,44 @@
-// loader.c: the caller's side of the loader: configuration, the sampler order, handing
-// out tasks, in-order delivery, dead-worker and timeout detection, pinning, shutdown.
+// loader.c: the loader, the top of its three layers: it owns the ring (loader_ring.h)
+// and the worker pool (loader_worker.h) and does the caller's side: configuration, the
+// sampler order, handing out tasks, in-order delivery, dead-worker and timeout checks
+// (through the pool), pinning, shutdown.
 #include "loaders/loader.h"
 
-#include "loaders/loader_internal.h"
+#include "kernels/clock.h"
+#include "kernels/error.h"
 #include "kernels/pinned.h"
 #include "kernels/rng.h"
+#include "loaders/loader_ring.h"
+#include "loaders/loader_worker.h"
+#include "loaders/pin_thread.h"
 
 #include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
+
+enum { LOADER_ERROR_LEN = 1024 };
+
+struct Loader {
+    LoaderConfig cfg;
+    BatchSpec spec;         // what filling a batch takes (the dataset, sizes, augmentation)
+    Ring ring;              // shared with the workers (private when N = 0)
+    WorkerPool pool;        // the worker processes (none when N = 0)
+    bool ring_registered;
+    void *pinned;           // LOADER_PIN_COPY target with num_workers = 0
+    PinThread *pin_thread;  // LOADER_PIN_COPY with workers: copies ring slots, in order
+    _Atomic int64_t pin_consumed; // batches whose slot semaphore the pin thread has taken
+    int64_t pin_held;       // batch whose pinned buffer the caller holds, -1 when none
+    _Atomic int64_t pin_copy_ns; // time the pin thread spent copying (not waiting)
+    int64_t *global_perm;   // world > 1: the whole epoch's order before the split
+    JpegDecoder *dec;       // N = 0 only
+    Image img;              // N = 0 only
+    int64_t epoch, nbatches, next, issued;
+    bool epoch_active, failed;
+    char error[LOADER_ERROR_LEN]; // once failed, every call fails with this error
+    ErrorKind error_kind;
+    LoaderStats stats;
+};
 
 LoaderConfig loader_default_config(const Dataset *ds, int batch_size)
 {
@@ -58,21 +81,11 @@ static int loader_failed(Loader *l)
     l->error_kind = error_kind();
     snprintf(l->error, sizeof l->error, "%s", error_message());
     if (l->pin_thread) pin_thread_stop(l->pin_thread);  // before the semaphores go
-    loader_workers_stop(l);
+    worker_pool_stop(&l->pool, &l->ring, l->epoch);
     return error_restore(l->error_kind, l->error);
 }
 
-// Waits up to 20 ms for a slot's batch: 1 when it is there, 0 not yet, -1 (errno) failed.
-static int slot_wait_20ms(SlotHeader *h)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 20 * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    if (sem_timedwait(&h->done, &ts) == 0) return 1;
-    return errno == ETIMEDOUT || errno == EINTR ? 0 : -1;
-}
+static int slot_of(const Loader *l, int64_t b) { return (int)(b % l->ring.lay.nslots); }
 
 // The pin thread's side of LOADER_PIN_COPY with workers: waits for batch b's ring slot
 // (polling for cancellation), then copies the slot (header, labels, indices, images)
@@ -81,10 +94,10 @@ static int pin_fill_from_ring(void *ctx, int64_t b, void *dst, size_t capacity, 
                               const atomic_bool *cancel)
 {
     Loader *l = ctx;
-    uint8_t *base = ring_slot(&l->lay, l->ring, (int)(b % l->nslots));
+    uint8_t *base = ring_slot(&l->ring, slot_of(l, b));
     SlotHeader *h = (SlotHeader *)base;
     for (;;) {
-        int rc = slot_wait_20ms(h);
+        int rc = ring_slot_wait(&l->ring, slot_of(l, b), 20);
         if (rc == 1) break;
         if (rc < 0)
             return error_set(ERROR_LIBRARY, "loader: pin thread: waiting for batch %lld failed: %s",
@@ -92,8 +105,8 @@ static int pin_fill_from_ring(void *ctx, int64_t b, void *dst, size_t capacity, 
         if (atomic_load(cancel)) return 1;
     }
     atomic_store(&l->pin_consumed, b + 1);  // its semaphore is spent: drain() skips it
-    size_t payload = l->lay.images_off;
-    if (h->status == SLOT_OK) payload += (size_t)h->count * l->sample_bytes;
+    size_t payload = l->ring.lay.images_off;
+    if (h->status == SLOT_OK) payload += (size_t)h->count * l->spec.sample_bytes;
     if (payload > capacity)
         return error_set(ERROR_LIBRARY, "loader: pin thread: batch %lld needs %zu bytes, buffer %zu",
                          (long long)b, payload, capacity);
@@ -107,7 +120,7 @@ static int pin_fill_from_ring(void *ctx, int64_t b, void *dst, size_t capacity, 
 static int create_pin_thread(Loader *l)
 {
     PinThreadConfig pc = {
-        .depth = 2, .buffer_bytes = l->lay.slot_stride, .fill = pin_fill_from_ring, .ctx = l,
+        .depth = 2, .buffer_bytes = l->ring.lay.slot_stride, .fill = pin_fill_from_ring, .ctx = l,
         .fresh_buffer_per_item = false, .alloc = l->cfg.pin_host_alloc,
         .free = l->cfg.pin_host_free,
     };
@@ -120,16 +133,16 @@ static int create_pin_thread(Loader *l)
 // epoch skips them without opening them. 0 or -1.
 static int mark_irregular_files(Loader *l)
 {
-    if (l->ds->num_irregular == 0) return 0;
-    _Atomic uint64_t *bits = ring_bad_bits(&l->lay, l->ring);
-    for (int64_t i = 0; i < l->ds->num_samples; i++) {
-        DatasetFileKind kind = dataset_file_kind(l->ds, i);
+    const Dataset *ds = l->spec.ds;
+    if (ds->num_irregular == 0) return 0;
+    for (int64_t i = 0; i < ds->num_samples; i++) {
+        DatasetFileKind kind = dataset_file_kind(ds, i);
         if (kind == DATASET_FILE_REGULAR) continue;
         if (!l->cfg.skip_bad_files)
             return error_set(ERROR_BAD_DATA, "loader: '%s' is %s, not a regular file, so it cannot be "
                              "read as a JPEG (skip_bad_files skips it and counts it)",
-                             l->ds->paths[i], dataset_file_kind_name(kind));
-        if (bad_bit_set(bits, i)) atomic_fetch_add(&ring_header(l->ring)->bad_files, 1);
+                             ds->paths[i], dataset_file_kind_name(kind));
+        ring_mark_bad(&l->ring, i);
     }
     return 0;
 }
@@ -142,74 +155,55 @@ int loader_create(const LoaderConfig *cfg, Loader **out)
     if (!l) return error_set(ERROR_OUT_OF_MEMORY, "loader: out of memory");
     l->cfg = *cfg;
     if (l->cfg.prefetch_factor == 0) l->cfg.prefetch_factor = 2;
-    l->ds = cfg->dataset;
-    l->shm_fd = -1;
-    l->parent_pid = getpid();
+    l->ring.fd = -1;
     l->epoch = -1;
     l->pin_held = -1;
     atomic_init(&l->pin_consumed, 0);
     atomic_init(&l->pin_copy_ns, 0);
-    l->sample_bytes = augment_sample_bytes(&cfg->augment);
+    const Dataset *ds = cfg->dataset;
     int n = cfg->num_workers;
     int64_t world = cfg->world > 1 ? cfg->world : 1;
-    l->nsamples = (l->ds->num_samples + world - 1) / world;  // padded to a multiple of world
-    int64_t full = l->nsamples / cfg->batch_size;
-    l->nbatches = cfg->drop_last || l->nsamples % cfg->batch_size == 0 ? full : full + 1;
+    int64_t nsamples = (ds->num_samples + world - 1) / world;  // padded to a multiple of world
+    l->spec = (BatchSpec){
+        .ds = ds, .batch_size = cfg->batch_size, .nsamples = nsamples, .seed = cfg->seed,
+        .augment = cfg->augment, .sample_bytes = augment_sample_bytes(&cfg->augment),
+        .skip_bad_files = cfg->skip_bad_files, .max_image_pixels = cfg->max_image_pixels,
+    };
+    int64_t full = nsamples / cfg->batch_size;
+    l->nbatches = cfg->drop_last || nsamples % cfg->batch_size == 0 ? full : full + 1;
     if (l->nbatches < 1) {
-        int64_t samples = l->nsamples;
-        free(l);
-        return error_set(ERROR_BAD_USAGE, "loader: %lld samples%s make no batch of %d with drop_last",
-                         (long long)samples, world > 1 ? " per rank" : "", cfg->batch_size);
+        error_set(ERROR_BAD_USAGE, "loader: %lld samples%s make no batch of %d with drop_last",
+                  (long long)nsamples, world > 1 ? " per rank" : "", cfg->batch_size);
+        goto fail;
     }
-    if (world > 1 && !(l->global_perm = malloc((size_t)l->ds->num_samples * sizeof *l->global_perm))) {
-        free(l);
-        return error_set(ERROR_OUT_OF_MEMORY, "loader: out of memory");
+    if (world > 1 && !(l->global_perm = malloc((size_t)ds->num_samples * sizeof *l->global_perm))) {
+        error_set(ERROR_OUT_OF_MEMORY, "loader: out of memory");
+        goto fail;
     }
     // N * prefetch batches in flight while the caller holds one more.
-    l->nslots = n > 0 ? n * l->cfg.prefetch_factor + 1 : 1;
+    int nslots = n > 0 ? n * l->cfg.prefetch_factor + 1 : 1;
     int task_cap = l->cfg.prefetch_factor + 3;
-    l->lay = loader_ring_layout(n, l->nslots, task_cap, n > 0 ? l->nsamples : 0,
-                                l->ds->num_samples, cfg->batch_size, l->sample_bytes);
+    RingLayout lay = ring_layout(n, nslots, task_cap, nsamples, ds->num_samples, cfg->batch_size,
+                                 l->spec.sample_bytes);
+    if (worker_pool_init(&l->pool, n) != 0 || ring_create(&l->ring, &lay, n > 0) != 0) goto fail;
+    if (mark_irregular_files(l) != 0) goto fail;
     if (n > 0) {
-        l->pids = calloc((size_t)n, sizeof *l->pids);
-        if (!l->pids) {
-            free(l->global_perm);
-            free(l);
-            return error_set(ERROR_OUT_OF_MEMORY, "loader: out of memory");
-        }
-        if (loader_ring_map(l) != 0) {
-            free(l->pids);
-            free(l->global_perm);
-            free(l);
-            return -1;
-        }
-        l->perm = (int64_t *)(l->ring + l->lay.perm_off);
-        loader_ring_reset(l);
-        if (mark_irregular_files(l) != 0) goto fail;
         // Fork before anything touches CUDA (the pinning stage below is the first).
-        if (cfg->persistent_workers && loader_workers_start(l) != 0) goto fail;
+        if (cfg->persistent_workers && worker_pool_start(&l->pool, &l->ring, &l->spec) != 0) goto fail;
     } else {
-        l->ring = aligned_alloc(4096, l->lay.total);
-        l->perm = malloc((size_t)l->nsamples * sizeof *l->perm);
-        l->dec = jpeg_decoder_create();
-        if (!l->ring || !l->perm || !l->dec) {
-            if (l->dec) error_set(ERROR_OUT_OF_MEMORY, "loader: out of memory");
-            goto fail;
-        }
-        memset(l->ring, 0, l->lay.total);
+        if (!(l->dec = jpeg_decoder_create())) goto fail;
         jpeg_decoder_set_max_pixels(l->dec, cfg->max_image_pixels);
-        if (mark_irregular_files(l) != 0) goto fail;
     }
     // Without a GPU these fail with "no CUDA device ..." and the workers are stopped.
     if (cfg->pin == LOADER_PIN_REGISTER) {
-        void *base = l->ring + l->lay.slots_off;
-        if (pinned_register(base, l->lay.total - l->lay.slots_off) != 0) goto fail;
+        void *base = l->ring.base + lay.slots_off;
+        if (pinned_register(base, lay.total - lay.slots_off) != 0) goto fail;
         l->ring_registered = true;
     } else if (cfg->pin == LOADER_PIN_COPY && n > 0) {
         if (create_pin_thread(l) != 0) goto fail;
     } else if (cfg->pin == LOADER_PIN_COPY) {
-        int rc = cfg->pin_host_alloc ? cfg->pin_host_alloc(l->lay.slot_stride, &l->pinned)
-                                     : pinned_alloc(l->lay.slot_stride, &l->pinned);
+        int rc = cfg->pin_host_alloc ? cfg->pin_host_alloc(lay.slot_stride, &l->pinned)
+                                     : pinned_alloc(lay.slot_stride, &l->pinned);
         if (rc != 0) goto fail;
     }
     *out = l;
@@ -226,8 +220,9 @@ fail:;
 // this rank's every world-th position of it, padded by wrapping (DistributedSampler).
 static void make_order(Loader *l, int64_t epoch)
 {
-    int64_t n = l->ds->num_samples;
-    int64_t *perm = l->global_perm ? l->global_perm : l->perm;
+    int64_t n = l->spec.ds->num_samples;
+    int64_t *order = ring_order(&l->ring);
+    int64_t *perm = l->global_perm ? l->global_perm : order;
     for (int64_t i = 0; i < n; i++) perm[i] = i;
     if (l->cfg.shuffle) {
         Rng r = rng_make(l->cfg.seed, 0x5A3D1E5ull, (uint64_t)epoch);
@@ -239,52 +234,20 @@ static void make_order(Loader *l, int64_t epoch)
         }
     }
     if (!l->global_perm) return;
-    for (int64_t i = 0; i < l->nsamples; i++) l->perm[i] = perm[(l->cfg.rank + i * l->cfg.world) % n];
+    for (int64_t i = 0; i < l->spec.nsamples; i++) order[i] = perm[(l->cfg.rank + i * l->cfg.world) % n];
 }
 
 static void issue(Loader *l, int64_t b)
 {
-    int w = (int)(b % l->cfg.num_workers);
-    WorkerShared *ws = ring_worker(&l->lay, l->ring, w);
-    LoaderTask *t = &ring_tasks(&l->lay, l->ring, w)[ws->head % l->lay.task_cap];
-    t->batch_index = b;
-    t->epoch = l->epoch;
-    t->slot = (int32_t)(b % l->nslots);
-    t->kind = TASK_BATCH;
-    ws->head++;
-    sem_post(&ws->tasks_ready);
+    RingTask t = {.batch_index = b, .epoch = l->epoch, .slot = slot_of(l, b), .kind = TASK_BATCH};
+    ring_push_task(&l->ring, (int)(b % l->cfg.num_workers), t);
 }
 
 // Checks every worker; on a death, fails the loader naming the worker, its pid, how it
 // ended and the batch it held (or waiting_for, the batch awaited from it; -1: none).
 static int check_workers(Loader *l, int64_t waiting_for)
 {
-    for (int w = 0; w < l->cfg.num_workers; w++) {
-        if (l->pids[w] <= 0) continue;
-        int status;
-        struct rusage ru;
-        pid_t r = wait4(l->pids[w], &status, WNOHANG, &ru);
-        if (r == 0) continue;
-        char how[128];
-        if (r > 0) {
-            loader_record_reaped(l, &ru);
-            if (!loader_describe_exit(status, how, sizeof how))
-                snprintf(how, sizeof how, "exited with status 0 without being asked to");
-        } else {
-            snprintf(how, sizeof how, "vanished");
-        }
-        l->stats.worker_failures++;
-        int64_t cur = atomic_load(&ring_worker(&l->lay, l->ring, w)->current_batch);
-        int64_t batch = cur >= 0 ? cur : waiting_for >= 0 && waiting_for % l->cfg.num_workers == w
-                                             ? waiting_for : -1;
-        char when[96];
-        if (batch >= 0) snprintf(when, sizeof when, "while loading batch %lld", (long long)batch);
-        else snprintf(when, sizeof when, waiting_for < 0 ? "after its last batch" : "between batches");
-        error_set(ERROR_LIBRARY, "loader: worker %d (pid %d) %s %s of epoch %lld", w,
-                  (int)l->pids[w], how, when, (long long)l->epoch);
-        l->pids[w] = 0;
-        return loader_failed(l);
-    }
+    if (worker_pool_poll(&l->pool, &l->ring, l->epoch, waiting_for) != 0) return loader_failed(l);
     return 0;
 }
 
@@ -315,25 +278,16 @@ static double wait_clock_waited(WaitClock *c)
 static int check_timeout(Loader *l, int64_t b, WaitClock *c)
 {
     if (l->cfg.timeout_ms <= 0 || wait_clock_waited(c) * 1000 <= l->cfg.timeout_ms) return 0;
-    int w = (int)(b % l->cfg.num_workers);
-    pid_t pid = l->pids[w];
-    char state[64] = "not running";
-    if (pid > 0) loader_proc_state(pid, state, sizeof state);
-    error_set(ERROR_LIBRARY, "loader: timed out after %d ms waiting for batch %lld of epoch %lld "
-              "from worker %d (pid %d, %s); the worker was killed", l->cfg.timeout_ms,
-              (long long)b, (long long)l->epoch, w, (int)pid, state);
-    loader_kill_worker(l, w);
-    l->stats.worker_failures++;
+    worker_pool_time_out(&l->pool, (int)(b % l->cfg.num_workers), b, l->epoch, l->cfg.timeout_ms);
     return loader_failed(l);
 }
 
 // Waits for batch b's slot; dead workers and the timeout end the wait with an error.
 static int wait_slot(Loader *l, int64_t b)
 {
-    SlotHeader *h = (SlotHeader *)ring_slot(&l->lay, l->ring, (int)(b % l->nslots));
     WaitClock clock = wait_clock_start();
     for (;;) {
-        int rc = slot_wait_20ms(h);
+        int rc = ring_slot_wait(&l->ring, slot_of(l, b), 20);
         if (rc == 1) return 0;
         if (rc < 0) {
             error_set(ERROR_LIBRARY, "loader: waiting for batch %lld failed: %s", (long long)b,
@@ -392,7 +346,7 @@ int loader_begin_epoch(Loader *l, int64_t epoch)
     if (l->epoch_active && n > 0) {
         if (l->cfg.persistent_workers) {
             if (drain(l) != 0) return -1;
-        } else if (loader_workers_stop(l) != 0) {
+        } else if (worker_pool_stop(&l->pool, &l->ring, l->epoch) != 0) {
             return loader_failed(l);
         }
     }
@@ -403,8 +357,11 @@ int loader_begin_epoch(Loader *l, int64_t epoch)
     l->epoch_active = true;
     atomic_store(&l->pin_consumed, 0);
     if (n > 0) {
-        if (!loader_workers_running(l) && loader_workers_start(l) != 0) return -1;
-        while (l->issued < l->nbatches && l->issued < l->nslots) issue(l, l->issued++);
+        if (!worker_pool_running(&l->pool) && worker_pool_start(&l->pool, &l->ring, &l->spec) != 0) {
+            l->epoch_active = false;
+            return -1;
+        }
+        while (l->issued < l->nbatches && l->issued < l->ring.lay.nslots) issue(l, l->issued++);
         if (l->pin_thread && pin_thread_start(l->pin_thread, 0, l->nbatches) != 0) return -1;
     }
     return 0;
@@ -417,7 +374,8 @@ static int end_epoch(Loader *l)
     l->epoch_active = false;
     stop_pin_thread(l);
     if (l->cfg.num_workers == 0) return 0;
-    if (!l->cfg.persistent_workers) return loader_workers_stop(l) != 0 ? loader_failed(l) : 0;
+    if (!l->cfg.persistent_workers)
+        return worker_pool_stop(&l->pool, &l->ring, l->epoch) != 0 ? loader_failed(l) : 0;
     return check_workers(l, -1);
 }
 
@@ -438,15 +396,15 @@ int loader_next_batch(Loader *l, LoaderBatch *batch)
         }
         if (l->next >= l->nbatches) return end_epoch(l) != 0 ? -1 : 0;
         int64_t b = l->next;
-        int slot = (int)(b % l->nslots);
+        int slot = slot_of(l, b);
         double t0 = clock_seconds();
-        uint8_t *base = ring_slot(&l->lay, l->ring, slot);
+        uint8_t *base = ring_slot(&l->ring, slot);
         if (n > 0 && l->pin_thread) {
             if (wait_pinned(l, b, &base) != 0) return -1;
         } else if (n > 0) {
             if (wait_slot(l, b) != 0) return -1;
         } else {
-            loader_fill_slot(l, l->ring, l->perm, 0, b, l->epoch, -1, l->dec, &l->img);
+            worker_fill_slot(&l->spec, &l->ring, 0, b, l->epoch, -1, l->dec, &l->img);
         }
         l->stats.wait_seconds += clock_seconds() - t0;
         l->next++;
@@ -464,16 +422,17 @@ int loader_next_batch(Loader *l, LoaderBatch *batch)
         l->stats.skipped += h->skipped;
         if (h->skipped) snprintf(l->stats.last_skip, sizeof l->stats.last_skip, "%s", h->error);
         if (h->count == 0) continue; // every file of this batch was skipped
-        size_t payload = l->lay.images_off + (size_t)h->count * l->sample_bytes;
+        const RingLayout *lay = &l->ring.lay;
+        size_t payload = lay->images_off + (size_t)h->count * l->spec.sample_bytes;
         if (l->cfg.pin == LOADER_PIN_COPY && !l->pin_thread) {  // num_workers = 0
             double p0 = clock_seconds();
             memcpy(l->pinned, base, payload);
             l->stats.pin_seconds += clock_seconds() - p0;
             base = l->pinned;
         }
-        batch->images = base + l->lay.images_off;
-        batch->labels = (const int32_t *)(base + l->lay.labels_off);
-        batch->indices = (const int64_t *)(base + l->lay.indices_off);
+        batch->images = base + lay->images_off;
+        batch->labels = (const int32_t *)(base + lay->labels_off);
+        batch->indices = (const int64_t *)(base + lay->indices_off);
         batch->count = h->count;
         batch->skipped = h->skipped;
         batch->batch_index = b;
@@ -481,7 +440,7 @@ int loader_next_batch(Loader *l, LoaderBatch *batch)
         batch->height = l->cfg.augment.out_height;
         batch->width = l->cfg.augment.out_width;
         batch->dtype = l->cfg.augment.dtype;
-        batch->image_bytes = (size_t)h->count * l->sample_bytes;
+        batch->image_bytes = (size_t)h->count * l->spec.sample_bytes;
         batch->pinned = l->cfg.pin != LOADER_PIN_NONE;
         l->stats.batches++;
         l->stats.images += h->count;
@@ -491,27 +450,23 @@ int loader_next_batch(Loader *l, LoaderBatch *batch)
 
 int64_t loader_num_batches(const Loader *l) { return l->nbatches; }
 
-int64_t loader_epoch_samples(const Loader *l) { return l->nsamples; }
+int64_t loader_epoch_samples(const Loader *l) { return l->spec.nsamples; }
 
 void loader_epoch_order(const Loader *l, int64_t *order)
 {
-    memcpy(order, l->perm, (size_t)l->nsamples * sizeof *order);
+    memcpy(order, ring_order(&l->ring), (size_t)l->spec.nsamples * sizeof *order);
 }
 
-int loader_worker_pid(const Loader *l, int i)
-{
-    if (!l->pids || i < 0 || i >= l->cfg.num_workers || l->pids[i] <= 0) return -1;
-    return (int)l->pids[i];
-}
+int loader_worker_pid(const Loader *l, int i) { return worker_pool_pid(&l->pool, i); }
 
 void loader_get_stats(const Loader *l, LoaderStats *s)
 {
     *s = l->stats;
     s->pin_seconds += 1e-9 * (double)atomic_load(&l->pin_copy_ns);
-    s->worker_cpu_seconds = l->reaped_cpu;
-    s->bad_files = atomic_load(&ring_header(l->ring)->bad_files);
-    for (int w = 0; w < l->cfg.num_workers; w++)
-        if (l->pids[w] > 0) s->worker_cpu_seconds += loader_proc_cpu_seconds(l->pids[w]);
+    s->worker_cpu_seconds = worker_pool_cpu_seconds(&l->pool);
+    s->worker_failures = l->pool.failures;
+    s->worker_spawns = l->pool.spawns;
+    s->bad_files = ring_bad_files(&l->ring);
 }
 
 void loader_destroy(Loader *l)
@@ -519,26 +474,14 @@ void loader_destroy(Loader *l)
     if (!l) return;
     pin_thread_destroy(l->pin_thread);  // before the workers and their semaphores go
     l->pin_thread = NULL;
-    loader_workers_stop(l);
-    if (l->ring_registered) pinned_unregister(l->ring + l->lay.slots_off);
+    worker_pool_stop(&l->pool, &l->ring, l->epoch);
+    if (l->ring_registered) pinned_unregister(l->ring.base + l->ring.lay.slots_off);
     if (l->cfg.pin_host_free) l->cfg.pin_host_free(l->pinned);
     else pinned_free(l->pinned);
-    if (l->cfg.num_workers > 0) {
-        if (l->ring) {
-            for (int w = 0; w < l->cfg.num_workers; w++)
-                sem_destroy(&ring_worker(&l->lay, l->ring, w)->tasks_ready);
-            for (int s = 0; s < l->nslots; s++)
-                sem_destroy(&((SlotHeader *)ring_slot(&l->lay, l->ring, s))->done);
-            munmap(l->ring, l->lay.total);
-        }
-        if (l->shm_fd >= 0) close(l->shm_fd);
-    } else {
-        free(l->ring);
-        free(l->perm);
-    }
+    ring_destroy(&l->ring);
     jpeg_decoder_destroy(l->dec);
     image_free(&l->img);
-    free(l->pids);
+    worker_pool_free(&l->pool);
     free(l->global_perm);
     free(l);
 }

@@ -1,31 +1,29 @@
-// loader_ring.c: the loader's shared-memory ring (layout, mapping, reset) and the
-// lifecycle of its worker processes (fork, stop, reap, CPU accounting).
+// loader_ring.c: the loader's ring (loader_ring.h): its layout, creation (shared or
+// private), reset, bad-file bits, task queues and slot semaphores.
+#include "loaders/loader_ring.h"
+
 #include "kernels/error.h"
-#include "loaders/loader_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define ALIGN_UP(x, a) (((x) + (a) - 1) / (a) * (a))
 
-RingLayout loader_ring_layout(int nworkers, int nslots, int task_cap, int64_t perm_samples,
-                              int64_t dataset_samples, int batch, size_t sample_bytes)
+RingLayout ring_layout(int nworkers, int nslots, int task_cap, int64_t perm_samples,
+                       int64_t dataset_samples, int batch, size_t sample_bytes)
 {
-    RingLayout lay = {0};
+    RingLayout lay = {.nworkers = nworkers, .nslots = nslots, .task_cap = task_cap};
     size_t off = ALIGN_UP(sizeof(RingHeader), 64);
     lay.workers_off = off;
-    off = ALIGN_UP(off + (size_t)nworkers * sizeof(WorkerShared), 64);
+    off = ALIGN_UP(off + (size_t)nworkers * sizeof(RingWorker), 64);
     lay.tasks_off = off;
-    lay.task_cap = task_cap;
-    off = ALIGN_UP(off + (size_t)nworkers * task_cap * sizeof(LoaderTask), 64);
+    off = ALIGN_UP(off + (size_t)nworkers * task_cap * sizeof(RingTask), 64);
     lay.perm_off = off;
     off = ALIGN_UP(off + (size_t)perm_samples * sizeof(int64_t), 64);
     lay.bad_off = off;
@@ -39,9 +37,9 @@ RingLayout loader_ring_layout(int nworkers, int nslots, int task_cap, int64_t pe
     return lay;
 }
 
-// Creates an anonymous POSIX shared-memory object: its name is unlinked at once, so
-// only the descriptor (inherited by the workers) and the mappings keep it alive.
-int loader_ring_map(Loader *l)
+// An anonymous POSIX shared-memory object: its name is unlinked at once, so only the
+// descriptor (inherited by the workers) and the mappings keep it alive.
+static int create_shared(Ring *r)
 {
     static _Atomic int counter;
     char name[64];
@@ -49,210 +47,144 @@ int loader_ring_map(Loader *l)
     int fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) return error_set(ERROR_LIBRARY, "loader: shm_open(%s) failed: %s", name, strerror(errno));
     shm_unlink(name);
-    if (ftruncate(fd, (off_t)l->lay.total) != 0) {
+    if (ftruncate(fd, (off_t)r->lay.total) != 0) {
         int e = errno;
         close(fd);
         return error_set(e == ENOSPC || e == ENOMEM ? ERROR_OUT_OF_MEMORY : ERROR_LIBRARY,
-                         "loader: cannot size the %zu-byte shared ring: %s", l->lay.total,
+                         "loader: cannot size the %zu-byte shared ring: %s", r->lay.total,
                          strerror(e));
     }
-    void *p = mmap(NULL, l->lay.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void *p = mmap(NULL, r->lay.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) {
         int e = errno;
         close(fd);
         return error_set(e == ENOMEM ? ERROR_OUT_OF_MEMORY : ERROR_LIBRARY,
-                         "loader: cannot map the %zu-byte shared ring: %s", l->lay.total,
+                         "loader: cannot map the %zu-byte shared ring: %s", r->lay.total,
                          strerror(e));
     }
-    l->shm_fd = fd;
-    l->ring = p;
+    r->fd = fd;
+    r->base = p;
     return 0;
 }
 
-// (Re)initialises the process-shared semaphores and queues; no worker may be running.
-void loader_ring_reset(Loader *l)
+int ring_create(Ring *r, const RingLayout *lay, bool shared)
 {
-    atomic_store(&ring_header(l->ring)->shutdown, 0);
-    for (int w = 0; w < l->cfg.num_workers; w++) {
-        WorkerShared *ws = ring_worker(&l->lay, l->ring, w);
-        sem_destroy(&ws->tasks_ready);
-        sem_init(&ws->tasks_ready, 1, 0);
-        ws->head = ws->tail = 0;
-        atomic_store(&ws->current_batch, -1);
+    *r = (Ring){.lay = *lay, .base = NULL, .fd = -1};
+    if (shared) {
+        if (create_shared(r) != 0) return -1;
+    } else {
+        r->base = aligned_alloc(4096, lay->total);
+        if (!r->base) return error_set(ERROR_OUT_OF_MEMORY, "loader: out of memory");
+        memset(r->base, 0, lay->total);
     }
-    for (int s = 0; s < l->nslots; s++) {
-        SlotHeader *h = (SlotHeader *)ring_slot(&l->lay, l->ring, s);
+    ring_reset(r);
+    return 0;
+}
+
+int ring_map_again(const Ring *r, Ring *out)
+{
+    void *p = mmap(NULL, r->lay.total, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+    if (p == MAP_FAILED) return -1;
+    *out = (Ring){.lay = r->lay, .base = p, .fd = r->fd};
+    return 0;
+}
+
+void ring_reset(Ring *r)
+{
+    atomic_store(&ring_header(r)->shutdown, 0);
+    for (int w = 0; w < r->lay.nworkers; w++) {
+        RingWorker *rw = ring_worker(r, w);
+        sem_destroy(&rw->tasks_ready);
+        sem_init(&rw->tasks_ready, 1, 0);
+        rw->head = rw->tail = 0;
+        atomic_store(&rw->current_batch, -1);
+    }
+    for (int s = 0; s < r->lay.nslots; s++) {
+        SlotHeader *h = ring_slot_header(r, s);
         sem_destroy(&h->done);
         sem_init(&h->done, 1, 0);
     }
 }
 
-double loader_proc_cpu_seconds(pid_t pid)
+void ring_destroy(Ring *r)
 {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')'); // the command name may hold spaces
-    unsigned long long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2)
-        return 0;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-void loader_proc_state(pid_t pid, char *buf, size_t size)
-{
-    char path[64], text[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    snprintf(buf, size, "state unknown");
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    char *p = strrchr(text, ')'); // the command name may hold spaces
-    if (!p || p[1] != ' ' || !p[2]) return;
-    char c = p[2];
-    const char *what = c == 'R' ? "running" : c == 'S' ? "sleeping" : c == 'D' ? "in uninterruptible sleep"
-                     : c == 'T' ? "stopped" : c == 't' ? "stopped by a tracer" : c == 'Z' ? "a zombie"
-                     : "in another state";
-    snprintf(buf, size, "%s (%c)", what, c);
-}
-
-void loader_record_reaped(Loader *l, const struct rusage *ru)
-{
-    l->reaped_cpu += ru->ru_utime.tv_sec + ru->ru_utime.tv_usec * 1e-6 + ru->ru_stime.tv_sec +
-                     ru->ru_stime.tv_usec * 1e-6;
-}
-
-bool loader_workers_running(const Loader *l)
-{
-    for (int w = 0; w < l->cfg.num_workers; w++)
-        if (l->pids[w] > 0) return true;
-    return false;
-}
-
-bool loader_describe_exit(int status, char *buf, size_t size)
-{
-    if (WIFSIGNALED(status)) {
-        snprintf(buf, size, "was killed by signal %d (%s)", WTERMSIG(status),
-                 strsignal(WTERMSIG(status)));
-        return true;
+    if (r->base) {
+        for (int w = 0; w < r->lay.nworkers; w++) sem_destroy(&ring_worker(r, w)->tasks_ready);
+        for (int s = 0; s < r->lay.nslots; s++) sem_destroy(&ring_slot_header(r, s)->done);
+        if (r->fd >= 0) munmap(r->base, r->lay.total);
+        else free(r->base);
+        r->base = NULL;
     }
-    if (!WIFEXITED(status)) {
-        snprintf(buf, size, "ended with wait status 0x%x", (unsigned)status);
-        return true;
-    }
-    int code = WEXITSTATUS(status);
-    // the codes of loader_worker_main's own early exits
-    const char *why = code == 3 ? " (its parent had gone)" : code == 4 ? " (could not map the shared ring)"
-                    : code == 5 ? " (could not create its JPEG decoder)" : "";
-    snprintf(buf, size, "exited with status %d%s", code, why);
-    return code != 0;
+    if (r->fd >= 0) close(r->fd);
+    r->fd = -1;
 }
 
-// Worker w has been reaped with this wait status: on an abnormal exit (the loader had only
-// asked it to stop), counts it and, unless one was reported already, sets the error; -1.
-static int reaped(Loader *l, int w, int status, const struct rusage *ru, bool reported)
+static _Atomic uint64_t *bad_bits(const Ring *r) { return (_Atomic uint64_t *)(r->base + r->lay.bad_off); }
+
+bool ring_is_bad(const Ring *r, int64_t i)
 {
-    loader_record_reaped(l, ru);
-    char how[128];
-    int rc = 0;
-    if (loader_describe_exit(status, how, sizeof how)) {
-        l->stats.worker_failures++;
-        int64_t cur = atomic_load(&ring_worker(&l->lay, l->ring, w)->current_batch);
-        char when[96];
-        if (cur >= 0)
-            snprintf(when, sizeof when, "while loading batch %lld", (long long)cur);
-        else
-            snprintf(when, sizeof when, "after its last batch");
-        if (!reported)
-            error_set(ERROR_LIBRARY, "loader: worker %d (pid %d) %s %s of epoch %lld", w,
-                      (int)l->pids[w], how, when, (long long)l->epoch);
-        rc = -1;
-    }
-    l->pids[w] = 0;
-    return rc;
+    return (atomic_load_explicit(&bad_bits(r)[i >> 6], memory_order_relaxed) >> (i & 63)) & 1u;
 }
 
-bool loader_kill_worker(Loader *l, int w)
+bool ring_mark_bad(Ring *r, int64_t i)
 {
-    pid_t pid = l->pids[w];
-    if (pid <= 0) return true;
-    kill(pid, SIGKILL);
-    l->pids[w] = 0;
-    double deadline = clock_seconds() + 2.0;
-    for (;;) {
-        struct rusage ru;
-        int status;
-        pid_t r = wait4(pid, &status, WNOHANG, &ru);
-        if (r == pid) {
-            loader_record_reaped(l, &ru);
-            return true;
-        }
-        if (r < 0 || clock_seconds() > deadline) return false;
-        struct timespec ts = {0, 2000000};
-        nanosleep(&ts, NULL);
-    }
+    uint64_t mask = (uint64_t)1 << (i & 63);
+    if (atomic_fetch_or_explicit(&bad_bits(r)[i >> 6], mask, memory_order_relaxed) & mask) return false;
+    atomic_fetch_add_explicit(&ring_header(r)->bad_files, 1, memory_order_relaxed);
+    return true;
 }
 
-// Asks every worker to stop, waits up to 2 s, then SIGKILLs whatever is left; reaps all.
-int loader_workers_stop(Loader *l)
+int64_t ring_bad_files(const Ring *r) { return atomic_load(&ring_header(r)->bad_files); }
+
+// Worker w's task queue: task_cap tasks used round, by head (the parent) and tail (w).
+static RingTask *task_queue(const Ring *r, int w)
 {
-    if (!l->pids || !loader_workers_running(l)) return 0;
-    atomic_store(&ring_header(l->ring)->shutdown, 1);
-    for (int w = 0; w < l->cfg.num_workers; w++)
-        if (l->pids[w] > 0) {
-            kill(l->pids[w], SIGCONT);  // a stopped worker would never see the request
-            sem_post(&ring_worker(&l->lay, l->ring, w)->tasks_ready);
-        }
-    int rc = 0;
-    double deadline = clock_seconds() + 2.0;
-    for (;;) {
-        bool left = false;
-        for (int w = 0; w < l->cfg.num_workers; w++) {
-            if (l->pids[w] <= 0) continue;
-            struct rusage ru;
-            int status;
-            pid_t r = wait4(l->pids[w], &status, WNOHANG, &ru);
-            if (r == l->pids[w]) {
-                if (reaped(l, w, status, &ru, rc != 0) != 0) rc = -1;
-            } else if (r < 0 && errno == ECHILD) {
-                l->pids[w] = 0;
-            } else {
-                left = true;
-            }
-        }
-        if (!left) break;
-        if (clock_seconds() > deadline) {
-            for (int w = 0; w < l->cfg.num_workers; w++)
-                if (l->pids[w] > 0) loader_kill_worker(l, w);
-            break;
-        }
-        struct timespec ts = {0, 2000000};
-        nanosleep(&ts, NULL);
-    }
-    l->epoch_active = false;
-    return rc;
+    return (RingTask *)(r->base + r->lay.tasks_off) + (size_t)w * r->lay.task_cap;
 }
 
-int loader_workers_start(Loader *l)
+void ring_push_task(Ring *r, int w, RingTask t)
 {
-    loader_ring_reset(l);
-    fflush(NULL); // no buffered output duplicated into the children
-    for (int w = 0; w < l->cfg.num_workers; w++) {
-        pid_t pid = fork();
-        if (pid < 0) {
-            int e = errno;
-            loader_workers_stop(l);
-            return error_set(ERROR_LIBRARY, "loader: cannot fork worker %d: %s", w, strerror(e));
-        }
-        if (pid == 0) loader_worker_main(l, w);
-        l->pids[w] = pid;
-        l->stats.worker_spawns++;
-    }
-    return 0;
+    RingWorker *rw = ring_worker(r, w);
+    task_queue(r, w)[rw->head % r->lay.task_cap] = t;
+    rw->head++;
+    sem_post(&rw->tasks_ready);
+}
+
+// The absolute CLOCK_REALTIME time timeout_ms from now, as sem_timedwait wants it.
+static struct timespec deadline_in(int timeout_ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += timeout_ms * 1000000L;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    return ts;
+}
+
+int ring_take_task(Ring *r, int w, int timeout_ms, RingTask *t)
+{
+    RingWorker *rw = ring_worker(r, w);
+    struct timespec ts = deadline_in(timeout_ms);
+    if (sem_timedwait(&rw->tasks_ready, &ts) != 0) return 0;
+    *t = task_queue(r, w)[rw->tail % r->lay.task_cap];
+    rw->tail++;
+    return 1;
+}
+
+void ring_request_shutdown(Ring *r) { atomic_store(&ring_header(r)->shutdown, 1); }
+
+bool ring_shutdown_requested(const Ring *r)
+{
+    return atomic_load_explicit(&ring_header(r)->shutdown, memory_order_relaxed);
+}
+
+void ring_wake_worker(Ring *r, int w) { sem_post(&ring_worker(r, w)->tasks_ready); }
+
+void ring_slot_post(Ring *r, int s) { sem_post(&ring_slot_header(r, s)->done); }
+
+int ring_slot_wait(Ring *r, int s, int timeout_ms)
+{
+    struct timespec ts = deadline_in(timeout_ms);
+    if (sem_timedwait(&ring_slot_header(r, s)->done, &ts) == 0) return 1;
+    return errno == ETIMEDOUT || errno == EINTR ? 0 : -1;
 }
