@@ -1,7 +1,8 @@
 // test_gpu_quiet.c: the GPU side of noise. The rule that says a repetition ran throttled
 // (gpu_sample_throttled) at its boundaries; NVML's samples as a run's counters (power
-// included); the context keys that make GPU numbers comparable, on every machine ("n/a
-// (no GPU)" without one); and report.md naming what was not quiet, from made-up contexts.
+// included, through a stand-in NVML on a machine without one); the context keys that make
+// GPU numbers comparable, on every machine ("n/a (no GPU)" without one); and report.md
+// naming what was not quiet, from made-up contexts.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -267,8 +268,67 @@ static void test_report_names_what_was_not_quiet(void **state)
     free(text);
 }
 
-int main(void)
+// A stand-in for the driver's NVML (libnvidia-ml.so.1) with fixed answers, so that the
+// sampling the harness does around every run is exercised on a machine without a GPU;
+// FAKE_NVML_NO_POWER=1 makes its power query unsupported, as on GPUs without the sensor.
+static const char fake_nvml[] =
+    "#include <stdlib.h>\n"
+    "static int device;\n"
+    "int nvmlInit_v2(void) { return 0; }\n"
+    "const char *nvmlErrorString(int r) { return r == 3 ? \"Not Supported\" : \"Unknown Error\"; }\n"
+    "int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **d) { *d = &device; return i == 0 ? 0 : 2; }\n"
+    "int nvmlDeviceGetClockInfo(void *d, int type, unsigned *mhz) { *mhz = type == 1 ? 1755 : 0; return d == &device ? 0 : 2; }\n"
+    "int nvmlDeviceGetTemperature(void *d, int sensor, unsigned *c) { (void)sensor; *c = 61; return d == &device ? 0 : 2; }\n"
+    "int nvmlDeviceGetCurrentClocksEventReasons(void *d, unsigned long long *r) { *r = 0x4; return d == &device ? 0 : 2; }\n"
+    "int nvmlDeviceGetPowerUsage(void *d, unsigned *mw) {\n"
+    "    if (getenv(\"FAKE_NVML_NO_POWER\")) return 3;\n"
+    "    *mw = 612500; return d == &device ? 0 : 2; }\n";
+
+// The child's side: one sample, its counters printed as name=value lines.
+static int print_one_sample(void)
 {
+    GpuState s;
+    if (!context_gpu_state(&s)) {
+        printf("no sample\n");
+        return 1;
+    }
+    GpuStateCounter c[GPU_STATE_MAX_COUNTERS];
+    int n = context_gpu_state_counters(&s, "after", c);
+    for (int i = 0; i < n; i++) printf("%s=%g\n", c[i].name, c[i].value);
+    return 0;
+}
+
+// NVML's sample through the library the driver ships, here a stand-in: clock, temperature,
+// throttle reasons and board power in watts; without a power reading, no power counter.
+static void test_sample_through_nvml(void **state)
+{
+    (void)state;
+    if (test_run("command -v cc >/dev/null 2>&1") != 0) {
+        printf("skipped: no C compiler here to build the stand-in NVML\n");
+        skip();
+    }
+    assert_true(test_write_file(test_dir, "fake_nvml.c", fake_nvml));
+    assert_int_equal(test_run("cc -shared -fPIC -o '%s/libnvidia-ml.so.1' '%s/fake_nvml.c'", test_dir, test_dir), 0);
+    const char *run = "LD_LIBRARY_PATH='%s' %s '%s/tests/test_gpu_quiet' --print-sample >'%s/sample.txt' 2>&1";
+    assert_int_equal(test_run(run, test_dir, "", test_build_dir(), test_dir), 0);
+    char *out = test_read_in(test_dir, "sample.txt");
+    assert_non_null(out);
+    expect_text(out, "gpu_sm_clock_after_mhz=1755\n", true);
+    expect_text(out, "gpu_temp_after_c=61\n", true);
+    expect_text(out, "gpu_throttle_after=4\n", true);
+    expect_text(out, "gpu_power_after_w=612.5\n", true);
+    free(out);
+    assert_int_equal(test_run(run, test_dir, "FAKE_NVML_NO_POWER=1", test_build_dir(), test_dir), 0);
+    out = test_read_in(test_dir, "sample.txt");
+    assert_non_null(out);
+    expect_text(out, "gpu_sm_clock_after_mhz=1755\n", true);
+    expect_text(out, "gpu_power_after_w", false);
+    free(out);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--print-sample") == 0) return print_one_sample();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_throttled_below_75_percent_of_the_reference),
         cmocka_unit_test(test_throttled_by_each_reason_bit),
@@ -276,6 +336,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_context_has_the_quietness_keys, test_setup_dir, test_teardown_dir),
         cmocka_unit_test(test_clock_reference_from_a_context),
         cmocka_unit_test_setup_teardown(test_report_names_what_was_not_quiet, test_setup_dir, test_teardown_dir),
+        cmocka_unit_test_setup_teardown(test_sample_through_nvml, test_setup_dir, test_teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
