@@ -66,6 +66,42 @@ code_changes() {
   printf '%s\n' "${rows[@]}"
   echo
 }
+# What was not quiet on the GPU of this run (docs/gpu-quiet.md), from context.txt's gpu_*
+# keys: a list, or one line saying it was quiet. Nothing for a CPU run ("n/a (no GPU)") or
+# a context made before the suite recorded these keys.
+gpu_quietness() {
+  local persistence key v limit default gen gen_max width width_max notes=() unreadable=()
+  persistence=$(ctx gpu_persistence_mode)
+  [[ -n $persistence && $persistence != n/a* ]] || return 0
+  for key in gpu_persistence_mode gpu_clocks_locked gpu_power_limit_w gpu_power_limit_default_w gpu_mig_mode \
+    gpu_pcie_gen gpu_pcie_gen_max gpu_pcie_width gpu_pcie_width_max gpu_other_processes; do
+    v=$(ctx "$key")
+    [[ $v == unknown* ]] && unreadable+=("$key ${v#unknown }")
+  done
+  [[ $persistence == off ]] &&
+    notes+=("persistence mode off: the driver may set the GPU up again between programs (\`nvidia-smi -pm 1\`)")
+  [[ $(ctx gpu_clocks_locked) == no* ]] &&
+    notes+=("clocks not locked (SM P0 range $(ctx gpu_sm_clock_p0_range_mhz) MHz): the clock follows load, temperature and power (\`nvidia-smi -lgc\`)")
+  v=$(ctx gpu_other_processes)
+  [[ $v =~ ^[1-9] ]] && notes+=("other processes on the GPU: $v")
+  [[ $(ctx gpu_mig_mode) == on* ]] && notes+=("MIG on: the run had a slice of the GPU, not all of it")
+  limit=$(ctx gpu_power_limit_w) default=$(ctx gpu_power_limit_default_w)
+  [[ $limit =~ ^[0-9.]+$ && $default =~ ^[0-9.]+$ ]] && awk -v a="$limit" -v b="$default" 'BEGIN { exit !(a < b) }' &&
+    notes+=("power limit ${limit} W, below the default ${default} W")
+  gen=$(ctx gpu_pcie_gen) gen_max=$(ctx gpu_pcie_gen_max) width=$(ctx gpu_pcie_width) width_max=$(ctx gpu_pcie_width_max)
+  if [[ $gen$gen_max$width$width_max =~ ^[0-9]+$ ]] && ((gen < gen_max || width < width_max)); then
+    notes+=("PCIe link Gen$gen x$width, below its max Gen$gen_max x$width_max (an idle link slows down: it is read when the program starts)")
+  fi
+  ((${#unreadable[@]} > 0)) && notes+=("not known (NVML could not say): $(printf '%s; ' "${unreadable[@]}" | sed 's/; $//')")
+  if ((${#notes[@]} == 0)); then
+    echo "**The GPU was quiet:** persistence on, clocks locked, no other process, MIG off, the default power limit, the PCIe link at its max."
+  else
+    echo "**What was not quiet on the GPU** (how to set each: docs/gpu-quiet.md):"
+    echo
+    printf -- '- %s\n' "${notes[@]}"
+  fi
+  echo
+}
 {
   echo "# Tuning-practice benchmarks: $(basename "$dir")"
   echo
@@ -87,6 +123,7 @@ code_changes() {
     echo "**No GPU here: $(ctx no_gpu_reason).** GPU benchmarks were skipped; the CPU ones ran."
     echo
   fi
+  gpu_quietness
 
   if [[ -f $dir/twin/twin.csv ]]; then
     echo "## Credibility: the core against PyTorch"

@@ -1,5 +1,7 @@
-// context.c: device facts from the CUDA runtime (and NVML, loaded at run time for the
-// driver version and current SM clock), library versions from each library's own API.
+// context.c: device facts from the CUDA runtime and NVML (loaded at run time: the driver
+// version, the clock, and what makes GPU numbers comparable: persistence, clocks, power
+// limits, ECC, MIG, PCIe, NVLink, other processes), NVML's samples around each run and the
+// rule that says whether one was throttled; library versions from each library's own API.
 #include "bench/driver/context.h"
 
 #include <ctype.h>
@@ -23,7 +25,7 @@ static void put(SuiteContext *c, const char *key, const char *value)
 {
     if (c->count >= CONTEXT_MAX_KEYS) return;
     snprintf(c->keys[c->count], sizeof c->keys[0], "%s", key);
-    snprintf(c->values[c->count], sizeof c->values[0], "%s", value);
+    snprintf(c->values[c->count], sizeof c->values[0], "%.*s", (int)sizeof c->values[0] - 1, value);
     c->count++;
 }
 
@@ -39,89 +41,166 @@ static void version_string(char *out, size_t n, int major, int minor, int patch)
     snprintf(out, n, "%d.%d.%d", major, minor, patch);
 }
 
-// NVML's driver version ("580.65.06") and current SM clock; the library comes with
-// the driver, so it is opened at run time and its absence is not an error.
+// NVML, the library that comes with the driver: opened at run time on first use and kept
+// open for the life of the process (the context reads it once, the harness samples it
+// before and after every run); its absence is not an error, only a reason to say so.
 typedef int (*NvmlFn)(void);
+typedef const char *(*NvmlErrorFn)(int);
 typedef int (*NvmlDriverFn)(char *, unsigned);
 typedef int (*NvmlHandleFn)(unsigned, void **);
-typedef int (*NvmlClockFn)(void *, int, unsigned *);
 typedef int (*NvmlBusFn)(const char *, void **);
+typedef int (*NvmlUintFn)(void *, unsigned *);
+typedef int (*NvmlTypedFn)(void *, int, unsigned *);      // a clock or temperature of a type
+typedef int (*NvmlPairFn)(void *, unsigned *, unsigned *); // current and pending mode
+typedef int (*NvmlRangeFn)(void *, int, int, unsigned *, unsigned *);
+typedef int (*NvmlReasonsFn)(void *, unsigned long long *);
+
+enum { NVML_OK = 0, NVML_NOT_SUPPORTED = 3, NVML_INSUFFICIENT_SIZE = 7, NVML_MISSING = -1 /* not in this NVML */ };
+enum { NVML_CLOCK_SM = 1, NVML_CLOCK_MEM = 2, NVML_PSTATE_0 = 0, NVML_TEMPERATURE_GPU = 0 };
+#define NVML_NVLINK_MAX_LINKS 18
+
+static struct {
+    bool tried;
+    void *lib;     // NULL: no NVML, or it did not start (why)
+    void *device;  // CUDA device 0's handle; NULL: not found (why)
+    char why[160];
+} nvml;
+
+static void *nvml_sym(const char *name) { return nvml.lib ? dlsym(nvml.lib, name) : NULL; }
+
+static const char *nvml_why(int r)
+{
+    if (r == NVML_MISSING) return "not in this driver's NVML";
+    NvmlErrorFn text = (NvmlErrorFn)nvml_sym("nvmlErrorString");
+    return text ? text(r) : "NVML error";
+}
 
 // NVML's handle of CUDA device 0. NVML numbers the GPUs in PCI order and ignores
 // CUDA_VISIBLE_DEVICES, so NVML index 0 can be another GPU than the one measured: look
 // the device up by CUDA device 0's PCI bus id; index 0 only when that id is unavailable.
-static int nvml_device_of_cuda0(void *lib, void **dev)
+static int nvml_device_of_cuda0(void **dev)
 {
-    NvmlBusFn by_bus = (NvmlBusFn)dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
-    NvmlHandleFn by_index = (NvmlHandleFn)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
+    NvmlBusFn by_bus = (NvmlBusFn)nvml_sym("nvmlDeviceGetHandleByPciBusId_v2");
+    NvmlHandleFn by_index = (NvmlHandleFn)nvml_sym("nvmlDeviceGetHandleByIndex_v2");
     char bus[32];
-    if (by_bus && cudaDeviceGetPCIBusId(bus, (int)sizeof bus, 0) == cudaSuccess)
-        return by_bus(bus, dev) == 0 ? 0 : -1;
+    if (by_bus && cudaDeviceGetPCIBusId(bus, (int)sizeof bus, 0) == cudaSuccess) return by_bus(bus, dev);
     (void)cudaGetLastError();
-    return by_index && by_index(0, dev) == 0 ? 0 : -1;
+    return by_index ? by_index(0, dev) : NVML_MISSING;
 }
 
-static void nvml_facts(char *driver, size_t n, unsigned *sm_clock_now_mhz)
+static void nvml_open(void)
 {
-    void *lib = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
-    if (!lib) return;
-    NvmlFn init = (NvmlFn)dlsym(lib, "nvmlInit_v2");
-    NvmlFn shutdown = (NvmlFn)dlsym(lib, "nvmlShutdown");
-    NvmlDriverFn get_driver = (NvmlDriverFn)dlsym(lib, "nvmlSystemGetDriverVersion");
-    NvmlClockFn get_clock = (NvmlClockFn)dlsym(lib, "nvmlDeviceGetClockInfo");
-    if (init && init() == 0) {
-        if (get_driver) get_driver(driver, (unsigned)n);
-        void *dev = NULL;
-        if (get_clock && nvml_device_of_cuda0(lib, &dev) == 0)
-            get_clock(dev, 1 /* NVML_CLOCK_SM */, sm_clock_now_mhz);
-        if (shutdown) shutdown();
+    if (nvml.tried) return;
+    nvml.tried = true;
+    nvml.lib = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!nvml.lib) {
+        snprintf(nvml.why, sizeof nvml.why, "no NVML: %s", dlerror());
+        return;
     }
-    dlclose(lib);
+    NvmlFn init = (NvmlFn)nvml_sym("nvmlInit_v2");
+    int r = init ? init() : NVML_MISSING;
+    if (r != NVML_OK) {
+        snprintf(nvml.why, sizeof nvml.why, "NVML did not start: %s", nvml_why(r));
+        dlclose(nvml.lib);
+        nvml.lib = NULL;
+        return;
+    }
+    r = nvml_device_of_cuda0(&nvml.device);
+    if (r != NVML_OK) {
+        nvml.device = NULL;
+        snprintf(nvml.why, sizeof nvml.why, "NVML does not find CUDA device 0: %s", nvml_why(r));
+    }
 }
 
-typedef int (*NvmlTempFn)(void *, int, unsigned *);
-typedef int (*NvmlReasonsFn)(void *, unsigned long long *);
+// Calls an NVML device query by name; NVML_MISSING when this NVML lacks it.
+static int nvml_uint(const char *name, unsigned *v)
+{
+    NvmlUintFn f = (NvmlUintFn)nvml_sym(name);
+    return f ? f(nvml.device, v) : NVML_MISSING;
+}
+
+static int nvml_typed(const char *name, int type, unsigned *v)
+{
+    NvmlTypedFn f = (NvmlTypedFn)nvml_sym(name);
+    return f ? f(nvml.device, type, v) : NVML_MISSING;
+}
+
+static int nvml_pair(const char *name, unsigned *current, unsigned *pending)
+{
+    NvmlPairFn f = (NvmlPairFn)nvml_sym(name);
+    return f ? f(nvml.device, current, pending) : NVML_MISSING;
+}
 
 // The NVML functions context_gpu_state samples with, resolved once (NULL: unavailable).
 static struct {
     bool tried;
-    void *device;
-    NvmlClockFn clock;
-    NvmlTempFn temperature;
+    NvmlTypedFn clock, temperature;
     NvmlReasonsFn reasons;
+    NvmlUintFn power;
 } nvml_sampler;
 
 static void nvml_sampler_open(void)
 {
     nvml_sampler.tried = true;
-    void *lib = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
-    if (!lib) return;
-    NvmlFn init = (NvmlFn)dlsym(lib, "nvmlInit_v2");
-    if (!init || init() != 0 || nvml_device_of_cuda0(lib, &nvml_sampler.device) != 0) {
-        nvml_sampler.device = NULL;
-        dlclose(lib);
-        return;
-    }
-    // kept open for the life of the process: sampling before and after every run
-    nvml_sampler.clock = (NvmlClockFn)dlsym(lib, "nvmlDeviceGetClockInfo");
-    nvml_sampler.temperature = (NvmlTempFn)dlsym(lib, "nvmlDeviceGetTemperature");
+    nvml_open();
+    if (!nvml.device) return;
+    nvml_sampler.clock = (NvmlTypedFn)nvml_sym("nvmlDeviceGetClockInfo");
+    nvml_sampler.temperature = (NvmlTypedFn)nvml_sym("nvmlDeviceGetTemperature");
     // renamed in newer drivers; the old name is kept as an alias there
-    nvml_sampler.reasons = (NvmlReasonsFn)dlsym(lib, "nvmlDeviceGetCurrentClocksEventReasons");
+    nvml_sampler.reasons = (NvmlReasonsFn)nvml_sym("nvmlDeviceGetCurrentClocksEventReasons");
     if (!nvml_sampler.reasons)
-        nvml_sampler.reasons = (NvmlReasonsFn)dlsym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
+        nvml_sampler.reasons = (NvmlReasonsFn)nvml_sym("nvmlDeviceGetCurrentClocksThrottleReasons");
+    nvml_sampler.power = (NvmlUintFn)nvml_sym("nvmlDeviceGetPowerUsage"); // milliwatts
 }
 
 bool context_gpu_state(GpuState *s)
 {
     memset(s, 0, sizeof *s);
     if (!nvml_sampler.tried) nvml_sampler_open();
-    void *dev = nvml_sampler.device;
+    void *dev = nvml.device;
     if (!dev) return false;
-    s->has_clock = nvml_sampler.clock && nvml_sampler.clock(dev, 1 /* NVML_CLOCK_SM */, &s->sm_clock_mhz) == 0;
+    s->has_clock = nvml_sampler.clock && nvml_sampler.clock(dev, NVML_CLOCK_SM, &s->sm_clock_mhz) == NVML_OK;
     s->has_temperature = nvml_sampler.temperature &&
-                         nvml_sampler.temperature(dev, 0 /* NVML_TEMPERATURE_GPU */, &s->temperature_c) == 0;
-    s->has_throttle = nvml_sampler.reasons && nvml_sampler.reasons(dev, &s->throttle_reasons) == 0;
-    return s->has_clock || s->has_temperature || s->has_throttle;
+                         nvml_sampler.temperature(dev, NVML_TEMPERATURE_GPU, &s->temperature_c) == NVML_OK;
+    s->has_throttle = nvml_sampler.reasons && nvml_sampler.reasons(dev, &s->throttle_reasons) == NVML_OK;
+    unsigned milliwatts = 0;
+    s->has_power = nvml_sampler.power && nvml_sampler.power(dev, &milliwatts) == NVML_OK;
+    s->power_w = milliwatts / 1000.0;
+    return s->has_clock || s->has_temperature || s->has_throttle || s->has_power;
+}
+
+static void state_counter(GpuStateCounter *out, int *n, const char *what, const char *when, const char *unit,
+                          double value)
+{
+    snprintf(out[*n].name, sizeof out[*n].name, "gpu_%s_%s%s", what, when, unit);
+    out[*n].value = value;
+    (*n)++;
+}
+
+int context_gpu_state_counters(const GpuState *s, const char *when, GpuStateCounter out[GPU_STATE_MAX_COUNTERS])
+{
+    int n = 0;
+    if (s->has_clock) state_counter(out, &n, "sm_clock", when, "_mhz", (double)s->sm_clock_mhz);
+    if (s->has_temperature) state_counter(out, &n, "temp", when, "_c", (double)s->temperature_c);
+    if (s->has_throttle) state_counter(out, &n, "throttle", when, "", (double)s->throttle_reasons);
+    if (s->has_power) state_counter(out, &n, "power", when, "_w", s->power_w);
+    return n;
+}
+
+// Bits of NVML's clock-event reasons that are not throttling but say something of a sample.
+#define GPU_REASON_IDLE 0x1ULL
+
+bool gpu_sample_throttled(const GpuState *before, const GpuState *after, const GpuClockReference *ref)
+{
+    const GpuState *samples[2] = {before, after};
+    for (int i = 0; i < 2; i++)
+        if (samples[i] && samples[i]->has_throttle && (samples[i]->throttle_reasons & GPU_THROTTLE_REASONS))
+            return true;
+    if (!after || !after->has_clock || !ref) return false;
+    // an idle GPU lowers its clock because nothing runs (the run ended, or was host-bound)
+    if (after->has_throttle && (after->throttle_reasons & GPU_REASON_IDLE)) return false;
+    unsigned against = ref->locked_sm_mhz ? ref->locked_sm_mhz : ref->default_sm_mhz;
+    return against > 0 && (double)after->sm_clock_mhz < GPU_THROTTLE_CLOCK_FRACTION * (double)against;
 }
 
 static void host_cpu(char *out, size_t n)
@@ -154,7 +233,10 @@ static void add_device(SuiteContext *c)
     if (cudaDriverGetVersion(&driver_api) == cudaSuccess && driver_api > 0) {
         char buf[32];
         version_string(buf, sizeof buf, driver_api / 1000, (driver_api % 1000) / 10, 0);
-        nvml_facts(driver, sizeof driver, &clock_now);
+        nvml_open();
+        NvmlDriverFn get_driver = (NvmlDriverFn)nvml_sym("nvmlSystemGetDriverVersion");
+        if (get_driver) get_driver(driver, (unsigned)sizeof driver);
+        if (nvml.device) nvml_typed("nvmlDeviceGetClockInfo", NVML_CLOCK_SM, &clock_now);
         put(c, "driver_version", driver);
         put(c, "cuda_driver_api", buf);
     } else {
@@ -184,6 +266,178 @@ static void add_device(SuiteContext *c)
     if (clock_now) putf_int(c, "gpu_sm_clock_mhz", clock_now);
     else put(c, "gpu_sm_clock_mhz", "unknown");
     putf_int(c, "gpu_count", count);
+}
+
+// What makes GPU numbers comparable between runs and machines (docs/gpu-quiet.md): one
+// key each, in this order, on every machine: "n/a (no GPU)" without one, "unknown (why)"
+// where NVML cannot say.
+enum {
+    Q_PERSISTENCE, Q_APP_SM, Q_APP_MEM, Q_DEFAULT_APP_SM, Q_DEFAULT_APP_MEM, Q_SM_RANGE, Q_MEM_RANGE,
+    Q_LOCKED, Q_POWER_LIMIT, Q_POWER_DEFAULT, Q_POWER_ENFORCED, Q_ECC, Q_MIG, Q_PCIE_GEN, Q_PCIE_GEN_MAX,
+    Q_PCIE_WIDTH, Q_PCIE_WIDTH_MAX, Q_NVLINK, Q_OTHER_PROCESSES, Q_COUNT
+};
+static const char *const quiet_keys[Q_COUNT] = {
+    "gpu_persistence_mode", "gpu_app_sm_clock_mhz", "gpu_app_mem_clock_mhz", "gpu_default_app_sm_clock_mhz",
+    "gpu_default_app_mem_clock_mhz", "gpu_sm_clock_p0_range_mhz", "gpu_mem_clock_p0_range_mhz",
+    "gpu_clocks_locked", "gpu_power_limit_w", "gpu_power_limit_default_w", "gpu_power_limit_enforced_w",
+    "gpu_ecc_mode", "gpu_mig_mode", "gpu_pcie_gen", "gpu_pcie_gen_max", "gpu_pcie_width", "gpu_pcie_width_max",
+    "gpu_nvlink_active", "gpu_other_processes"};
+
+typedef char QuietValue[192];
+
+static void unknown(QuietValue out, int r)
+{
+    snprintf(out, sizeof(QuietValue), "unknown (%s)", nvml_why(r));
+}
+
+static void number_or_unknown(QuietValue out, int r, unsigned v)
+{
+    if (r == NVML_OK) snprintf(out, sizeof(QuietValue), "%u", v);
+    else unknown(out, r);
+}
+
+static void watts_or_unknown(QuietValue out, int r, unsigned milliwatts)
+{
+    if (r == NVML_OK) snprintf(out, sizeof(QuietValue), "%g", milliwatts / 1000.0);
+    else unknown(out, r);
+}
+
+// A current/pending mode pair (ECC, MIG: 1 is enabled) as "on", "off", "off (on after a
+// reset)" when a change is pending, or "off (not supported)" on a GPU without the mode.
+static void mode_or_unknown(QuietValue out, int r, unsigned current, unsigned pending)
+{
+    if (r == NVML_NOT_SUPPORTED) {
+        snprintf(out, sizeof(QuietValue), "off (not supported)");
+        return;
+    }
+    if (r != NVML_OK) {
+        unknown(out, r);
+        return;
+    }
+    const char *now = current ? "on" : "off";
+    if (pending != current) snprintf(out, sizeof(QuietValue), "%s (%s after a reset)", now, pending ? "on" : "off");
+    else snprintf(out, sizeof(QuietValue), "%s", now);
+}
+
+// The P0 clock range of a clock domain; *min, *max set when NVML gave it.
+static int p0_range(QuietValue out, int type, unsigned *min, unsigned *max)
+{
+    NvmlRangeFn f = (NvmlRangeFn)nvml_sym("nvmlDeviceGetMinMaxClockOfPState");
+    int r = f ? f(nvml.device, type, NVML_PSTATE_0, min, max) : NVML_MISSING;
+    if (r == NVML_OK) snprintf(out, sizeof(QuietValue), "%u-%u", *min, *max);
+    else unknown(out, r);
+    return r;
+}
+
+static void nvlink_active(QuietValue out)
+{
+    typedef int (*LinkFn)(void *, unsigned, unsigned *);
+    LinkFn state = (LinkFn)nvml_sym("nvmlDeviceGetNvLinkState");
+    if (!state) {
+        unknown(out, NVML_MISSING);
+        return;
+    }
+    unsigned active = 0, link = 0, enabled = 0;
+    int r = NVML_OK;
+    for (; link < NVML_NVLINK_MAX_LINKS && (r = state(nvml.device, link, &enabled)) == NVML_OK; link++)
+        active += enabled ? 1 : 0;
+    if (link == 0) snprintf(out, sizeof(QuietValue), "0 (no NVLink: %s)", nvml_why(r));
+    else snprintf(out, sizeof(QuietValue), "%u", active);
+}
+
+// Compute processes on the GPU other than this one: "0", or their count and first pids.
+static void other_processes(QuietValue out)
+{
+    typedef struct { unsigned pid; unsigned long long used_memory; unsigned gpu_instance, compute_instance; } Info;
+    typedef int (*ProcsFn)(void *, unsigned *, Info *);
+    ProcsFn list = (ProcsFn)nvml_sym("nvmlDeviceGetComputeRunningProcesses_v3");
+    if (!list) list = (ProcsFn)nvml_sym("nvmlDeviceGetComputeRunningProcesses_v2"); // the same Info
+    if (!list) {
+        unknown(out, NVML_MISSING);
+        return;
+    }
+    Info infos[64];
+    unsigned count = sizeof infos / sizeof infos[0];
+    int r = list(nvml.device, &count, infos);
+    if (r != NVML_OK) { // NVML_INSUFFICIENT_SIZE: more than 64, count says how many
+        if (r == NVML_INSUFFICIENT_SIZE) snprintf(out, sizeof(QuietValue), "%u", count);
+        else unknown(out, r);
+        return;
+    }
+    unsigned others = 0;
+    char pids[128] = "";
+    for (unsigned i = 0; i < count; i++) {
+        if (infos[i].pid == (unsigned)getpid()) continue;
+        others++;
+        size_t used = strlen(pids);
+        if (used + 16 < sizeof pids) snprintf(pids + used, sizeof pids - used, "%s%u", others > 1 ? " " : "", infos[i].pid);
+    }
+    if (others) snprintf(out, sizeof(QuietValue), "%u (pid %s)", others, pids);
+    else snprintf(out, sizeof(QuietValue), "0");
+}
+
+static void quiet_values(QuietValue v[Q_COUNT])
+{
+    unsigned a = 0, b = 0, max = 0;
+    int r = nvml_uint("nvmlDeviceGetPersistenceMode", &a);
+    if (r == NVML_OK) snprintf(v[Q_PERSISTENCE], sizeof v[0], "%s", a ? "on" : "off");
+    else unknown(v[Q_PERSISTENCE], r);
+    r = nvml_typed("nvmlDeviceGetApplicationsClock", NVML_CLOCK_SM, &a);
+    number_or_unknown(v[Q_APP_SM], r, a);
+    r = nvml_typed("nvmlDeviceGetApplicationsClock", NVML_CLOCK_MEM, &a);
+    number_or_unknown(v[Q_APP_MEM], r, a);
+    r = nvml_typed("nvmlDeviceGetDefaultApplicationsClock", NVML_CLOCK_SM, &a);
+    number_or_unknown(v[Q_DEFAULT_APP_SM], r, a);
+    r = nvml_typed("nvmlDeviceGetDefaultApplicationsClock", NVML_CLOCK_MEM, &a);
+    number_or_unknown(v[Q_DEFAULT_APP_MEM], r, a);
+    // Locked clocks (nvidia-smi -lgc) narrow the P0 range; one clock (-lgc F,F) is a lock.
+    r = p0_range(v[Q_SM_RANGE], NVML_CLOCK_SM, &a, &max);
+    if (r == NVML_OK && a == max) snprintf(v[Q_LOCKED], sizeof v[0], "yes (SM %u MHz)", a);
+    else if (r == NVML_OK) snprintf(v[Q_LOCKED], sizeof v[0], "no");
+    else unknown(v[Q_LOCKED], r);
+    p0_range(v[Q_MEM_RANGE], NVML_CLOCK_MEM, &a, &max);
+    r = nvml_uint("nvmlDeviceGetPowerManagementLimit", &a);
+    watts_or_unknown(v[Q_POWER_LIMIT], r, a);
+    r = nvml_uint("nvmlDeviceGetPowerManagementDefaultLimit", &a);
+    watts_or_unknown(v[Q_POWER_DEFAULT], r, a);
+    r = nvml_uint("nvmlDeviceGetEnforcedPowerLimit", &a);
+    watts_or_unknown(v[Q_POWER_ENFORCED], r, a);
+    r = nvml_pair("nvmlDeviceGetEccMode", &a, &b);
+    mode_or_unknown(v[Q_ECC], r, a, b);
+    r = nvml_pair("nvmlDeviceGetMigMode", &a, &b);
+    mode_or_unknown(v[Q_MIG], r, a, b);
+    r = nvml_uint("nvmlDeviceGetCurrPcieLinkGeneration", &a);
+    number_or_unknown(v[Q_PCIE_GEN], r, a);
+    r = nvml_uint("nvmlDeviceGetMaxPcieLinkGeneration", &a);
+    number_or_unknown(v[Q_PCIE_GEN_MAX], r, a);
+    r = nvml_uint("nvmlDeviceGetCurrPcieLinkWidth", &a);
+    number_or_unknown(v[Q_PCIE_WIDTH], r, a);
+    r = nvml_uint("nvmlDeviceGetMaxPcieLinkWidth", &a);
+    number_or_unknown(v[Q_PCIE_WIDTH_MAX], r, a);
+    nvlink_active(v[Q_NVLINK]);
+    other_processes(v[Q_OTHER_PROCESSES]);
+}
+
+static void add_gpu_quietness(SuiteContext *c)
+{
+    QuietValue v[Q_COUNT];
+    if (!c->has_gpu) {
+        for (int i = 0; i < Q_COUNT; i++) snprintf(v[i], sizeof v[i], "n/a (no GPU)");
+    } else {
+        nvml_open();
+        if (nvml.device) quiet_values(v);
+        else
+            for (int i = 0; i < Q_COUNT; i++) snprintf(v[i], sizeof v[i], "unknown (%s)", nvml.why);
+    }
+    for (int i = 0; i < Q_COUNT; i++) put(c, quiet_keys[i], v[i]);
+}
+
+void context_clock_reference(const SuiteContext *c, GpuClockReference *ref)
+{
+    memset(ref, 0, sizeof *ref);
+    if (sscanf(context_get(c, "gpu_clocks_locked"), "yes (SM %u MHz)", &ref->locked_sm_mhz) != 1)
+        ref->locked_sm_mhz = 0;
+    if (sscanf(context_get(c, "gpu_sm_clock_max_mhz"), "%u", &ref->default_sm_mhz) != 1) ref->default_sm_mhz = 0;
 }
 
 static void add_libraries(SuiteContext *c)
@@ -258,6 +512,7 @@ void context_collect(SuiteContext *c)
 {
     memset(c, 0, sizeof *c);
     add_device(c);
+    add_gpu_quietness(c);
     add_libraries(c);
     add_loaded_libraries(c);
     add_host(c);
