@@ -27,7 +27,9 @@ interval). Its p-value is the two-sided Mann-Whitney U test of the two sets of t
 (exact distribution without ties, else the normal approximation with tie and continuity
 corrections, as scipy.stats.mannwhitneyu).
 Each summary row records the precision reached (the interval's relative half-width), the
-harness's target and whether it was met, and why the row's repetitions stopped. The verdicts (faster / slower, equivalent
+harness's target and whether it was met, and why the row's repetitions stopped.
+Repetitions measured while the GPU was throttled (the reps file's gpu_throttled = 1; the
+harness redid them) are left out of every statistic and counted (column discarded). The verdicts (faster / slower, equivalent
 within BENCH_EQUIVALENCE_MARGIN, inconclusive, n/a below 4 repetitions a side) and the
 quoted precision ("1.96x [1.56-2.25], ±18%") are scripts/verdicts.py's, whose header states
 the rules. A geometric mean over parameter points takes its interval from the same
@@ -426,6 +428,7 @@ class Bench:
         # the order the repetitions ran in (the reps file's `sequence`), or None
         seq = [num(r, "sequence") for r in rep_rows or []]
         self.sequence = seq if rep_rows and all(x is not None for x in seq) else None
+        self.discarded = 0  # repetitions left out: the GPU was throttled (load_benches)
 
     def in_order(self):
         """The times in the order the repetitions ran (None when it is not known)."""
@@ -493,6 +496,11 @@ def load_benches(path, references=False):
                                                                           r.get("variant", ""), r["status"]))
         tidy_time = seconds_of(path, r)  # checked even when the repetitions give the times
         rr = reps.get((r["practice"], r.get("variant", ""), r.get("params", "")))
+        discarded = 0
+        if rr:  # repetitions the GPU was throttled in were redone: the redone ones count
+            kept = [x for x in rr if num(x, "gpu_throttled") != 1]
+            discarded = len(rr) - len(kept)
+            rr = kept or rr
         if rr:
             times = [seconds_of(rp, x) for x in rr]
             for x in rr:  # the repetitions carry the context of their tidy row
@@ -501,7 +509,9 @@ def load_benches(path, references=False):
                         x.setdefault(k, v)
         else:
             times = [tidy_time]
-        out.append(Bench(r, times, rr, run, os.path.basename(path)))
+        b = Bench(r, times, rr, run, os.path.basename(path))
+        b.discarded = discarded
+        out.append(b)
     return out
 
 
@@ -510,7 +520,7 @@ def load_benches(path, references=False):
 SUMMARY_HEADER = ("practice,params,baseline,tuned,baseline_s,tuned_s,speedup,gpu_name,driver_version,host,"
                   "ci_low,ci_high,p_value,verdict,repetitions,noisy,contended,baseline_cv_pct,tuned_cv_pct,"
                   "run,baseline_reached,tuned_reached,equivalence_margin,baseline_seeds,tuned_seeds,"
-                  "pairs,baseline_repetitions,tuned_repetitions,precision,precision_target,target_met,stop")
+                  "pairs,baseline_repetitions,tuned_repetitions,precision,precision_target,target_met,stop,discarded")
 BY_VARIANT_HEADER = ("practice,tuned,gpu_name,host,points,geomean_speedup,ci_low,ci_high,verdict,noisy,contended,"
                      "repetitions,reached,run,equivalence_margin")
 ACCURACY_HEADER = ("practice,params,variant,role,repetitions,accuracy,ci_low,ci_high,difference,diff_ci_low,"
@@ -620,7 +630,8 @@ def summary_line(k, base, t, s):
         clean(k[0]), base.reach_text(), t.reach_text(), "%g" % equivalence_margin(),
         fmt(base.seeds, "%d"), fmt(t.seeds, "%d"),
         str(s["pairs"]) if s["pairs"] else "", str(len(base.times)), str(len(t.times)),
-        fmt(precision, "%.4f"), fmt(target, "%g"), met, clean(t.row.get("stop", ""))])
+        fmt(precision, "%.4f"), fmt(target, "%g"), met, clean(t.row.get("stop", "")),
+        str(base.discarded + t.discarded)])
 
 
 def by_variant_line(vk, pts):

@@ -539,7 +539,8 @@ static void test_paired_repetitions_in_order(void **state)
     static const double tuned[8] = {8.08, 9.4848, 11.424, 12.5696, 14.4, 16.176, 17.4416, 19.296};
     const char *tidy_head = "practice,variant,role,timing,params,status,reason,repetitions,iterations,time,cpu_time,"
                             "time_unit,precision_target,precision_reached,stop\n";
-    const char *reps_head = "practice,variant,role,timing,params,repetition,time,cpu_time,time_unit,iterations,sequence\n";
+    const char *reps_head = "practice,variant,role,timing,params,repetition,time,cpu_time,time_unit,iterations,gpu_throttled,"
+                            "sequence\n";
     for (int paired = 0; paired < 2; paired++) {
         char tidy[2048], reps[8192], dir[32];
         snprintf(dir, sizeof dir, "paired%d", paired);
@@ -555,13 +556,16 @@ static void test_paired_repetitions_in_order(void **state)
                 // alternate which side ran first, as random interleaving would
                 for (int side = 0; side < 2; side++) {
                     bool is_base = (side == 0) == (k % 2 == 0);
-                    at += (size_t)snprintf(reps + at, sizeof reps - at, "pr,%s,%s,wall,n:%d,%d,%g,%g,ms,1,",
+                    at += (size_t)snprintf(reps + at, sizeof reps - at, "pr,%s,%s,wall,n:%d,%d,%g,%g,ms,1,0,",
                                            is_base ? "base" : "fast", is_base ? "baseline" : "tuned", n, k + 1,
                                            is_base ? base[k] : tuned[k], is_base ? base[k] : tuned[k]);
                     at += (size_t)(paired ? snprintf(reps + at, sizeof reps - at, "%d\n", seq++)
                                           : snprintf(reps + at, sizeof reps - at, "\n"));
                 }
             }
+        // a pair the GPU was throttled in (discarded, and redone above): left out, counted
+        at += (size_t)snprintf(reps + at, sizeof reps - at, "pr,base,baseline,wall,n:8,9,1000,1000,ms,1,1,%s\n"
+                               "pr,fast,tuned,wall,n:8,9,1,1,ms,1,1,%s\n", paired ? "100" : "", paired ? "101" : "");
         if (!paired) {  // an older folder: no sequence column at all
             char *nl = strstr(reps, ",sequence\n");
             memmove(nl, nl + strlen(",sequence"), strlen(nl + strlen(",sequence")) + 1);
@@ -584,6 +588,7 @@ static void test_paired_repetitions_in_order(void **state)
             expect_field(s, line, "precision_target", "0.05");
             expect_field(s, line, "target_met", "yes");
             expect_field(s, line, "stop", "target met");
+            expect_field(s, line, "discarded", "2");
             assert_true(line_starting(s, "pr,n:5,base,fast,", line, sizeof line));
             ASSERT_NEAR(numf(s, line, "p_value"), 0.0625, 1e-6);
             expect_field(s, line, "verdict", "n/a (too few repetitions)");

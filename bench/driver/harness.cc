@@ -276,6 +276,7 @@ int harness_run(void)
         fprintf(stderr, "harness: %s; GPU benchmarks will %s\n", ctx.no_gpu_reason,
                 error_expect_gpu() ? "fail (SUITE_EXPECT_GPU=1: this machine should have one)" : "be skipped");
     G.gpu_state = ctx.has_gpu;
+    context_clock_reference(&ctx, &G.clock_ref);
 
     if (G.precision < 0) G.precision = ctx.has_gpu ? 0.02 : 0.05;  // --harness_precision=auto
 

@@ -184,15 +184,21 @@ void TidyCsvTee::finish_run()
     write_all();
 }
 
-std::vector<double> TidyCsvTee::times_of(const Instance *in, bool *censored)
+std::vector<double> TidyCsvTee::times_of(const Instance *in, bool *censored, int *discarded)
 {
     std::lock_guard<std::mutex> lock(mutex_);
     *censored = false;
+    if (discarded) *discarded = 0;
     std::vector<double> t;
     auto it = index_.find(in->name);
     if (it == index_.end()) return t;
     for (const Run &r : results_[it->second].runs) {
         if (r.error_occurred) return {};
+        auto throttled = r.counters.find("gpu_throttled");
+        if (throttled != r.counters.end() && throttled->second.value != 0) {
+            if (discarded) ++*discarded;
+            continue;
+        }
         auto reached = r.counters.find("reached_target");
         if (reached != r.counters.end() && reached->second.value == 0) *censored = true;
         t.push_back(r.GetAdjustedRealTime());

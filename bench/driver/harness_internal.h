@@ -124,6 +124,7 @@ struct Globals {
     std::string backend, data, data_dir;
     bool initialised = false, help = false, user_min_time = false;
     bool gpu_state = false; // sample NVML's view of the GPU around every run
+    GpuClockReference clock_ref{}; // what a repetition's SM clock is judged against
     int repetitions = 1;    // --benchmark_repetitions: the least each row runs
     // The stopping rule (harness_schedule.cc, bench/driver/precision.h): more repetitions
     // until the interval's relative half-width is within precision (0: exactly
@@ -215,8 +216,9 @@ public:
 
     bool any_error() const { return any_error_; }
     // The times of an instance's measured repetitions in the order they ran (empty when
-    // one failed or skipped), and whether one was a run to a target that missed it.
-    std::vector<double> times_of(const Instance *in, bool *censored);
+    // one failed or skipped), and whether one was a run to a target that missed it;
+    // repetitions the GPU was throttled in are left out (*discarded counts them).
+    std::vector<double> times_of(const Instance *in, bool *censored, int *discarded = nullptr);
     // Google Benchmark's context and end of output, once for the whole run (it reports
     // them for every RunSpecifiedBenchmarks call: one per block of repetitions).
     void set_name_width(size_t width) { name_width_ = width; }

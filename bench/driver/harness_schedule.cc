@@ -84,7 +84,10 @@ void run_block(const Group &grp, int reps)
 
 struct Reading {
     double worst = 0;     // the widest relative half-width among the group's rows
-    bool any = false;     // some row has times to read
+    bool any = false;     // some row has times
+    bool read = false;    // some row's precision was read (no run of it missed a target)
+    int fewest = 0;       // the fewest kept repetitions of a row with times
+    int discarded = 0;    // repetitions left out: the GPU was throttled
     std::string text;     // one line per row, for the display
 };
 
@@ -112,8 +115,14 @@ Reading read_group(TidyCsvTee &tee, const Group &grp)
     bool paired_any = false;
     for (Instance *in : grp.members) {
         bool censored = false;
-        std::vector<double> t = tee.times_of(in, &censored);
-        if (t.empty() || censored) continue;
+        int discarded = 0;
+        std::vector<double> t = tee.times_of(in, &censored, &discarded);
+        rd.discarded += discarded;
+        if (!t.empty() && (!rd.any || (int)t.size() < rd.fewest)) rd.fewest = (int)t.size();
+        if (t.empty() || censored) {
+            rd.any = rd.any || !t.empty();
+            continue;
+        }
         double p = NAN;
         char line[512];
         if (in != base && in->bench->role == HARNESS_TUNED && !bt.empty() && !base_censored) {
@@ -129,7 +138,7 @@ Reading read_group(TidyCsvTee &tee, const Group &grp)
                      percent(p).c_str(), (int)t.size());
         }
         in->precision_reached = p;
-        rd.any = true;
+        rd.any = rd.read = true;
         rd.text += line;
         if (!(p <= rd.worst)) rd.worst = p;  // NaN and infinity are the worst
     }
@@ -175,6 +184,16 @@ void run_schedule(TidyCsvTee &tee, const std::vector<Instance *> &selected)
                 why = "";  // skipped or failed: nothing to measure
                 break;
             }
+            // throttled repetitions do not count towards the least: redone, within the caps
+            int shortfall = G.repetitions - rd.fewest;
+            if (shortfall > 0 && done + shortfall <= G.max_repetitions && (cap <= 0 || used < cap)) {
+                block = shortfall;
+                continue;
+            }
+            if (!rd.read) {
+                why = "a run missed its target: the least repetitions";
+                break;
+            }
             PrecisionBudget b{G.precision, done, G.max_repetitions, used, cap};
             int more = 0;
             PrecisionDecision d = precision_next(&b, rd.worst, &more);
@@ -190,6 +209,8 @@ void run_schedule(TidyCsvTee &tee, const std::vector<Instance *> &selected)
             else
                 snprintf(reason, sizeof reason, "%s", precision_decision_name(d));
             why = reason;
+            if (rd.discarded > 0)
+                why += "; " + std::to_string(rd.discarded) + " repetitions discarded (GPU throttled) and redone";
             break;
         }
         for (Instance *in : grp.members) in->stop = why;

@@ -25,10 +25,8 @@ namespace {
 // NVML's view of the GPU as counters of this run (named "<prefix>_..._<when>").
 void gpu_state_counters(benchmark::State &gb, const GpuState &s, const char *when)
 {
-    std::string w = when;
-    if (s.has_clock) gb.counters["gpu_sm_clock_" + w + "_mhz"] = (double)s.sm_clock_mhz;
-    if (s.has_temperature) gb.counters["gpu_temp_" + w + "_c"] = (double)s.temperature_c;
-    if (s.has_throttle) gb.counters["gpu_throttle_" + w] = (double)s.throttle_reasons;
+    GpuStateCounter c[GPU_STATE_MAX_COUNTERS];
+    for (int i = 0, n = context_gpu_state_counters(&s, when, c); i < n; i++) gb.counters[c[i].name] = c[i].value;
 }
 
 double seconds_now(clockid_t clock)
@@ -133,6 +131,9 @@ void run_one(benchmark::State &gb, Instance *in)
     if (sampled && context_gpu_state(&after)) {
         gpu_state_counters(gb, before, "before");
         gpu_state_counters(gb, after, "after");
+        // a repetition measured while the GPU was held back: kept in the files, left out
+        // of the precision and the statistics, and redone (harness_schedule.cc)
+        gb.counters["gpu_throttled"] = gpu_sample_throttled(&before, &after, &g().clock_ref) ? 1.0 : 0.0;
     }
     if (!st.loop_done && !gb.error_occurred())
         skip_with_error(&st, "error: benchmark returned before finishing its loop");
