@@ -17,6 +17,7 @@
 #include "kernels/clock.h"
 #include "kernels/conv_cudnn.cuh"
 #include "kernels/conv_select.h"
+#include "kernels/core_backends.h"
 #include "kernels/core_internal.h"
 #include "kernels/conv_bias_cuda.cuh"
 #include "kernels/layers_cuda.cuh"
