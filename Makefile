@@ -2,7 +2,7 @@
 # build/ (or $(BUILD)) is the only output folder. Layout conventions, so a new
 # file needs no Makefile edit, and a new practice is a new folder bench/<practice>/:
 #   <module>/*.c|*.cu|*.cc     -> build/lib<module>.a (module = kernels loaders dist tests
-#                                 bench/driver; every program links them all)
+#                                 bench/driver; every program links them all; kernels/*/ too)
 #   bench/<practice>/bench_*.c -> build/bench_*       (the practice's program)
 #   bench/<practice>/ the rest -> build/libbench_<practice>.a (its program's own library;
 #                                 the tests link every practice's)
@@ -81,7 +81,12 @@ MPI_CFLAGS = $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LDLIBS = $(shell mpicc --showme:link 2>/dev/null)
 MPI_PROGS   = $(BUILD)/bench_ddp $(BUILD)/train
 # A folder's library: its sources other than programs (bench_*.c, *_main.c) and tests.
-lib_srcs  = $(filter-out $(1)/bench_%.c $(1)/test_%.c %_main.c,$(wildcard $(1)/*.c $(1)/*.cu $(1)/*.cc))
+# A module in NESTED_MODULES takes its subfolders' sources too: kernels/ is one library
+# (its public headers at the top, one folder per backend and for the core, the model and
+# the platform code; docs/source-layout.md).
+NESTED_MODULES := kernels
+src_dirs  = $(1) $(if $(filter $(NESTED_MODULES),$(1)),$(patsubst %/,%,$(wildcard $(1)/*/)))
+lib_srcs  = $(filter-out $(1)/bench_%.c $(1)/test_%.c %_main.c,$(foreach d,$(call src_dirs,$(1)),$(wildcard $(d)/*.c $(d)/*.cu $(d)/*.cc)))
 lib_objs  = $(patsubst %,$(BUILD)/%.o,$(call lib_srcs,$(1)))
 lib_of    = $(if $(call lib_srcs,$(1)),$(BUILD)/lib$(subst /,_,$(1)).a)
 LIBS          := $(foreach m,$(MODULES),$(call lib_of,$(m)))
@@ -121,7 +126,7 @@ $(BUILD)/%.cu.o: %.cu | $(DEPS_OK)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
 # The fast CPU layers: vectorised (-O3, OpenMP simd pragmas; SIMD clones chosen at run time).
-CPU_FAST_OBJS := $(patsubst %,$(BUILD)/%.o,$(wildcard kernels/*cpu_fast*.c))
+CPU_FAST_OBJS := $(patsubst %,$(BUILD)/%.o,$(wildcard kernels/cpu/*cpu_fast*.c))
 $(CPU_FAST_OBJS): CFLAGS += -O3 -fopenmp-simd
 
 define module_lib

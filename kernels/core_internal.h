@@ -1,5 +1,8 @@
-// core_internal.h: what core.c shares with the backends (not part of the public API).
-// A Core holds the config, the op graph and a table of backend functions.
+// core_internal.h: the backends' interface (not part of the public API): a Core holds the
+// config, the op graph and a table of backend functions (CoreOps) that a backend fills in;
+// a backend reports its gradients to the hooks through the inline functions below. It
+// declares nothing of core.c, so the line runs one way: core.c -> the backends
+// (core_backends.h) -> this interface.
 #ifndef CORE_INTERNAL_H
 #define CORE_INTERNAL_H
 
@@ -53,16 +56,38 @@ static inline int core_plan_fused_ops(const ModelGraph *g, const ModelPlan *p)
     return fused;
 }
 
-// Sets up a CPU backend (fast or reference, by core->backend) on a Core whose cfg and
-// graph are filled in.
-int core_cpu_init(Core *core);
-// Sets up the CUDA backend likewise.
-int core_cuda_init(Core *core);
+// The flat parameter range [offset, offset + count) of one op (count 0: no parameters).
+static inline size_t op_param_count(const ModelOp *op)
+{
+    switch (op->kind) {
+    case OP_CONV: return (size_t)op->cout * op->cin * op->k * op->k + (op->bias ? op->cout : 0);
+    case OP_BN: return 2 * (size_t)op->cin;
+    case OP_LINEAR: return (size_t)op->cout * op->cin + (size_t)op->cout;
+    default: return 0;
+    }
+}
+
 // Backends call these: whether a gradients-ready hook wants op `op_index`'s gradients
-// now, and the report itself (event/stream: CUDA's, NULL on the CPU).
-bool core_grad_hook_armed(const Core *core);
-int core_report_grads_ready(Core *core, int op_index, float *grads, void *event, void *stream);
-int core_report_before_update(Core *core, float *grads, void *stream);
+// now, and the report itself (event/stream: CUDA's, NULL on the CPU). Inline here, so
+// that a backend needs nothing of core.c (which calls the backends: core_backends.h).
+static inline bool core_grad_hook_armed(const Core *core) { return core->hooks_armed && core->hooks.ready; }
+
+static inline int core_report_grads_ready(Core *core, int op_index, float *grads, void *event,
+                                          void *stream)
+{
+    if (!core_grad_hook_armed(core)) return 0;
+    const ModelOp *op = &core->graph.ops[op_index];
+    CoreGradReady ready = {.offset = op->w_off, .count = op_param_count(op), .grads = grads,
+                           .event = event, .stream = stream};
+    if (ready.count == 0) return 0;
+    return core->hooks.ready(core->hooks.user, &ready);
+}
+
+static inline int core_report_before_update(Core *core, float *grads, void *stream)
+{
+    if (!core->hooks.before_update) return 0;
+    return core->hooks.before_update(core->hooks.user, grads, core->graph.n_params, stream);
+}
 
 #ifdef __cplusplus
 }

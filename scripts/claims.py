@@ -221,7 +221,7 @@ def tidy_statuses(results):
 
 
 def short_reason(why):
-    """'kernels/pinned.c:12: no CUDA device (no NVIDIA driver ...)' -> 'no CUDA device'."""
+    """'kernels/platform/pinned.c:12: no CUDA device (no NVIDIA driver ...)' -> 'no CUDA device'."""
     why = re.sub(r"^.*?[\w.-]+\.(c|cu|cc|h):\d+: ", "", why.strip())
     return why.split(" (")[0] or why
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """torch_twin.py: the training core's model in PyTorch: same layers, weights, batch, numbers.
 
-Builds the network of kernels/model.c for a preset (stem conv + BN + ReLU, basic blocks
+Builds the network of kernels/model/model.c for a preset (stem conv + BN + ReLU, basic blocks
 with 1x1 projection shortcuts, global average pooling, linear; or the MLP) and loads the
 core's initial parameters and batch from the folder written by `steptime --dump DIR`
 (layout: the header of bench/tools/steptime_main.c). Five commands:
@@ -77,7 +77,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-# kernels/core.c core_config_preset: the architecture of each preset.
+# kernels/core/core.c core_config_preset: the architecture of each preset.
 PRESETS = {
     "tiny": dict(kind="resnet", in_ch=3, image=16, classes=10, width=8, stages=2, blocks=1,
                  stem_k=3, stem_s=1),
@@ -90,7 +90,7 @@ PRESETS = {
                      blocks=2, stem_k=7, stem_s=4),
 }
 BN_EPS, BN_MOMENTUM = 1e-5, 0.1  # kernels/model.h
-# The presets' training defaults (kernels/core.c core_config_preset, kernels/amp.c), written
+# The presets' training defaults (kernels/core/core.c core_config_preset, kernels/core/amp.c), written
 # here independently of the core: what meta.txt must say for a flag steptime was not given.
 PRESET_DEFAULTS = {
     "tiny": dict(batch=32, lr=0.05, momentum=0.9, weight_decay=5e-4),
@@ -159,7 +159,7 @@ class Block(nn.Module):
         return F.relu(self.bn2(self.conv2(y)) + shortcut)
 
     def ordered_modules(self):
-        # kernels/model.c build_resnet: the projection first, then conv1, bn1, conv2, bn2
+        # kernels/model/model.c build_resnet: the projection first, then conv1, bn1, conv2, bn2
         mods = list(self.proj) if self.proj is not None else []
         return mods + [self.conv1, self.bn1, self.conv2, self.bn2]
 
@@ -324,7 +324,7 @@ class Twin:
 
 
 def warmup_factor(warmup):
-    """The core's linear warm-up (kernels/core.c core_lr_at), constant after: step s < W
+    """The core's linear warm-up (kernels/core/core.c core_lr_at), constant after: step s < W
     runs at base * (s + 1) / W. Written from the config, not read from the core."""
     return lambda s: (s + 1) / warmup if s < warmup else 1.0
 

@@ -1,4 +1,4 @@
-// test_model_plan.c: the memory plan of kernels/model_plan.c, checked by an independent
+// test_model_plan.c: the memory plan of kernels/model/model_plan.c, checked by an independent
 // simulation of the pass it plans. The checker walks the ops (forward, loss, backward) as
 // the backends run them under the plan's flags, keeps every activation and gradient at its
 // planned bytes, and marks a value clobbered when another write lands on its bytes; it

@@ -1,5 +1,6 @@
-// bench_kernels.c: micro benchmarks of the core's own CUDA kernels (kernels/layers_cuda.cu),
-// in the llm.c dev/cuda style: each kernel next to its CPU reference, validated, and timed.
+// bench_kernels.c: micro benchmarks of the core's own CUDA kernels
+// (kernels/cuda/layers_cuda*.cu), in the llm.c dev/cuda style: each kernel next to its CPU
+// reference, validated, and timed.
 //   kernels_bn/ours (tuned) and kernels_bn/cudnn (baseline, cuDNN's legacy batch norm as
 //     PyTorch calls it: training, inference, backward): batch norm on every preset's BN
 //     shapes, fp32/fp16/bf16, NCHW and NHWC; speedup = cuDNN's time / ours.
@@ -7,7 +8,7 @@
 //     accumulation, fp32 cast, on every preset's ReLU/add shapes, fp32/fp16/bf16.
 //   Each GPU row: its inputs (multiples of 1/32, exact in every storage type) converted to the
 //   storage type and layout; one launch, whose outputs are compared with the CPU reference
-//   (kernels/layers_cpu.c, fp32, the same inputs): max error relative to the output's
+//   (kernels/reference/layers_cpu.c, fp32, the same inputs): max error relative to the output's
 //   largest magnitude, within a tolerance per storage type, else the row FAILS (no time);
 //   then CUDA events around each launch alone after an L2 flush (cold cache); GB/s = the
 //   bytes the kernel must move (kernels_case.h's model) / time, and its fraction of the

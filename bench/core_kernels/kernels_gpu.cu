@@ -223,7 +223,7 @@ static int setup(KbGpu *k, int storage, bool nhwc)
         CUDA_TRY(cudaMalloc((void **)&k->scratch, cuda_bn_scratch_floats(k->g) * sizeof(float)));
     }
     if (k->impl == KB_IMPL_CUDNN) TRY(cudnn_setup(k));
-    else snprintf(k->note, sizeof k->note, "ours (kernels/layers_cuda.cu)");
+    else snprintf(k->note, sizeof k->note, "ours (kernels/cuda/layers_cuda*.cu)");
     return 0;
 }
 

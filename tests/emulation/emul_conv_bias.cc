@@ -1,4 +1,4 @@
-// Host-emulated run of kernels/conv_bias_cuda.cu (the convolution bias: forward add and the
+// Host-emulated run of kernels/cuda/conv_bias_cuda.cu (the convolution bias: forward add and the
 // split, fixed-order gradient reduction) against sums computed here, every storage type and
 // layout, shapes with one and several splits and a partial NHWC channel tile. Inputs are
 // multiples of 1/32, so every sum is exact and the kernels must match bit for bit.

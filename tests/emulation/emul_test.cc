@@ -1,4 +1,4 @@
-// Host-emulated run of kernels/layers_cuda.cu against the CPU reference.
+// Host-emulated run of kernels/cuda/layers_cuda*.cu against the CPU reference.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

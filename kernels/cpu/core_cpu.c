@@ -20,6 +20,7 @@
 
 #include "kernels/check.h"
 #include "kernels/conv_bias_cpu.h"
+#include "kernels/core_backends.h"
 #include "kernels/core_internal.h"
 #include "kernels/layers_cpu.h"
 #include "kernels/layers_cpu_fast.h"

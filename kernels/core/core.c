@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/check.h"
+#include "kernels/core_backends.h"
 #include "kernels/core_internal.h"
 #include "kernels/gpu_device.h"
 
@@ -167,17 +168,6 @@ int core_step(Core *core, const CoreBatch *batch, CoreStepResult *result)
 
 // ---- split step and gradient hooks -------------------------------------------------
 
-// The flat parameter range [offset, offset + count) of one op (count 0: no parameters).
-static size_t op_param_count(const ModelOp *op)
-{
-    switch (op->kind) {
-    case OP_CONV: return (size_t)op->cout * op->cin * op->k * op->k + (op->bias ? op->cout : 0);
-    case OP_BN: return 2 * (size_t)op->cin;
-    case OP_LINEAR: return (size_t)op->cout * op->cin + (size_t)op->cout;
-    default: return 0;
-    }
-}
-
 int core_set_grad_hooks(Core *core, const CoreGradHooks *hooks)
 {
     if (hooks && (!hooks->ready || !hooks->before_update))
@@ -194,24 +184,6 @@ int core_set_grad_hooks(Core *core, const CoreGradHooks *hooks)
     memset(&core->hooks, 0, sizeof core->hooks);
     if (hooks) core->hooks = *hooks;
     return 0;
-}
-
-bool core_grad_hook_armed(const Core *core) { return core->hooks_armed && core->hooks.ready; }
-
-int core_report_grads_ready(Core *core, int op_index, float *grads, void *event, void *stream)
-{
-    if (!core_grad_hook_armed(core)) return 0;
-    const ModelOp *op = &core->graph.ops[op_index];
-    CoreGradReady ready = {.offset = op->w_off, .count = op_param_count(op), .grads = grads,
-                           .event = event, .stream = stream};
-    if (ready.count == 0) return 0;
-    return core->hooks.ready(core->hooks.user, &ready);
-}
-
-int core_report_before_update(Core *core, float *grads, void *stream)
-{
-    if (!core->hooks.before_update) return 0;
-    return core->hooks.before_update(core->hooks.user, grads, core->graph.n_params, stream);
 }
 
 int core_forward_backward(Core *core, const CoreBatch *batch, bool accumulate)

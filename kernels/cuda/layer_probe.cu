@@ -1,5 +1,5 @@
 // layer_probe.cu: single-layer runs of the CUDA backend on host arrays (layer_probe.h),
-// using the same launchers, cuDNN plans and cuBLAS calls as core_cuda.cu.
+// using the same launchers, cuDNN plans and cuBLAS calls as core_cuda*.cu.
 #include "kernels/layer_probe.h"
 
 #include <stdint.h>
