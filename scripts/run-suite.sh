@@ -468,8 +468,15 @@ for prog in "${programs[@]}"; do
   # after a foreground command ends); verbose: the log on the terminal as it grows.
   # the program's share is its time for added repetitions (the limit, up to twice the
   # share, is a safety margin for its first ones)
+  # (the share, and never closer to the limit than an eighth of it, at least 5 s: the
+  # program's start-up and its last block end before the limit cuts it)
   budget_args=()
-  [[ -n $share ]] && budget_args=(--harness_budget="$share")
+  if [[ -n $share ]]; then
+    margin=$((limit / 8 > 5 ? limit / 8 : 5))
+    program_budget=$((share < limit - margin ? share : limit - margin))
+    ((program_budget < 1)) && program_budget=1
+    budget_args=(--harness_budget="$program_budget")
+  fi
   timeout --signal=INT --kill-after="$kill_after" "$limit" "${stdbuf_cmd[@]}" "$prog" \
     --benchmark_out="$out/$name.json" --benchmark_out_format=json \
     --harness_csv="$out/$name.csv" "${rep_args[@]}" "${budget_args[@]}" "${extra_args[@]}" "${prog_args[@]}" \

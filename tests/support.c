@@ -268,6 +268,22 @@ char *test_bench_list(const char *program)
     return text;
 }
 
+// NULL, with the output printed, when the program reported a column the tidy-CSV schema
+// (bench/driver/tidy_columns.def) does not have: every CSV a test reads checks the schema.
+static char *schema_checked(char *csv, const char *tmp, const char *program, const char *args)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/out.txt", tmp);
+    char *out = test_read_file(path, NULL);
+    if (csv && out && strstr(out, "not in the tidy-CSV schema")) {
+        printf("%s %s: a column outside the tidy-CSV schema, output:\n%s\n", program, args, out);
+        free(csv);
+        csv = NULL;
+    }
+    free(out);
+    return csv;
+}
+
 char *test_bench_csv(const char *program, const char *args)
 {
     char *tmp = test_temp_dir();
@@ -284,6 +300,7 @@ char *test_bench_csv(const char *program, const char *args)
                out ? out : "");
         free(out);
     }
+    csv = schema_checked(csv, tmp, program, args);
     test_remove_tree(tmp);
     free(tmp);
     return csv;
@@ -512,6 +529,7 @@ char *test_bench_csv_exit(const char *program, const char *args, int *exit_statu
         printf("%s %s: exit status %d and no CSV, output:\n%s\n", program, args, *exit_status, out ? out : "");
         free(out);
     }
+    csv = schema_checked(csv, tmp, program, args);
     test_remove_tree(tmp);
     free(tmp);
     return csv;

@@ -70,7 +70,8 @@ void test_write_script(const char *dir, const char *name, const char *body);
 char *test_bench_list(const char *program);
 // Runs `<build>/<program> <args> --harness_csv=<tmp>/out.csv` in a fresh temporary folder
 // and returns the CSV text (malloc'd), or NULL (with the exit status and the program's
-// output printed) when the program did not exit 0 or wrote no CSV.
+// output printed) when the program did not exit 0, wrote no CSV, or reported a column
+// outside the tidy-CSV schema (bench/driver/tidy_columns.def).
 char *test_bench_csv(const char *program, const char *args);
 // Checks every row of a results CSV: with a GPU each has status ok; without, each is
 // skipped with a reason that starts "no CUDA device". Returns the number of rows, or -1

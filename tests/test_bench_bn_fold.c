@@ -51,7 +51,7 @@ static void test_tiny_runs_and_checks(void **state)
         test_csv_named_field(csv, line + 1, "status", status, sizeof status);
         test_csv_named_field(csv, line + 1, "variant", variant, sizeof variant);
         assert_string_equal(status, "ok");
-        test_csv_named_field(csv, line + 1, "param_count", params, sizeof params);
+        test_csv_named_field(csv, line + 1, "parameters", params, sizeof params);
         test_csv_named_field(csv, line + 1, "batch_ms", ms, sizeof ms);
         test_csv_named_field(csv, line + 1, "batch", batch, sizeof batch);
         test_csv_named_field(csv, line + 1, "activation_mib", mib, sizeof mib);

@@ -473,7 +473,7 @@ static void test_bench_ddp_cross_variant_figures_need_no_other_row(void **state)
     const char *params = "preset:tiny;batch:16;devices:2";
     assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "status", v, sizeof v));
     assert_string_equal(v, "ok");
-    assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "param_rel_l2_vs_data_parallel", v, sizeof v));
+    assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "rel_l2_vs_data_parallel", v, sizeof v));
     assert_true(v[0] != '\0' && atof(v) <= 1e-4);
     assert_true(test_csv_row_value(csv, "ddp_scaling,ddp", params, "scaling_efficiency", v, sizeof v));
     assert_true(v[0] != '\0' && atof(v) > 0);

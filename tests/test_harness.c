@@ -183,6 +183,21 @@ static void test_csv_has_fixed_param_counter_and_context_columns(void **state)
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
         if (test_csv_column(csv_text, cols[i]) < 0) fail_msg("tidy CSV lacks column %s", cols[i]);
     }
+    // the fixed schema (tidy_columns.def) first, whatever this program reports: its axis,
+    // counter and context key outside the schema come after the schema's last column
+    int last = test_csv_column(csv_text, "ctx_tidy_schema");
+    assert_true(last > 0);
+    assert_true(test_csv_column(csv_text, "param_batch") < test_csv_column(csv_text, "items_per_second"));
+    assert_true(test_csv_column(csv_text, "items_per_second") < test_csv_column(csv_text, "ctx_gpu_name"));
+    assert_true(test_csv_column(csv_text, "param_n") > last);
+    assert_true(test_csv_column(csv_text, "answer") > last);
+    assert_true(test_csv_column(csv_text, "ctx_test_key") > last);
+    assert_int_equal(test_csv_column(csv_text, "param_n") + 1, test_csv_column(csv_text, "answer"));
+    char line[4096];
+    assert_non_null(find_row("slow", "n:4000", line, sizeof line));
+    char f[64];
+    field_of(line, "ctx_tidy_schema", f, sizeof f);
+    assert_string_equal(f, "1");
 }
 
 static void test_one_row_per_instance_with_role_and_aggregates(void **state)
@@ -263,8 +278,10 @@ static void test_reference_role_string_axis_options_and_curves(void **state)
     snprintf(path, sizeof path, "%s/unit.curves.csv", tmp_dir);
     char *curves = test_read_file(path, NULL);
     assert_non_null(curves);
-    assert_non_null(strstr(curves, "practice,variant,role,params,param_kind,param_n,run,metric,step,images,seconds,value\n"));
-    assert_non_null(strstr(curves, "unit_ref,yardstick,reference,kind:a,a,,1,accuracy,2,20,1,0.5\n"));
+    // the schema's axes (19, tidy_columns.def), then this program's own
+    assert_non_null(strstr(curves, "practice,variant,role,params,param_batch,"));
+    assert_non_null(strstr(curves, ",param_sizes,param_kind,param_n,run,metric,step,images,seconds,value\n"));
+    assert_non_null(strstr(curves, "unit_ref,yardstick,reference,kind:a,,,,,,,,,,,,,,,,,,,,a,,1,accuracy,2,20,1,0.5\n"));
     free(curves);
 }
 

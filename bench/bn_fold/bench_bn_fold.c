@@ -184,7 +184,7 @@ static void bench_infer(HarnessState *st, void *user)
     harness_counter(st, "images_per_second", (double)(forwards * cfg.batch_size), HARNESS_COUNTER_RATE);
     harness_counter(st, "batch_ms", forwards ? 1e3 * seconds / (double)forwards : 0.0, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "batch", cfg.batch_size, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "param_count", (double)core_param_count(timed), HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "parameters", (double)core_param_count(timed), HARNESS_COUNTER_PLAIN);
     harness_counter(st, "activation_mib", cs.activation_bytes / 1048576.0, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "peak_mib", cs.peak_bytes / 1048576.0, HARNESS_COUNTER_PLAIN);
     harness_counter(st, "conv_bias_passes", cs.conv_biases - cs.conv_biases_fused, HARNESS_COUNTER_PLAIN);

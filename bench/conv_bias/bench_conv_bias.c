@@ -71,7 +71,7 @@ static void finish(void *ctx, HarnessState *st, Core *core, const CoreConfig *cf
     (void)cfg;
     (void)v;
     (void)o;
-    harness_counter(st, "param_count", (double)core_param_count(core), HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "parameters", (double)core_param_count(core), HARNESS_COUNTER_PLAIN);
 }
 
 static const PracticeHooks hooks = {.finish = finish};

@@ -198,7 +198,7 @@ void ddp_bench_scaling(HarnessState *st, void *user)
                 norm += (double)dp_params[k][i] * dp_params[k][i];
             }
             double rel = sqrt(diff / (norm > 0 ? norm : 1));
-            harness_counter(st, "param_rel_l2_vs_data_parallel", rel, HARNESS_COUNTER_PLAIN);
+            harness_counter(st, "rel_l2_vs_data_parallel", rel, HARNESS_COUNTER_PLAIN);
             harness_counter(st, "wrong", rel > DDP_CHECK_TOLERANCE, HARNESS_COUNTER_PLAIN);
             if (!(rel <= DDP_CHECK_TOLERANCE)) {
                 char why[200];

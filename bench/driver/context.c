@@ -447,6 +447,8 @@ static void add_libraries(SuiteContext *c)
     if (cudaRuntimeGetVersion(&v) == cudaSuccess) {
         version_string(buf, sizeof buf, v / 1000, (v % 1000) / 10, 0);
         put(c, "cuda_runtime", buf);
+    } else {
+        put(c, "cuda_runtime", "unknown");
     }
     int major = 0, minor = 0, patch = 0;
     cublasGetProperty(MAJOR_VERSION, &major);
@@ -461,6 +463,8 @@ static void add_libraries(SuiteContext *c)
     if (ncclGetVersion(&nccl) == ncclSuccess) { // 2.x: major*10000 + minor*100 + patch
         version_string(buf, sizeof buf, nccl / 10000, nccl % 10000 / 100, nccl % 100);
         put(c, "nccl_version", buf);
+    } else {
+        put(c, "nccl_version", "unknown");
     }
 }
 

@@ -271,6 +271,7 @@ int harness_run(void)
     SuiteContext ctx;
     context_collect(&ctx);
     for (int i = 0; i < ctx.count; i++) benchmark::AddCustomContext(ctx.keys[i], ctx.values[i]);
+    G.extra_context.emplace_back("tidy_schema", tidy_schema_version()); // the CSVs' columns
     for (const auto &kv : G.extra_context) benchmark::AddCustomContext(kv.first, kv.second);
     if (!ctx.has_gpu)
         fprintf(stderr, "harness: %s; GPU benchmarks will %s\n", ctx.no_gpu_reason,

@@ -101,7 +101,70 @@ std::string reps_path(const std::string &csv)
     return stem + ".reps.csv";
 }
 
+// The schema's names of one kind (tidy_columns.def), in its order.
+const std::vector<std::string> &schema_params()
+{
+    static const std::vector<std::string> names = {
+#define TIDY_PARAM(name) #name,
+#define TIDY_COUNTER(name)
+#define TIDY_CONTEXT(name)
+#include "bench/driver/tidy_columns.def"
+#undef TIDY_PARAM
+#undef TIDY_COUNTER
+#undef TIDY_CONTEXT
+    };
+    return names;
+}
+
+const std::vector<std::string> &schema_counters()
+{
+    static const std::vector<std::string> names = {
+#define TIDY_PARAM(name)
+#define TIDY_COUNTER(name) #name,
+#define TIDY_CONTEXT(name)
+#include "bench/driver/tidy_columns.def"
+#undef TIDY_PARAM
+#undef TIDY_COUNTER
+#undef TIDY_CONTEXT
+    };
+    return names;
+}
+
+const std::vector<std::string> &schema_context()
+{
+    static const std::vector<std::string> names = {
+#define TIDY_PARAM(name)
+#define TIDY_COUNTER(name)
+#define TIDY_CONTEXT(name) #name,
+#include "bench/driver/tidy_columns.def"
+#undef TIDY_PARAM
+#undef TIDY_COUNTER
+#undef TIDY_CONTEXT
+    };
+    return names;
+}
+
+// The names `seen` that are not in the schema (sorted), each said once on stderr: the schema
+// is fixed, but a name missing from it is never dropped (written after the schema's columns).
+std::vector<std::string> beyond_schema(const std::vector<std::string> &schema, const std::set<std::string> &seen,
+                                       const char *kind)
+{
+    static std::set<std::string> warned;
+    std::vector<std::string> out;
+    std::set<std::string> known(schema.begin(), schema.end());
+    for (const auto &name : seen) {
+        if (known.count(name)) continue;
+        out.push_back(name);
+        if (warned.insert(std::string(kind) + name).second)
+            fprintf(stderr, "harness: %s '%s' is not in the tidy-CSV schema (bench/driver/tidy_columns.def): "
+                            "written after the schema's columns\n", kind, name.c_str());
+    }
+    return out;
+}
+
 } // namespace
+
+std::string tidy_schema_version() { return std::to_string(TIDY_SCHEMA_VERSION); }
 
 std::string partial_path(const std::string &csv)
 {
@@ -263,14 +326,6 @@ void TidyCsvTee::write_all()
     if (!path_.empty()) write_ok_ = write_csv() && write_reps() && write_curves() && write_ok_;
 }
 
-std::set<std::string> TidyCsvTee::param_names() const
-{
-    std::set<std::string> names;
-    for (const auto &b : g().benches)
-        for (const Axis &a : b->axes) names.insert(a.name);
-    return names;
-}
-
 // Whether a context key is a column of the tidy CSV: all but the library files
 // (`*_library`, paths the loader mapped), which were a quarter of a CSV results folder
 // repeated on every row; they stay in the JSON's context and in context.txt, and the
@@ -281,24 +336,73 @@ static bool in_csv_context(const char *key)
     return !(n >= suffix && strcmp(key + n - suffix, "_library") == 0);
 }
 
+// The columns after the fixed ones: the schema's (sweep axes, counters, and with a context
+// its keys), then those of names outside the schema, in the same order of kinds.
+void TidyCsvTee::columns(const SuiteContext *ctx, std::vector<Column> *schema, std::vector<Column> *beyond) const
+{
+    std::set<std::string> axes, counters, keys;
+    for (const auto &b : g().benches)
+        for (const Axis &a : b->axes) axes.insert(a.name);
+    for (const Results &res : results_)
+        for (const Run &r : res.runs)
+            for (const auto &c : r.counters) counters.insert(c.first);
+    if (ctx) {
+        for (int i = 0; i < ctx->count; i++)
+            if (in_csv_context(ctx->keys[i])) keys.insert(ctx->keys[i]);
+        for (const auto &kv : g().extra_context) keys.insert(kv.first);
+    }
+    schema->clear();
+    beyond->clear();
+    for (const auto &n : schema_params()) schema->push_back({Column::kParam, n});
+    for (const auto &n : schema_counters()) schema->push_back({Column::kCounter, n});
+    if (ctx)
+        for (const auto &n : schema_context()) schema->push_back({Column::kContext, n});
+    for (const auto &n : beyond_schema(schema_params(), axes, "axis")) beyond->push_back({Column::kParam, n});
+    for (const auto &n : beyond_schema(schema_counters(), counters, "counter")) beyond->push_back({Column::kCounter, n});
+    if (ctx)
+        for (const auto &n : beyond_schema(schema_context(), keys, "context key"))
+            beyond->push_back({Column::kContext, n});
+}
+
+static std::string column_name(const Column &c)
+{
+    switch (c.kind) {
+    case Column::kParam: return ",param_" + field(c.name);
+    case Column::kContext: return ",ctx_" + field(c.name);
+    case Column::kCounter: break;
+    }
+    return "," + field(c.name);
+}
+
+static std::string param_value(const Instance *in, const std::string &name)
+{
+    if (in)
+        for (const auto &kv : in->params)
+            if (kv.first == name) return kv.second;
+    return "";
+}
+
+static std::string context_value(const SuiteContext &ctx, const std::string &key)
+{
+    for (int i = 0; i < ctx.count; i++)
+        if (key == ctx.keys[i]) return ctx.values[i];
+    for (const auto &kv : g().extra_context)
+        if (kv.first == key) return kv.second;
+    return "";
+}
+
 bool TidyCsvTee::write_csv()
 {
     const SuiteContext &ctx = *ctx_;
-    std::set<std::string> params = param_names(), counter_names;
-    for (const Results &res : results_) {
-        for (const Run &r : res.runs)
-            for (const auto &c : r.counters) counter_names.insert(c.first);
-    }
+    std::vector<Column> cols, beyond;
+    columns(&ctx, &cols, &beyond);
+    cols.insert(cols.end(), beyond.begin(), beyond.end());
     std::string out = "practice,variant,role,timing,params,status,reason,repetitions,iterations,"
                       "time,cpu_time,time_unit,time_median,time_stddev,time_min,time_max,time_cv,cache,"
                       "precision_target,precision_reached,stop";
-    for (const auto &p : params) out += ",param_" + field(p);
-    for (const auto &c : counter_names) out += "," + field(c);
-    for (int i = 0; i < ctx.count; i++)
-        if (in_csv_context(ctx.keys[i])) out += std::string(",ctx_") + ctx.keys[i];
-    for (const auto &kv : g().extra_context) out += ",ctx_" + field(kv.first);
+    for (const Column &c : cols) out += column_name(c);
     out += "\n";
-    for (const Results &res : results_) out += row(res, ctx, params, counter_names);
+    for (const Results &res : results_) out += row(res, ctx, cols) + "\n";
     return write_atomically(path_, out);
 }
 
@@ -307,14 +411,13 @@ bool TidyCsvTee::write_csv()
 // their aggregates).
 bool TidyCsvTee::write_reps()
 {
-    std::set<std::string> params = param_names(), counter_names;
-    for (const Results &res : results_)
-        for (const Run &r : res.runs)
-            for (const auto &c : r.counters) counter_names.insert(c.first);
+    std::vector<Column> cols, beyond;
+    columns(nullptr, &cols, &beyond);
     std::string out = "practice,variant,role,timing,params,repetition,time,cpu_time,time_unit,iterations";
-    for (const auto &p : params) out += ",param_" + field(p);
-    for (const auto &c : counter_names) out += "," + field(c);
-    out += ",sequence\n";
+    for (const Column &c : cols) out += column_name(c);
+    out += ",sequence";
+    for (const Column &c : beyond) out += column_name(c);
+    out += "\n";
     for (const Results &res : results_) {
         const Instance *in = res.instance;
         if (!in) continue;
@@ -329,17 +432,15 @@ bool TidyCsvTee::write_reps()
                    std::to_string(r.repetition_index + 1) + "," + num(r.GetAdjustedRealTime()) + "," +
                    num(r.GetAdjustedCPUTime()) + "," + unit_name(r.time_unit) + "," +
                    std::to_string((long long)r.iterations);
-            for (const auto &p : params) {
-                std::string v;
-                for (const auto &kv : in->params)
-                    if (kv.first == p) v = kv.second;
-                out += "," + field(v);
-            }
-            for (const auto &c : counter_names) {
-                auto it = r.counters.find(c);
-                out += "," + (it != r.counters.end() ? num(it->second.value) : std::string());
-            }
-            out += "," + std::to_string(res.sequence[k]) + "\n";
+            auto value = [&](const Column &c) {
+                if (c.kind == Column::kParam) return field(param_value(in, c.name));
+                auto it = r.counters.find(c.name);
+                return it != r.counters.end() ? num(it->second.value) : std::string();
+            };
+            for (const Column &c : cols) out += "," + value(c);
+            out += "," + std::to_string(res.sequence[k]);
+            for (const Column &c : beyond) out += "," + value(c);
+            out += "\n";
         }
     }
     return write_atomically(reps_path(path_), out);
@@ -348,28 +449,27 @@ bool TidyCsvTee::write_reps()
 bool TidyCsvTee::write_curves()
 {
     if (g().curves.empty()) return true;
-    std::set<std::string> params = param_names();
+    std::vector<Column> cols, beyond;
+    columns(nullptr, &cols, &beyond);
+    cols.insert(cols.end(), beyond.begin(), beyond.end());
     std::string out = "practice,variant,role,params";
-    for (const auto &p : params) out += ",param_" + field(p);
+    for (const Column &c : cols)
+        if (c.kind == Column::kParam) out += column_name(c);
     out += ",run,metric,step,images,seconds,value\n";
     for (const CurvePoint &c : g().curves) {
         const Instance &in = *c.instance;
         out += field(in.bench->practice) + "," + field(in.bench->variant) + "," +
                role_name(in.bench->role) + "," + field(params_field(in));
-        for (const auto &p : params) {
-            std::string v;
-            for (const auto &kv : in.params)
-                if (kv.first == p) v = kv.second;
-            out += "," + field(v);
-        }
+        for (const Column &col : cols)
+            if (col.kind == Column::kParam) out += "," + field(param_value(&in, col.name));
         out += "," + std::to_string(c.run) + "," + field(c.metric) + "," + std::to_string(c.step) +
                "," + std::to_string(c.images) + "," + num(c.seconds) + "," + num(c.value) + "\n";
     }
     return write_atomically(curves_path(path_), out);
 }
 
-std::string TidyCsvTee::row(const Results &res, const SuiteContext &ctx, const std::set<std::string> &params,
-                            const std::set<std::string> &counter_names)
+// One tidy row: the fixed columns, then the value of each of `cols`.
+std::string TidyCsvTee::row(const Results &res, const SuiteContext &ctx, const std::vector<Column> &cols)
 {
     const Instance *in = res.instance;
     const HarnessBench *b = in ? in->bench : nullptr;
@@ -426,23 +526,18 @@ std::string TidyCsvTee::row(const Results &res, const SuiteContext &ctx, const s
                       "," + (b ? cache_name(b->cache) : "") + "," +
                       (in && g().precision > 0 ? num(g().precision) : "") + "," +
                       (in && has_times ? num(in->precision_reached) : "") + "," + field(in ? in->stop : "");
-    for (const auto &p : params) {
-        std::string v;
-        if (in)
-            for (const auto &kv : in->params)
-                if (kv.first == p) v = kv.second;
-        out += "," + field(v);
+    for (const Column &c : cols) {
+        if (c.kind == Column::kParam) {
+            out += "," + field(param_value(in, c.name));
+        } else if (c.kind == Column::kContext) {
+            out += "," + field(context_value(ctx, c.name));
+        } else {
+            std::vector<double> vals;
+            for (const Run &r : res.runs)
+                if (!r.error_occurred && r.counters.count(c.name)) vals.push_back(r.counters.at(c.name).value);
+            out += "," + (has_times ? num(mean_of(vals)) : std::string());
+        }
     }
-    for (const auto &c : counter_names) {
-        std::vector<double> vals;
-        for (const Run &r : res.runs)
-            if (!r.error_occurred && r.counters.count(c)) vals.push_back(r.counters.at(c).value);
-        double v = mean_of(vals);
-        out += "," + (has_times ? num(v) : std::string());
-    }
-    for (int i = 0; i < ctx.count; i++)
-        if (in_csv_context(ctx.keys[i])) out += "," + field(ctx.values[i]);
-    for (const auto &kv : g().extra_context) out += "," + field(kv.second);
-    return out + "\n";
+    return out;
 }
 } // namespace harness

@@ -183,10 +183,18 @@ std::unique_ptr<benchmark::BenchmarkReporter> make_display();
 // FILE.csv -> FILE.partial: written only when a signal cut the run, one line
 // "rows_done rows_planned" (repetitions finished, instances x repetitions planned).
 std::string partial_path(const std::string &csv);
+std::string tidy_schema_version(); // TIDY_SCHEMA_VERSION of tidy_columns.def
 
 // What is known of one instance: its repetitions as the harness wrote them (the runs
 // Google Benchmark reports, per block, go to the display and the --benchmark_out file
 // only: the harness's own are the same runs, numbered across blocks).
+// A column of the tidy CSV after its fixed ones (tidy_columns.def): a sweep axis
+// (param_<name>), a counter, or a context key (ctx_<name>).
+struct Column {
+    enum Kind { kParam, kCounter, kContext } kind;
+    std::string name;
+};
+
 struct Results {
     const Instance *instance = nullptr;
     std::string function_name;
@@ -230,12 +238,11 @@ public:
 private:
     Results &results_for(const std::string &function_name);
     void write_all();
-    std::set<std::string> param_names() const;
+    void columns(const SuiteContext *ctx, std::vector<Column> *schema, std::vector<Column> *beyond) const;
     bool write_csv();
     bool write_reps();
     bool write_curves();
-    std::string row(const Results &res, const SuiteContext &ctx, const std::set<std::string> &params,
-                    const std::set<std::string> &counter_names);
+    std::string row(const Results &res, const SuiteContext &ctx, const std::vector<Column> &cols);
 
     benchmark::BenchmarkReporter *display_;
     benchmark::BenchmarkReporter *file_ = nullptr; // --benchmark_out (harness_cut.cc)
