@@ -353,6 +353,46 @@ static void test_harness_stops_on_precision(void **state)
     }
 }
 
+// Under --harness_budget a program adds repetitions only within its time: with a target it
+// cannot meet, every group still runs its first block (no row partial, none under the
+// least repetitions), stops at its time ("capped at N s"), and the program ends within
+// the budget and its start-up.
+static void test_harness_budget_bounds_added_repetitions(void **state)
+{
+    (void)state;
+    char csv[600];
+    snprintf(csv, sizeof csv, "%s/budget/zg.csv", test_dir);
+    double t0 = test_now_s();
+    assert_int_equal(test_run("mkdir -p '%s/budget' && '%s/bench_zero_grad' --backend=cpu "
+                              "--benchmark_filter='zero_grad_memset/' --benchmark_repetitions=6 "
+                              "--benchmark_min_time=0.005 --harness_precision=0.000001 --harness_max_repetitions=1000 "
+                              "--harness_budget=2 --harness_csv='%s' >'%s/budget/out.txt' 2>&1",
+                              test_dir, test_build_dir(), csv, test_dir),
+                     0);
+    double seconds = test_now_s() - t0;
+    char *tidy = test_read_file(csv, NULL);
+    assert_non_null(tidy);
+    int rows = 0;
+    for (const char *p = strchr(tidy, '\n'); p && p[1]; p = strchr(p + 1, '\n')) {
+        char line[4096];
+        size_t n = strcspn(p + 1, "\n");
+        assert_true(n < sizeof line);
+        memcpy(line, p + 1, n);
+        line[n] = '\0';
+        expect_field(tidy, line, "status", "ok");
+        assert_true(numf(tidy, line, "repetitions") >= 6);
+        char stop[256];
+        test_csv_named_field(tidy, line, "stop", stop, sizeof stop);
+        if (!strstr(stop, "target not met: capped at") || !strstr(stop, " s ("))
+            fail_msg("row %d stopped: %s", rows + 1, stop);
+        rows++;
+    }
+    assert_true(rows >= 6);
+    printf("%d rows in %.1f s under a 2 s budget\n", rows, seconds);
+    assert_true(seconds < 2 + 8); // the budget, and the program's start-up (generous: a shared machine)
+    free(tidy);
+}
+
 // NVML's view of the GPU: without one (or without NVML) nothing is claimed; with one the
 // clock is a real frequency.
 static void test_gpu_state_sample(void **state)
@@ -862,6 +902,7 @@ int main(void)
         cmocka_unit_test(test_verdicts_need_enough_repetitions),
         cmocka_unit_test(test_paired_repetitions_in_order),
         cmocka_unit_test(test_harness_stops_on_precision),
+        cmocka_unit_test(test_harness_budget_bounds_added_repetitions),
         cmocka_unit_test(test_missed_targets_are_results),
         cmocka_unit_test(test_accuracy_parity_at_equal_epochs),
         cmocka_unit_test(test_runs_stay_independent),

@@ -9,7 +9,8 @@
 // after each, the stopping rule (precision.h) reads the width of the group's intervals and
 // asks for another block or stops: target met, or capped at the most repetitions or at the
 // group's time. The group's time: its share of what is left of --harness_budget (shared
-// over the groups still to run), else 3x its first block's.
+// over the groups still to run, and leaving the later groups time for their first blocks),
+// else 3x its first block's.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -164,20 +165,34 @@ void run_schedule(TidyCsvTee &tee, const std::vector<Instance *> &selected)
     for (const Instance *in : selected) width = std::max(width, in->gb_name.size());
     tee.set_name_width(width);
     std::vector<Group> groups = groups_of(selected);
-    double start = now_s();
+    double start = now_s(), first_blocks_s = 0;
+    size_t rows_left = selected.size(), rows_run = 0;
     for (size_t gi = 0; gi < groups.size(); gi++) {
         const Group &grp = groups[gi];
         double t0 = now_s();
-        // the group's time cap: its share of what is left of the budget, else 3x its first block
-        double cap = 0;
-        if (G.budget_s > 0) cap = std::max(0.0, G.budget_s - (t0 - start)) / (double)(groups.size() - gi);
+        // the group's time cap: its share of what is left of the budget, else 3x its first
+        // block; under a budget never so much that the groups after it could not run their
+        // first blocks (a row's first block as long as the rows' so far, on average)
+        double cap = 0, left = std::max(0.0, G.budget_s - (t0 - start));
+        size_t groups_left = groups.size() - gi;
+        rows_left -= grp.members.size();
+        rows_run += grp.members.size();
         int done = 0, block = G.repetitions;
         std::string why, text;
         for (;;) {
             run_block(grp, block);
             done += block;
             double used = now_s() - t0;
-            if (G.budget_s <= 0 && done == G.repetitions) cap = 3 * used;
+            if (done == G.repetitions) {
+                first_blocks_s += used;
+                if (G.budget_s <= 0) {
+                    cap = 3 * used;
+                } else {
+                    double row_first_block = first_blocks_s / (double)rows_run;
+                    cap = std::min(left / (double)groups_left, left - (double)rows_left * row_first_block);
+                    cap = std::max(cap, used); // no more than it has: the first block is run in any case
+                }
+            }
             Reading rd = read_group(tee, grp);
             text = rd.text;
             if (!rd.any) {
