@@ -19,8 +19,12 @@ CUDNN_HOME ?=
 NCCL_HOME  ?=
 NVCC       := $(CUDA_HOME)/bin/nvcc
 
+# Goals that run scripts on results folders, never the compiler: they need no CUDA toolkit.
+NO_NVCC_GOALS := compare charts guide clean
+ifneq ($(filter-out $(NO_NVCC_GOALS),$(or $(MAKECMDGOALS),all)),)
 ifeq ($(wildcard $(NVCC)),)
 $(error nvcc not found at $(NVCC): install the CUDA toolkit or set CUDA_HOME=/path/to/cuda)
+endif
 endif
 
 # GPU architectures: CUDA_ARCH=... overrides; else the visible GPU; else a portable set
@@ -213,8 +217,10 @@ results_sh = nl=$$(printf '\nx'); nl=$${nl%x}; \
 
 # Several results folders side by side: make compare RESULTS="results/A results/B ..."
 # (folders apart by spaces, or by newlines when a name holds a space).
+# REF=NAME or REF=N: the reference machine (default the first); data, like RESULTS.
+unexport REF
 compare:
-	@$(results_sh); bash scripts/compare.sh
+	@$(results_sh); REF='$(subst ','\'',$(value REF))' bash scripts/compare.sh
 
 # Redraw charts and the report of the newest results folder (or RESULTS=dir).
 charts: | $(DEPS_OK)
