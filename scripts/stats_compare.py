@@ -576,7 +576,7 @@ def cmd_compare(args):
             row["differs"]]))
     mdl += ["", "## Absolute times relative to %s" % R, "",
             "Every benchmark any machine measured (natural order): each machine's median time, CV of its "
-            "repetitions (noisy above BENCH_NOISE_CV), its median divided by %s's with a 95%% bootstrap interval "
+            "repetitions (noisy above STATS_NOISE_CV, default 2%%), its median divided by %s's with a 95%% bootstrap interval "
             "(below 1: faster than %s), and the U-test p-value of the two sets of repetitions. " % (R, R)
             + rule(family[2]), "",
             "| benchmark | params | machine | median | CV | noisy | / %s | 95%% CI | p | p (Holm) | differs |" % R,
