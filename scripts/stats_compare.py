@@ -335,7 +335,7 @@ def variant_rows(runs, ref, points):
                        verdict="", noisy=False, contended="", vs=None, vlo=None, vhi=None, p=None, na=False,
                        common=0, missing="")
             if not mine:
-                why = {r.why_not(practice, [tuned, ""], p) for p in every}
+                why = {r.why_not(practice, [tuned, baseline_of(points, (practice, tuned, p))], p) for p in every}
                 row["missing"] = why.pop() if len(why) == 1 else "not measured (%d points)" % len(every)
                 rows.append(row)
                 continue
