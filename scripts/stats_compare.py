@@ -449,36 +449,37 @@ def parse_compare_args(args):
     return ref, args[0], args[1:]
 
 
-def cmd_compare(args):
-    ref_arg, out_dir, dirs = parse_compare_args(args)
-    for d in dirs:
-        if not os.path.isdir(d):
-            raise StatsError("no results folder %s" % d)
-    runs = [Run(d, chr(ord("A") + i) if i < 26 else "M%d" % i) for i, d in enumerate(dirs)]
-    ref = pick_reference(runs, ref_arg)
-    for r in runs:
-        if not r.benches:  # a run cut before it measured anything: compared as "not measured"
-            warn("%s has no measured benchmarks (empty or missing CSVs: %s)" % (
-                r.dir, ", ".join(os.path.basename(p) for p in tidy_inputs(r.dir)) or "none"))
-        if not r.ctx and not r.benches:
-            raise StatsError("%s is not a results folder (no context.txt and no tidy CSV with rows)" % r.dir)
-    machine_descriptions(runs)
-    warnings = run_warnings(runs, ref)
-    for w in warnings:
-        warn("compare: " + w.replace("**", ""))
-    points = {r.label: r.points() for r in runs}
-    vrows, prows, trows = variant_rows(runs, ref, points), point_rows(runs, ref, points), time_rows(runs, ref)
-    family = [adjust(vrows), adjust(prows), adjust(trows)]
-    os.makedirs(out_dir, exist_ok=True)
+def rule_text(n):
+    """How a table's *differs* is decided, with its family's size n."""
+    margin = equivalence_margin()
+    return ("*differs*: *yes* when the 95%% interval of the ratio excludes 1 and its p-value, Holm-adjusted "
+            "over the %d comparisons of this table (the family), is below %g; *equivalent* when the interval "
+            "lies within %.2f-%.2f (BENCH_EQUIVALENCE_MARGIN); else *inconclusive*; n/a without enough "
+            "repetitions. *p*: the raw p-value, *p (Holm)*: adjusted." % (n, ALPHA, 1 - margin, 1 + margin))
+
+
+def vs_cells(row, ref, value, lo, hi):
+    """The markdown cells of a ratio to the reference: ratio, interval, p, p (Holm), differs."""
+    return ["" if value is None else "%.2fx" % value, "" if value is None else ci_text(lo, hi, value),
+            p_text(row["p"]), p_text(row["p_holm"]), row["differs"] or ("reference" if row["run"] is ref else "n/a")]
+
+
+def table_row(cells):
+    return "| " + " | ".join(str(c) for c in cells) + " |"
+
+
+def header_lines(runs, ref, warnings):
+    """compare.md up to its tables: the title, the warning, the machines and what differs."""
     R = ref.label
     mdl = ["# Comparison of %d results folders" % len(runs), ""]
     if warnings:
         mdl += ["> **Warning: these runs were not made alike.**", ">"] + ["> - " + w for w in warnings]
-        ratios = overall_time_ratio(runs, ref)
-        mdl += ["> - Overall, %s." % "; ".join(
-            "%s's times are %.2fx %s's (geometric mean over the %d benchmarks both measured)" % (lab, v[0], R, v[1])
-            for lab, v in ratios.items() if v)] if any(ratios.values()) else []
-        mdl += [""]
+        ratios = [(lab, v) for lab, v in overall_time_ratio(runs, ref).items() if v]
+        if ratios:
+            mdl.append("> - Overall, %s." % "; ".join(
+                "%s's times are %.2fx %s's (geometric mean over the %d benchmarks both measured)" % (
+                    lab, v[0], R, v[1]) for lab, v in ratios))
+        mdl.append("")
     mdl += ["Written by `make compare` (scripts/compare.sh) on %s. The reference is machine **%s** (REF): "
             "every ratio is relative to it." % (
                 datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), R), "",
@@ -486,129 +487,168 @@ def cmd_compare(args):
             "| | folder | label | " + " | ".join(name for _, name in MACHINE_KEYS) + " |",
             "|---|---|---|" + "---|" * len(MACHINE_KEYS)]
     for r in runs:
-        mdl.append("| %s%s | %s | %s | %s |" % (r.label, " (reference)" if r is ref else "", md(r.name), md(r.desc),
-                                               " | ".join(md(r.ctx.get(k, "unknown")) for k, _ in MACHINE_KEYS)))
+        mdl.append(table_row(["%s%s" % (r.label, " (reference)" if r is ref else ""), md(r.name), md(r.desc)]
+                             + [md(r.ctx.get(k, "unknown")) for k, _ in MACHINE_KEYS]))
     mdl += ["", "### What differs", ""]
     differs = []
     for k, name in MACHINE_KEYS:
         vals = [r.ctx.get(k, "unknown") for r in runs]
         if k != "run_date" and len(set(vals)) > 1:
-            differs.append("- **%s differs**: %s" % (name, ", ".join("%s %s" % (r.label, md(v)) for r, v in zip(runs, vals))))
-    mdl += differs or ["- GPU, driver, CUDA, cuDNN, cuBLAS, NCCL, host, CPU, code and repetitions are the same on "
-                       "every machine."]
-    margin = equivalence_margin()
-    def rule(n):
-        return ("*differs*: *yes* when the 95%% interval of the ratio excludes 1 and its p-value, Holm-adjusted "
-                "over the %d comparisons of this table (the family), is below %g; *equivalent* when the interval "
-                "lies within %.2f-%.2f (BENCH_EQUIVALENCE_MARGIN); else *inconclusive*; n/a without enough "
-                "repetitions. *p*: the raw p-value, *p (Holm)*: adjusted." % (n, ALPHA, 1 - margin, 1 + margin))
-    mdl += ["", "## Speedups of each tuned variant on each machine", "",
-            "Geometric mean over the parameter points the machine measured, with its 95%% bootstrap interval: "
-            "the figure of that machine's own summary_by_variant.csv. *vs %s*: this machine's speedup divided "
-            "by %s's over the *common* points both measured, its 95%% interval and percentile-bootstrap "
-            "p-value. " % (R, R) + rule(family[0]), ""]
-    speed_csv = ["practice,tuned,machine,folder,machine_label,reference,gpu_name,driver_version,points,speedup,"
-                 "ci_low,ci_high,verdict,noisy,contended,status,common_points,vs_ref,vs_ref_ci_low,vs_ref_ci_high,"
-                 "p_value,p_holm,differs"]
-    bars = {}  # practice -> variant -> machine label -> (speedup, low, high)
+            differs.append("- **%s differs**: %s" % (
+                name, ", ".join("%s %s" % (r.label, md(v)) for r, v in zip(runs, vals))))
+    return mdl + (differs or ["- GPU, driver, CUDA, cuDNN, cuBLAS, NCCL, host, CPU, code and repetitions are "
+                              "the same on every machine."])
+
+
+def variant_table(rows, ref, family):
+    """The by-variant table: markdown lines, speedups.csv lines, and the bars of the charts
+    ({practice: {variant: {machine label: (speedup, low, high)}}})."""
+    R = ref.label
+    mdl = ["", "## Speedups of each tuned variant on each machine", "",
+           "Geometric mean over the parameter points the machine measured, with its 95% bootstrap interval: "
+           "the figure of that machine's own summary_by_variant.csv. *vs " + R + "*: this machine's speedup "
+           "divided by " + R + "'s over the *common* points both measured, its 95% interval and "
+           "percentile-bootstrap p-value. " + rule_text(family), ""]
+    out = ["practice,tuned,machine,folder,machine_label,reference,gpu_name,driver_version,points,speedup,"
+           "ci_low,ci_high,verdict,noisy,contended,status,common_points,vs_ref,vs_ref_ci_low,vs_ref_ci_high,"
+           "p_value,p_holm,differs"]
+    bars = {}
     practice = None
-    for row in vrows:
+    for row in rows:
         r = row["run"]
         if row["practice"] != practice:
-            mdl += ([""] if practice else []) + ["### %s" % md(row["practice"]), ""]
+            mdl += ([""] if practice else []) + ["### %s" % md(row["practice"]), "",
+                                                 "| tuned variant | machine | points | speedup | 95% CI | verdict | "
+                                                 "flags | common points | vs " + R + " | 95% CI | p | p (Holm) | "
+                                                 "differs |", "|---" * 13 + "|"]
             practice = row["practice"]
-            mdl += ["| tuned variant | machine | points | speedup | 95%% CI | verdict | flags | common points | "
-                    "vs %s | 95%% CI | p | p (Holm) | differs |" % R, "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        reached = row["g"] is not None and row["verdict"] != "did not reach"
         if row["missing"]:
-            cell = "| %s | %s | 0 | %s | | | | | | | | | |" % (md(row["tuned"]), r.label, md(row["missing"]))
+            mdl.append(table_row([md(row["tuned"]), r.label, 0, md(row["missing"])] + [""] * 9))
         else:
-            cell = "| %s | %s | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                md(row["tuned"]), r.label, row["points"], speedup_text(row["g"]), ci_text(row["lo"], row["hi"], row["g"]),
-                row["verdict"], md(flags_text(row["noisy"], row["contended"])), "" if r is ref else row["common"],
-                "" if row["vs"] is None else "%.2fx" % row["vs"],
-                "" if row["vs"] is None else ci_text(row["vlo"], row["vhi"], row["vs"]),
-                p_text(row["p"]), p_text(row["p_holm"]), row["differs"] or ("reference" if r is ref else "n/a"))
-            if row["g"] is not None and row["verdict"] != "did not reach":
+            mdl.append(table_row([md(row["tuned"]), r.label, row["points"], speedup_text(row["g"]),
+                                  ci_text(row["lo"], row["hi"], row["g"]), row["verdict"],
+                                  md(flags_text(row["noisy"], row["contended"])), "" if r is ref else row["common"]]
+                                 + vs_cells(row, ref, row["vs"], row["vlo"], row["vhi"])))
+            if reached:
                 bars.setdefault(practice, {}).setdefault(row["tuned"], {})[r.label] = (row["g"], row["lo"], row["hi"])
-        mdl.append(cell)
-        speed_csv.append(",".join([
+        out.append(",".join([
             clean(practice), clean(row["tuned"]), r.label, clean(r.name), clean(r.desc), "1" if r is ref else "0",
             clean(r.ctx.get("gpu_name", "")), clean(r.ctx.get("driver_version", "")), str(row["points"]),
-            "" if row["g"] is None or row["verdict"] == "did not reach" else "%.4f" % row["g"],
-            fmt(row["lo"]), fmt(row["hi"]), clean(row["verdict"]), "1" if row["noisy"] else "0",
-            clean(row["contended"]), clean(row["missing"] or "measured"), "" if r is ref else str(row["common"]),
-            fmt(row["vs"]), fmt(row["vlo"]), fmt(row["vhi"]), fmt(row["p"], "%.4g"), fmt(row["p_holm"], "%.4g"),
-            row["differs"]]))
-    mdl += ["", "## Speedups at each parameter point", "",
-            "Each machine's figure for the point as its own summary.csv has it (speedup, 95%% interval, verdict, "
-            "precision: the interval's half-width relative to the speedup, the two sides' CV, noisy), or what the "
-            "machine says instead (`skipped: <reason>`, `error`, `not measured`). *vs %s*: the ratio of the "
-            "speedups. " % R + rule(family[1]), ""]
-    point_csv = ["practice,tuned,params,machine,folder,status,speedup,ci_low,ci_high,verdict,precision,"
-                 "baseline_cv_pct,tuned_cv_pct,noisy,contended,vs_ref,vs_ref_ci_low,vs_ref_ci_high,p_value,p_holm,differs"]
+            "%.4f" % row["g"] if reached else "", fmt(row["lo"]), fmt(row["hi"]), clean(row["verdict"]),
+            "1" if row["noisy"] else "0", clean(row["contended"]), clean(row["missing"] or "measured"),
+            "" if r is ref else str(row["common"]), fmt(row["vs"]), fmt(row["vlo"]), fmt(row["vhi"]),
+            fmt(row["p"], "%.4g"), fmt(row["p_holm"], "%.4g"), row["differs"]]))
+    return mdl, out, bars
+
+
+def point_table(rows, ref, family):
+    """The by-point table: markdown lines and speedup_points.csv lines."""
+    R = ref.label
+    mdl = ["", "## Speedups at each parameter point", "",
+           "Each machine's figure for the point as its own summary.csv has it (speedup, 95% interval, verdict, "
+           "the baseline's and tuned variant's CV, noisy), or what the machine says instead (`skipped: <reason>`, "
+           "`error`, `not measured`). *vs " + R + "*: the ratio of the speedups. " + rule_text(family)]
+    out = ["practice,tuned,params,machine,folder,status,speedup,ci_low,ci_high,verdict,precision,"
+           "baseline_cv_pct,tuned_cv_pct,noisy,contended,vs_ref,vs_ref_ci_low,vs_ref_ci_high,p_value,p_holm,differs"]
     practice = None
-    for row in prows:
+    for row in rows:
         k, r, s = row["key"], row["run"], row["s"]
         if k[0] != practice:
             practice = k[0]
             mdl += ["", "### %s" % md(practice), "",
-                    "| tuned variant | params | machine | speedup | 95%% CI | verdict | baseline CV | tuned CV | flags | "
-                    "vs %s | 95%% CI | p | p (Holm) | differs |" % R, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                    "| tuned variant | params | machine | speedup | 95% CI | verdict | baseline CV | tuned CV | "
+                    "flags | vs " + R + " | 95% CI | p | p (Holm) | differs |", "|---" * 14 + "|"]
         if s is None:
-            mdl.append("| %s | %s | %s | %s | | | | | | | | | | |" % (md(k[1]), md(k[2]), r.label, md(row["missing"])))
-            point_csv.append(",".join([clean(k[0]), clean(k[1]), clean(k[2]), r.label, clean(r.name),
-                                       clean(row["missing"])] + [""] * 15))
+            mdl.append(table_row([md(k[1]), md(k[2]), r.label, md(row["missing"])] + [""] * 10))
+            out.append(",".join([clean(k[0]), clean(k[1]), clean(k[2]), r.label, clean(r.name),
+                                 clean(row["missing"])] + [""] * 15))
             continue
-        bcv = s["base"].cv
-        tcv = s["tuned"].cv
-        prec = relative_half_width(s["ratio"], s["lo"], s["hi"])
-        mdl.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            md(k[1]), md(k[2]), r.label, speedup_text(s["ratio"]), ci_text(s["lo"], s["hi"], s["ratio"]), s["verdict"],
-            "" if bcv is None else "%.1f%%" % (100 * bcv), "" if tcv is None else "%.1f%%" % (100 * tcv),
-            md(flags_text(s["noisy"], s["contended"])), "" if row["vs"] is None else "%.2fx" % row["vs"],
-            "" if row["vs"] is None else ci_text(row["vlo"], row["vhi"], row["vs"]), p_text(row["p"]),
-            p_text(row["p_holm"]), row["differs"] or ("reference" if r is ref else "n/a")))
-        point_csv.append(",".join([
+        bcv, tcv = s["base"].cv, s["tuned"].cv
+        mdl.append(table_row([md(k[1]), md(k[2]), r.label, speedup_text(s["ratio"]),
+                              ci_text(s["lo"], s["hi"], s["ratio"]), s["verdict"],
+                              "" if bcv is None else "%.1f%%" % (100 * bcv),
+                              "" if tcv is None else "%.1f%%" % (100 * tcv), md(flags_text(s["noisy"], s["contended"]))]
+                             + vs_cells(row, ref, row["vs"], row["vlo"], row["vhi"])))
+        out.append(",".join([
             clean(k[0]), clean(k[1]), clean(k[2]), r.label, clean(r.name), "measured", fmt(s["ratio"]), fmt(s["lo"]),
-            fmt(s["hi"]), clean(s["verdict"]), fmt(prec), fmt(None if bcv is None else 100 * bcv, "%.2f"),
-            fmt(None if tcv is None else 100 * tcv, "%.2f"), "1" if s["noisy"] else "0", clean(s["contended"]),
-            fmt(row["vs"]), fmt(row["vlo"]), fmt(row["vhi"]), fmt(row["p"], "%.4g"), fmt(row["p_holm"], "%.4g"),
-            row["differs"]]))
-    mdl += ["", "## Absolute times relative to %s" % R, "",
-            "Every benchmark any machine measured (natural order): each machine's median time, CV of its "
-            "repetitions (noisy above STATS_NOISE_CV, default 2%%), its median divided by %s's with a 95%% bootstrap interval "
-            "(below 1: faster than %s), and the U-test p-value of the two sets of repetitions. " % (R, R)
-            + rule(family[2]), "",
-            "| benchmark | params | machine | median | CV | noisy | / %s | 95%% CI | p | p (Holm) | differs |" % R,
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
-    times_csv = ["practice,variant,params,machine,folder,status,median_s,cv_pct,noisy,contended,relative_to_ref,"
-                 "ci_low,ci_high,p_value,p_holm,differs"]
-    for row in trows:
+            fmt(s["hi"]), clean(s["verdict"]), fmt(relative_half_width(s["ratio"], s["lo"], s["hi"])),
+            fmt(None if bcv is None else 100 * bcv, "%.2f"), fmt(None if tcv is None else 100 * tcv, "%.2f"),
+            "1" if s["noisy"] else "0", clean(s["contended"]), fmt(row["vs"]), fmt(row["vlo"]), fmt(row["vhi"]),
+            fmt(row["p"], "%.4g"), fmt(row["p_holm"], "%.4g"), row["differs"]]))
+    return mdl, out
+
+
+def time_table(rows, ref, family):
+    """The absolute times: markdown lines and times.csv lines."""
+    R = ref.label
+    mdl = ["", "## Absolute times relative to %s" % R, "",
+           "Every benchmark any machine measured (natural order): each machine's median time, the CV of its "
+           "repetitions (noisy above STATS_NOISE_CV, default 2%), its median divided by " + R + "'s with a 95% "
+           "bootstrap interval (below 1: faster than " + R + "), and the U-test p-value of the two sets of "
+           "repetitions. " + rule_text(family), "",
+           "| benchmark | params | machine | median | CV | noisy | / " + R + " | 95% CI | p | p (Holm) | differs |",
+           "|---" * 11 + "|"]
+    out = ["practice,variant,params,machine,folder,status,median_s,cv_pct,noisy,contended,relative_to_ref,"
+           "ci_low,ci_high,p_value,p_holm,differs"]
+    for row in rows:
         k, r, b = row["key"], row["run"], row["b"]
-        if row["missing"] and row["missing"] != "did not reach (median)":
-            mdl.append("| %s/%s | %s | %s | %s | | | | | | | |" % (md(k[0]), md(k[1]), md(k[2]), r.label, md(row["missing"])))
-            times_csv.append(",".join([clean(k[0]), clean(k[1]), clean(k[2]), r.label, clean(r.name),
-                                       clean(row["missing"])] + [""] * 10))
+        name = "%s/%s" % (md(k[0]), md(k[1]))
+        if b is None:
+            mdl.append(table_row([name, md(k[2]), r.label, md(row["missing"])] + [""] * 7))
+            out.append(",".join([clean(k[0]), clean(k[1]), clean(k[2]), r.label, clean(r.name),
+                                 clean(row["missing"])] + [""] * 10))
             continue
         finite = math.isfinite(b.median)
-        mdl.append("| %s/%s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-            md(k[0]), md(k[1]), md(k[2]), r.label, human_time(b.median) if finite else "did not reach (median)",
-            "" if b.cv is None else "%.1f%%" % (100 * b.cv), "noisy" if row["noisy"] else "",
-            "1.000" if r is ref and finite else ("" if row["rel"] is None else "%.3f" % row["rel"]),
-            "" if row["rel"] is None else ci_text(row["lo"], row["hi"], row["rel"]), p_text(row["p"]),
-            p_text(row["p_holm"]), row["differs"] or ("reference" if r is ref else "n/a")))
-        times_csv.append(",".join([
+        rel = 1.0 if r is ref and finite else row["rel"]
+        mdl.append(table_row([name, md(k[2]), r.label, human_time(b.median) if finite else "did not reach (median)",
+                              "" if b.cv is None else "%.1f%%" % (100 * b.cv), "noisy" if row["noisy"] else "",
+                              "" if rel is None else "%.3f" % rel,
+                              "" if row["rel"] is None else ci_text(row["lo"], row["hi"], row["rel"])]
+                             + vs_cells(row, ref, None, None, None)[2:]))
+        out.append(",".join([
             clean(k[0]), clean(k[1]), clean(k[2]), r.label, clean(r.name), "measured" if finite else "did not reach",
             "%.6g" % b.median if finite else "", fmt(None if b.cv is None else 100 * b.cv, "%.2f"),
-            "1" if row["noisy"] else "0", clean("; ".join(b.contended)),
-            "1.0000" if r is ref and finite else fmt(row["rel"]), fmt(row["lo"]), fmt(row["hi"]),
+            "1" if row["noisy"] else "0", clean("; ".join(b.contended)), fmt(rel), fmt(row["lo"]), fmt(row["hi"]),
             fmt(row["p"], "%.4g"), fmt(row["p_holm"], "%.4g"), row["differs"]]))
-    mdl += ["", "## Files", "",
-            "- `speedups.csv`: the speedups by tuned variant (one row per practice, tuned variant and machine)",
-            "- `speedup_points.csv`: the speedups at each parameter point (one row per point and machine)",
-            "- `times.csv`: the absolute times, one row per benchmark and machine",
-            "- `charts/compare_<practice>.png|svg`: one group per tuned variant, one bar per machine, "
-            "95% intervals as error bars", ""]
+    return mdl, out
+
+
+def load_runs(dirs, ref_arg):
+    """The runs of the folders, lettered A, B, ... in order, and the reference among them."""
+    for d in dirs:
+        if not os.path.isdir(d):
+            raise StatsError("no results folder %s" % d)
+    runs = [Run(d, chr(ord("A") + i) if i < 26 else "M%d" % i) for i, d in enumerate(dirs)]
+    for r in runs:
+        if not r.benches:  # a run cut before it measured anything: compared as "not measured"
+            warn("%s has no measured benchmarks (empty or missing CSVs: %s)" % (
+                r.dir, ", ".join(os.path.basename(p) for p in tidy_inputs(r.dir)) or "none"))
+        if not r.ctx and not r.benches:
+            raise StatsError("%s is not a results folder (no context.txt and no tidy CSV with rows)" % r.dir)
+    machine_descriptions(runs)
+    return runs, pick_reference(runs, ref_arg)
+
+
+def cmd_compare(args):
+    ref_arg, out_dir, dirs = parse_compare_args(args)
+    runs, ref = load_runs(dirs, ref_arg)
+    warnings = run_warnings(runs, ref)
+    for w in warnings:
+        warn("compare: " + w.replace("**", ""))
+    points = {r.label: r.points() for r in runs}
+    vrows, prows, trows = variant_rows(runs, ref, points), point_rows(runs, ref, points), time_rows(runs, ref)
+    vmd, speed_csv, bars = variant_table(vrows, ref, adjust(vrows))
+    pmd, point_csv = point_table(prows, ref, adjust(prows))
+    tmd, times_csv = time_table(trows, ref, adjust(trows))
+    mdl = header_lines(runs, ref, warnings) + vmd + pmd + tmd + [
+        "", "## Files", "",
+        "- `speedups.csv`: the speedups by tuned variant (one row per practice, tuned variant and machine)",
+        "- `speedup_points.csv`: the speedups at each parameter point (one row per point and machine)",
+        "- `times.csv`: the absolute times, one row per benchmark and machine",
+        "- `charts/compare_<practice>.png|svg`: one group per tuned variant, one bar per machine, "
+        "95% intervals as error bars", ""]
+    os.makedirs(out_dir, exist_ok=True)
     write_bar_data(os.path.join(out_dir, "charts"), bars, runs, ref)
     for name, lines in (("speedups.csv", speed_csv), ("speedup_points.csv", point_csv), ("times.csv", times_csv)):
         with open(os.path.join(out_dir, name), "w") as f:
@@ -616,7 +656,7 @@ def cmd_compare(args):
     with open(os.path.join(out_dir, "compare.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(mdl) + "\n")
     print("compare: %d machines (reference %s), %d practices -> %s" % (
-        len(runs), R, len({row["practice"] for row in vrows}), out_dir))
+        len(runs), ref.label, len({row["practice"] for row in vrows}), out_dir))
 
 
 def write_bar_data(chart_dir, bars, runs, ref):
@@ -631,9 +671,9 @@ def write_bar_data(chart_dir, bars, runs, ref):
             os.remove(os.path.join(chart_dir, old))
     for practice, variants in bars.items():
         name = "compare_" + "".join(c if c.isalnum() or c in "_-." else "_" for c in practice)
-        heads = ["%s%s: %s" % (r.label, " (reference)" if r is ref else "", r.desc) for r in runs]
-        lines = ["variant\t" + "\t".join("%s\t%s low\t%s high" % (h.replace("\t", " ").replace("\n", " "), r.label, r.label)
-                                         for h, r in zip(heads, runs))]
+        heads = [("%s%s: %s" % (r.label, " (reference)" if r is ref else "", r.desc)).replace("\t", " ").replace("\n", " ")
+                 for r in runs]
+        lines = ["variant\t" + "\t".join("%s\t%s low\t%s high" % (h, r.label, r.label) for h, r in zip(heads, runs))]
         top = 1.0
         for v in natural_sorted(variants):
             cells = []
