@@ -671,8 +671,8 @@ def write_bar_data(chart_dir, bars, runs, ref):
             os.remove(os.path.join(chart_dir, old))
     for practice, variants in bars.items():
         name = "compare_" + "".join(c if c.isalnum() or c in "_-." else "_" for c in practice)
-        heads = [("%s%s: %s" % (r.label, " (reference)" if r is ref else "", r.desc)).replace("\t", " ").replace("\n", " ")
-                 for r in runs]
+        heads = ["%s%s: %s" % (r.label, " (reference)" if r is ref else "", r.desc) for r in runs]
+        heads = [h.replace("\t", " ").replace("\n", " ") for h in heads]
         lines = ["variant\t" + "\t".join("%s\t%s low\t%s high" % (h, r.label, r.label) for h, r in zip(heads, runs))]
         top = 1.0
         for v in natural_sorted(variants):
