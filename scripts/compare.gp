@@ -13,7 +13,7 @@ data = ARG1
 stem = ARG2
 machines = int(ARG4)
 ymax = real(ARG5)
-height = 520 + 22 * machines  # room for the key's line per machine below the frame
+height = 540 + 22 * machines  # room for the key's line per machine below the frame
 set datafile separator "\t"
 set datafile missing "NaN"
 set style data histograms
@@ -26,6 +26,7 @@ set ylabel "speedup over the baseline (x)"
 set xtics rotate by -25 left noenhanced
 set key below left Left reverse noenhanced  # outside the frame: it never hides a bar
 set key title "bar: speedup (geometric mean over the machine's points); whisker: its 95% interval" noenhanced
+set bmargin 8 + machines  # the rotated variant names, then the key: gnuplot alone lets them overlap
 set grid ytics
 set title ARG3 noenhanced
 set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 1.5 lc rgb "#555555" front
