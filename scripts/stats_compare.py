@@ -57,8 +57,8 @@ def read_context(d):
                 if "=" in line:
                     k, v = line.rstrip("\n").split("=", 1)
                     ctx.setdefault(k, v)
-    except OSError:
-        pass
+    except (OSError, UnicodeDecodeError):
+        pass  # no context (a cut run) or not text: the CSVs' ctx_ columns stand in
     # the code and the repetitions, from command.txt ("git: 5e27181", "repetitions: 5 ...")
     for key, value in read_command(d).items():
         if key in ("git", "repetitions") and value:
