@@ -128,7 +128,7 @@ class Run:
             if st is None or st[0] in ("ok", "partial"):
                 continue
             word = "skipped" if st[0] == "skipped" else "error"
-            return "%s: %s" % (word, st[1]) if st[1] else (word if st[0] in ("skipped", "error") else st[0])
+            return "%s: %s" % (word, st[1]) if st[1] else word
         return "not measured"
 
 
@@ -336,7 +336,8 @@ def variant_rows(runs, ref, points):
                        common=0, missing="")
             if not mine:
                 why = {r.why_not(practice, [tuned, baseline_of(points, (practice, tuned, p))], p) for p in every}
-                row["missing"] = why.pop() if len(why) == 1 else "not measured (%d points)" % len(every)
+                row["missing"] = why.pop() if len(why) == 1 else (
+                    "none of its %d points measured (the point table says why)" % len(every))
                 rows.append(row)
                 continue
             pts = [mine[p] for p in natural_sorted(mine)]
