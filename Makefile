@@ -19,8 +19,12 @@ CUDNN_HOME ?=
 NCCL_HOME  ?=
 NVCC       := $(CUDA_HOME)/bin/nvcc
 
+# Goals that run scripts on results folders, never the compiler: they need no CUDA toolkit.
+NO_NVCC_GOALS := compare charts guide clean
+ifneq ($(filter-out $(NO_NVCC_GOALS),$(or $(MAKECMDGOALS),all)),)
 ifeq ($(wildcard $(NVCC)),)
 $(error nvcc not found at $(NVCC): install the CUDA toolkit or set CUDA_HOME=/path/to/cuda)
+endif
 endif
 
 # GPU architectures: CUDA_ARCH=... overrides; else the visible GPU; else a portable set
@@ -177,7 +181,7 @@ test: all
 # or are run by other tests too) are left out: nothing of theirs is sanitized.
 SANITIZE_BUILD ?= build-sanitize
 SANITIZE_ARCH  := $(if $(filter portable%,$(ARCH_REASON)),90,$(CUDA_ARCH))
-SANITIZE_SKIP  := test_charts test_device_check test_docs_flags test_docs_links test_report test_run_suite \
+SANITIZE_SKIP  := test_charts test_compare test_device_check test_docs_flags test_docs_links test_report test_run_suite \
                   test_scripts test_setup_torch test_stats test_twin_compare test_verdicts
 test-sanitize:
 	@echo "test-sanitize: ASan + UBSan build in $(SANITIZE_BUILD)/ for $(addprefix sm_,$(SANITIZE_ARCH)); not run: $(SANITIZE_SKIP)"
@@ -213,8 +217,10 @@ results_sh = nl=$$(printf '\nx'); nl=$${nl%x}; \
 
 # Several results folders side by side: make compare RESULTS="results/A results/B ..."
 # (folders apart by spaces, or by newlines when a name holds a space).
+# REF=NAME or REF=N: the reference machine (default the first); data, like RESULTS.
+unexport REF
 compare:
-	@$(results_sh); bash scripts/compare.sh
+	@$(results_sh); REF='$(subst ','\'',$(value REF))' bash scripts/compare.sh
 
 # Redraw charts and the report of the newest results folder (or RESULTS=dir).
 charts: | $(DEPS_OK)

@@ -9,7 +9,8 @@
 # with status partial are drawn, and the exit status is 0 unless a CSV is garbage.
 # Without gnuplot (the GPU machine has none) it fails, naming it, unless the folder has no
 # CSV rows to draw anyway (a run cut before its first row): then it says so and exits 0.
-# usage: charts.sh [RESULTS_DIR]   (default: the newest run under results/, scripts/results-dir.sh)
+# usage: charts.sh [RESULTS_DIR]   (default: the newest run under results/, scripts/results-dir.sh:
+#                                   never a comparison or a guide folder)
 # Environment: CLAIMS_CSV  the claims file (default bench/claims.csv)
 #              CHARTS_OUT  write the charts here instead of RESULTS_DIR/charts
 #              CHARTS_DESCRIPTIONS  the folder of *.charts descriptions (default scripts/charts)
@@ -22,6 +23,12 @@ if [[ -z $dir || ! -d $dir ]]; then
   echo "charts: no results folder (run make bench first, or pass RESULTS=dir)" >&2
   exit 1
 fi
+# A comparison or a guide draws its own charts (make compare, make guide): not a run's.
+case ${dir##*/} in
+  compare_* | guide_*)
+    echo "charts: $dir is a comparison or a guide, not a run (make compare / make guide draw its charts)" >&2
+    exit 1 ;;
+esac
 # Whether any results CSV of the folder has a row (a header alone draws nothing).
 has_rows() {
   local f

@@ -1,25 +1,30 @@
 #!/usr/bin/env bash
 # `make compare RESULTS="results/A results/B ..."`: the same benchmarks on several machines
-# (GPUs, drivers, library versions) side by side. Writes a comparison folder with
-#   compare.md    each machine by GPU, driver, CUDA, cuDNN, cuBLAS, NCCL and date, what
-#                 differs, per practice the speedup of every tuned variant on every
-#                 machine with its 95% interval and whether it differs from machine A's,
-#                 and every benchmark's absolute time relative to machine A
-#   speedups.csv, times.csv   the same tables as CSV
+# (GPUs, drivers, library versions) side by side, relative to one reference machine (REF: a
+# folder's name or its 1-based position; default the first). Writes a comparison folder with
+#   compare.md    a warning first when the runs were made by different code or plans; each
+#                 machine by GPU, driver, CUDA, cuDNN, cuBLAS, NCCL, CPU and date, and what
+#                 differs; the speedup of every tuned variant on every machine and at every
+#                 parameter point any machine measured (a machine that did not says why), its
+#                 ratio to the reference's and whether they differ (Holm-corrected over the
+#                 table); every benchmark's absolute time relative to the reference
+#   speedups.csv, speedup_points.csv, times.csv   the same tables as CSV
 #   charts/compare_<practice>.png|svg   grouped bars: a group per variant, a bar per machine
 # and, when it is written in the repository's results/, regenerates its index (README.md).
-# usage: compare.sh [-o OUT_DIR] RESULTS_DIR RESULTS_DIR...
+# It needs python3 (and gnuplot for the charts), never the CUDA toolkit.
+# usage: compare.sh [-o OUT_DIR] [-r REF] RESULTS_DIR RESULTS_DIR...
 #    or: RESULTS="DIR DIR..." compare.sh   (what `make compare` does; newlines apart names with spaces)
-#   OUT_DIR default: $COMPARE_OUT, else results/compare_<yyyymmdd-hhmm>. The statistics: scripts/stats.py.
+#   OUT_DIR default: $COMPARE_OUT, else results/compare_<yyyymmdd-hhmm>; REF default: $REF, else
+#   the first folder. The statistics: scripts/stats.py and scripts/stats_compare.py.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-usage="usage: compare.sh [-o OUT_DIR] RESULTS_DIR RESULTS_DIR... (two or more results folders; or RESULTS=\"DIR DIR...\")"
-out=""
-if [[ ${1:-} == -o ]]; then
-  out=${2:-}
-  [[ -n $out ]] || { echo "compare: -o needs a folder; $usage" >&2; exit 1; }
+usage="usage: compare.sh [-o OUT_DIR] [-r REF] RESULTS_DIR RESULTS_DIR... (two or more results folders; or RESULTS=\"DIR DIR...\")"
+out="" ref=${REF:-}
+while [[ ${1:-} == -o || ${1:-} == -r ]]; do
+  [[ -n ${2:-} ]] || { echo "compare: $1 needs a value; $usage" >&2; exit 1; }
+  if [[ $1 == -o ]]; then out=$2; else ref=$2; fi
   shift 2
-fi
+done
 # `make compare` passes the folders in RESULTS (the environment, never a shell line): apart
 # by newlines when there is one (names with spaces), else by spaces; no globbing either way.
 if (($# == 0)) && [[ -n ${RESULTS:-} ]]; then
@@ -40,7 +45,7 @@ for d in "$@"; do
 done
 command -v python3 >/dev/null || { echo "compare: python3 is not installed" >&2; exit 1; }
 out=${out:-${COMPARE_OUT:-results/compare_$(date -u +%Y%m%d-%H%M)}}
-python3 "$here/stats.py" compare "$out" "$@" || exit $?
+python3 "$here/stats.py" compare --ref "$ref" "$out" "$@" || exit $?
 
 status=0
 if command -v gnuplot >/dev/null; then
@@ -49,8 +54,7 @@ if command -v gnuplot >/dev/null; then
   for dat in "$out"/charts/compare_*.dat; do
     stem=${dat%.dat}
     practice=${stem##*/compare_}
-    if log=$(gnuplot -c "$here/compare.gp" "$dat" "$stem" "$practice: speedup on each machine (95% interval)" \
-      "$#" "$(cat "$stem.ymax")" 2>&1); then
+    if log=$(gnuplot -c "$here/compare.gp" "$dat" "$stem" "$(cat "$stem.title")" "$#" "$(cat "$stem.ymax")" 2>&1); then
       drawn=$((drawn + 1))
     else
       echo "compare: chart of $practice failed: $log" >&2

@@ -7,8 +7,9 @@
 #                                     terminals, two nodes of a job array on a shared file system
 #                                     with the same host slug) never share one; on a collision it
 #                                     tries another suffix. ROOT is created if missing.
-#   results-dir.sh runs ROOT          the run folders under ROOT (those with a context.txt, so not
-#                                     a comparison), newest first by the run_date in context.txt
+#   results-dir.sh runs ROOT          the run folders under ROOT (those with a context.txt whose
+#                                     name does not start compare_ or guide_: never a comparison
+#                                     or a guide), newest first by the run_date in context.txt
 #                                     (older names, SLUG_<yyyymmdd-hhmm>, are read alike)
 #   results-dir.sh newest ROOT        the first of those (what `make charts` redraws)
 # Exit status: 0; 1 when a folder cannot be created or ROOT holds no run; 2 for bad usage.
@@ -22,6 +23,7 @@ runs() {
   for d in "$1"/*/; do
     d=${d%/}
     [[ -f $d/context.txt && $d != *$'\n'* ]] || continue
+    case ${d##*/} in compare_* | guide_*) continue ;; esac
     date=$(sed -n 's/^run_date=//p' "$d/context.txt" | head -n 1)
     printf '%s\t%s\n' "${date:-0}" "$d"
   done | sort -r -t $'\t' -k1,1 | cut -f2-

@@ -236,21 +236,21 @@ static void test_compare_two_machines(void **state)
     assert_non_null(sp);
     assert_true(line_starting(sp, "fx,fast,B,", line, sizeof line));
     ASSERT_NEAR(numf(sp, line, "speedup"), 1.05351, 1e-4);
-    ASSERT_NEAR(numf(sp, line, "vs_first"), 0.94346, 1e-4);
+    ASSERT_NEAR(numf(sp, line, "vs_ref"), 0.94346, 1e-4);
     expect_field(sp, line, "driver_version", "0.0.fixture-b");
-    double lo = numf(sp, line, "vs_first_ci_low"), hi = numf(sp, line, "vs_first_ci_high");
+    double lo = numf(sp, line, "vs_ref_ci_low"), hi = numf(sp, line, "vs_ref_ci_high");
     assert_true(lo <= 0.94346 && 0.94346 <= hi);
     // the loader's speedup is the same on both (1.98x), but A's noisy repetitions leave the
     // ratio's interval (0.98-1.39) far wider than the margin: inconclusive, not "no"
     assert_true(line_starting(sp, "fx_loader,workers_2,B,", line, sizeof line));
-    expect_field(sp, line, "vs_first_significant", "inconclusive");
+    expect_field(sp, line, "differs", "inconclusive");
     free(sp);
     // absolute times: B's fx/fast at n:1 over A's = 9.1 / 8.1 = 1.12346, every repetition of
     // B above every one of A: exact p = 2/252
     char *tm = test_read_in(test_dir, "cmp/out/times.csv");
     assert_non_null(tm);
     assert_true(line_starting(tm, "fx,fast,n:1,B,", line, sizeof line));
-    ASSERT_NEAR(numf(tm, line, "relative_to_first"), 1.12346, 1e-4);
+    ASSERT_NEAR(numf(tm, line, "relative_to_ref"), 1.12346, 1e-4);
     ASSERT_NEAR(numf(tm, line, "p_value"), 0.0079365, 1e-6);
     free(tm);
     // the index lives only in the repository's results/: a comparison elsewhere writes
@@ -561,7 +561,7 @@ static void test_verdicts_need_enough_repetitions(void **state)
     assert_non_null(sp);
     assert_true(line_starting(sp, "few,fast,B,", line, sizeof line));
     expect_field(sp, line, "verdict", "n/a (1 repetition)");
-    expect_field(sp, line, "vs_first_significant", "n/a");
+    expect_field(sp, line, "differs", "n/a");
     free(sp);
 }
 
@@ -689,7 +689,7 @@ static void test_missed_targets_are_results(void **state)
         if (!line_starting(sp, machines[i], line, sizeof line)) fail_msg("compare dropped %s:\n%s", machines[i], sp);
         expect_field(sp, line, "verdict", "did not reach");
         expect_field(sp, line, "speedup", "");
-        expect_field(sp, line, "vs_first", "");
+        expect_field(sp, line, "vs_ref", "");
     }
     assert_true(line_starting(sp, "conv,big,B,", line, sizeof line));
     ASSERT_NEAR(numf(sp, line, "speedup"), 1.2 / 0.7, 1e-3);
