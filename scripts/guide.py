@@ -112,18 +112,23 @@ def provenance(runs):
         libs = ", ".join(f"{k} {c[v]}" for k, v in (("driver", "driver_version"), ("CUDA", "cuda_runtime"),
                                                        ("cuDNN", "cudnn_version")) if c.get(v, "none") != "none")
         parts.append(f"{r.label}: {c.get('run_date', '')[:10] or 'undated'}" + (f", {libs}" if libs else ""))
-    return "; ".join(parts)
+    return "\n".join(parts)  # a line per machine
 
 
 def grouped_bars(out_dir, name, title, subtitle, ylabel, groups, runs, values, one_line, interval_note):
     """A grouped bar chart: a group per category (`groups`, in order), a bar per run (its
     colour its index in `runs`, the same in every chart). values[(group, run index)] =
     (value, low, high) or absent (not measured: no bar). Drawn by gnuplot into out_dir."""
-    ys = [v for t in values.values() for v in t if v is not None] + ([1.0] if one_line else [0.0])
-    lo, hi = min(ys + [0.0]), max(ys)
-    hi = hi * 1.25 if hi > 0 else 1.0
+    ys = [v for t in values.values() for v in t if v is not None] + ([1.0] if one_line else [])
+    has_err = any(t[1] is not None for t in values.values())
+    # a log axis where the values span orders of magnitude (throughput of tiny and large models)
+    logy = min(ys) > 0 and max(ys) / min(ys) > 30
+    lo, hi = (min(ys) / 2, max(ys) * 2) if logy else (min(ys + [0.0]) * 1.1, max(ys) * 1.25 if max(ys) > 0 else 1.0)
     n = len(runs)
     width = 0.8 / n
+    height = 560 + 14 * max(0, n - 4)
+    widest = max(len(g) for g in groups)
+    width_px = min(1600, max(900, 150 + len(groups) * max(60 * n, 8 * widest + 12)))
     with render.tempfile.TemporaryDirectory(prefix="guide-") as tmp:
         plots = []
         for j, run in enumerate(runs):
@@ -135,26 +140,27 @@ def grouped_bars(out_dir, name, title, subtitle, ylabel, groups, runs, values, o
                         continue
                     y, low, high = v
                     pos = i + (j - (n - 1) / 2) * width
-                    f.write(f"{pos!r}\t{y!r}\t{pos - width * 0.45!r}\t{pos + width * 0.45!r}\t{min(0.0, y)!r}\t"
-                            f"{max(0.0, y)!r}\t{render.nan(low)}\t{render.nan(high)}\n")
+                    bottom = lo if logy else 0.0
+                    f.write(f"{pos!r}\t{y!r}\t{pos - width * 0.45!r}\t{pos + width * 0.45!r}\t{min(bottom, y)!r}\t"
+                            f"{max(bottom, y)!r}\t{render.nan(low)}\t{render.nan(high)}\n")
             color = render.COLORS[j % len(render.COLORS)]
             plots.append(f"{render.q(path)} using 1:2:3:4:5:6 with boxxyerror lc rgb {render.q(color)} "
                          f"title {render.q(run.label)}")
-            plots.append(f"{render.q(path)} using 1:2:7:8 with yerrorbars pt 0 lc rgb 'black' notitle")
-        plots[1] = plots[1].replace("notitle", "title " + render.q(interval_note))
+            if has_err:
+                plots.append(f"{render.q(path)} using 1:2:7:8 with yerrorbars pt 0 lc rgb 'black' "
+                             + ("title " + render.q(interval_note) if j == 0 else "notitle"))
         cmds = ["set datafile separator tab", "set grid ytics", "set key below noenhanced",
-                "set title " + render.q(title) + " . \"\\n\" . " + render.q(subtitle),
+                "set title " + " . \"\\n\" . ".join(render.q(t) for t in [title] + subtitle.split("\n")),
                 "set ylabel " + render.q(ylabel), "set style fill solid 0.85 border -1",
-                f"set yrange [{min(lo * 1.1, 0.0)!r}:{hi!r}]", "set format y " + render.q(render.tick_format(lo, hi)),
+                f"set yrange [{lo!r}:{hi!r}]", "set format y " + render.q(render.tick_format(lo, hi, logy)),
+                "set lmargin 12"] + (["set logscale y"] if logy else []) + [
                 f"set xrange [-0.6:{len(groups) - 0.4}]",
                 "set xtics (" + ", ".join(f"{render.q(g)} {i}" for i, g in enumerate(groups)) + ")"]
-        if sum(len(g) + 2 for g in groups) > 70:
+        if widest * 8 > (width_px - 150) / len(groups):  # labels wider than their slot
             cmds.append("set xtics rotate by 30 right")
-        if one_line:
-            cmds.append("set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 1.5 lc rgb '#555555'")
-            cmds.append("set label 2 '1x = no effect' at graph 0.01, first 1 offset 0,0.6 tc rgb '#555555'")
-        height = 560 + 14 * max(0, n - 4)
-        width_px = max(900, 120 + 60 * len(groups) * max(1, n // 2))
+            cmds.append(f"set lmargin {max(12, int(widest * 0.7))}")
+        if one_line:  # in the legend, not over the bars
+            plots.append("1 with lines dt 2 lw 1.5 lc rgb '#555555' title '1x = no effect'")
         try:
             render.run_gnuplot(render.render_script(cmds, plots, tmp, width_px, height), tmp, out_dir, name)
         except render.ChartError as e:
@@ -247,7 +253,7 @@ def practice_section(practice, runs, claims, charts_dir, subtitle):
     if values:
         name = f"guide_{practice}"
         grouped_bars(charts_dir, name, f"{practice}: speedup of each tuned variant over {base}", subtitle,
-                     f"speedup over {base} (baseline time / tuned time)", variants, runs, values, True,
+                     f"speedup over {base}", variants, runs, values, True,
                      "95% interval (bootstrap, scripts/stats.py)")
         lines += [f"![{practice}: speedup over {base} on each machine](charts/{name}.svg)", ""]
     lines += ["| tuned variant | " + " | ".join(md(r.label) for r in runs) + " |", "|---|" + "---|" * len(runs)]
@@ -311,8 +317,8 @@ def throughput_section(runs, charts_dir, subtitle):
                     if k in t:
                         values[(g, j)] = (t[k], None, None)
         name = f"guide_throughput_{p}"
-        grouped_bars(charts_dir, name, f"{p}: throughput per machine (median; higher is better)", subtitle,
-                     unit, groups, runs, values, False, "no interval: median of the recorded rows")
+        grouped_bars(charts_dir, name, f"{p}: throughput per machine (median of the recorded rows; higher is better)",
+                     subtitle, unit, groups, runs, values, False, "")
         lines += ["", f"![{p}: {unit} per machine](charts/{name}.svg)", ""]
     return lines
 
