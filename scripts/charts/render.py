@@ -161,9 +161,11 @@ import stats  # noqa: E402  (scripts/stats.py: the bootstrap the summary's inter
 
 # What an error bar is, for the legend, by where it came from.
 INTERVAL_BOOTSTRAP = "95% interval of the median (bootstrap over the repetitions)"
+INTERVAL_MEDIAN_SD = "95% interval of the median (normal approximation from the standard deviation)"
 INTERVAL_MEAN = "95% interval of the mean (normal approximation from the standard deviation)"
 # Measures that can be noisy (times and rates): a memory size or a count is not.
-NOISY_MEASURES = re.compile(r"(^time$|_ms$|_ms_|seconds|per_second|_per_s$|tflops|gbps|gb_s|bandwidth|throughput)")
+NOISY_MEASURES = re.compile(r"(^time$|_ms$|_ms_|seconds|per_second|_per_s$|tflops|gbps|gb_s|bandwidth|throughput"
+                            r"|(^|_)rate($|_)|busbw|latency)")
 
 
 def value_text(v):
@@ -315,22 +317,26 @@ def y_value(row, y, header):
 
 
 def point_from_row(row, y, header, value):
-    """(point, low, high) of a row with repetitions > 1 and no per-repetition values: the
-    mean (the tidy CSV's time or counter) and the 95% interval of the mean from its
-    standard deviation (mean -+ 1.96 sd / sqrt(n)). None when the row has no spread."""
+    """(point, low, high, interval kind) of a row with repetitions > 1 and no per-repetition
+    values, from its standard deviation: for the time its median (time_median, else the
+    mean) -+ 1.96 x 1.2533 sd / sqrt(n) (the median's standard error for normal data); for a
+    counter its mean -+ 1.96 sd / sqrt(n). None when the row has no spread."""
     reps = number(row.get("repetitions")) or 1
     if reps <= 1 or value is None:
         return None
     if y == "time":
         unit = TIME_TO_MS.get(row.get("time_unit", "ms"))
-        sd = number(row.get("time_stddev"))
-        sd = None if sd is None or unit is None else sd * unit
-    else:
-        sd = number(row.get(y + "_stddev"))
+        sd, med = number(row.get("time_stddev")), number(row.get("time_median"))
+        if sd is None or unit is None or sd <= 0:
+            return None
+        point = value if med is None else med * unit
+        half = 1.96 * 1.2533 * sd * unit / math.sqrt(reps)
+        return point, point - half, point + half, INTERVAL_MEDIAN_SD
+    sd = number(row.get(y + "_stddev"))
     if sd is None or sd <= 0:
         return None
     half = 1.96 * sd / math.sqrt(reps)
-    return value, value - half, value + half
+    return value, value - half, value + half, INTERVAL_MEAN
 
 
 def key_of(row):
@@ -408,9 +414,9 @@ def chart_points(name, d, header, rows, reps):
             y, (low, high) = median(values), median_interval(values, salt)
             kinds.add(INTERVAL_BOOTSTRAP)
         else:
-            y, low, high = point_from_row(row, d["y"], header, values[0]) or (values[0], None, None)
-            if low is not None:
-                kinds.add(INTERVAL_MEAN)
+            y, low, high, kind = point_from_row(row, d["y"], header, values[0]) or (values[0], None, None, None)
+            if kind:
+                kinds.add(kind)
         s = lambda v: None if v is None else v * scale
         out.setdefault(label, []).append((x, s(y), s(low), s(high), noisy))
     # series in natural order (the practice's parameter values, variant names), never in
