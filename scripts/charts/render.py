@@ -35,6 +35,8 @@ Two kinds of chart:
                                  # such as bytes/s -> GB/s, never a constant of the C code
       xformat = bytes            # x tick labels with binary prefixes (4KiB, 1MiB, ...)
       labels = yes               # print each bar's value above it (bars only)
+      repeat = run               # a line per value of this column (a curve's repetitions),
+                                 # in its series' colour, one legend entry per series
 
   Only measured rows are drawn: status ok, or partial (rows a program cut at its deadline
   kept), where the CSV has a status column. A chart whose rows are all missing (the
@@ -51,28 +53,38 @@ Two kinds of chart:
   height (repetitions that agree, as curves over the steps of deterministic runs do) are
   not drawn.
 
-  Points and error bars, where there are repetitions, from the first of (the point is
-  always the repetitions' median, as the summary's speedups are ratios of medians):
+  Points and error bars, where there are repetitions (the point is always the
+  repetitions' median, as the summary's speedups are ratios of medians; the bar a 95%
+  interval, the legend says which), from the first of:
     1. a sibling RESULTS_DIR/<csvname>.reps.csv, one row per repetition (practice, variant,
-       params and the y column): the point is their median, the bar spans their minimum
-       to maximum;
+       params and the y column): their median and its bootstrap interval (stats.py's
+       resampling, seeded by the chart, series and x);
     2. several rows of the tidy CSV for the same practice, variant and params (repetition
-       rows): the point is their median, the bar spans their minimum to maximum;
-    3. for y = time, the tidy CSV's time_median, time_min and time_max, where repetitions
-       > 1: the point is the median, the bar the minimum to maximum;
+       rows): the same;
+    3. for y = time, the tidy CSV's time_median -+ 1.96 x 1.2533 x time_stddev / sqrt(n)
+       (the median's interval for normal data), where repetitions > 1;
     4. a counter's <y>_stddev column, where repetitions > 1 (the tidy CSV has no median of a
-       counter): the point is the mean, the bar +-1 standard deviation.
-  A noisy row gets a "!" beside its point or bar: its `noisy` column is set, or its
+       counter): the mean -+ 1.96 x stddev / sqrt(n).
+  A noisy row gets a "!" beside its point or bar where the measure can be noisy (a time or
+  a rate: NOISY_MEASURES; never a memory size or a count): its `noisy` column is set, or its
   time_cv (the repetitions' coefficient of variation) exceeds the threshold of
-  scripts/stats.py (STATS_NOISE_CV, 2% by default).
+  scripts/stats.py (STATS_NOISE_CV, 2% by default). The note saying so sits under the plot.
 
-* The headline chart, summary_speedup: every practice's best tuned variant (its largest
-  geometric-mean speedup in summary_by_variant.csv; where a published claim names a
-  variant, that one) as a horizontal bar from 1x, sorted,
+  Every chart's title carries its provenance (machine, date, driver/CUDA/cuDNN/cuBLAS
+  versions: RESULTS_DIR/context.txt). Series and bar categories come in natural order
+  (scripts/natural_order.py; numeric categories by value), never the rows' order; a
+  parameter series is labelled with its name ("batch 32"); a count x axis has whole ticks;
+  no tick or label is in scientific notation.
+
+* The headline chart, summary_speedup: per practice the variant its published claim names,
+  else its best tuned variant (the largest geometric-mean speedup in
+  summary_by_variant.csv), labelled "tuned vs baseline" (summary.csv's baseline), as a
+  horizontal bar from 1x, sorted; practices that trade time for memory (a claim that says
+  slower and rows recording a memory size) left out and named under it;
   with its confidence interval (ci_low/ci_high) where summarize.sh wrote one, labelled as
   a reader may quote it ("2.80x [2.60-3.00], ±7.1%": scripts/verdicts.py), and the range
   a published claim gives for that practice (CLAIMS_CSV) drawn beside it. Titled with the
-  GPU, driver and date of the run (RESULTS_DIR/context.txt).
+  machine, date and library versions of the run (RESULTS_DIR/context.txt).
 
 Safety: no path, title or CSV value is ever pasted into gnuplot code unquoted. Data and
 outputs go through files with fixed names in a private temporary folder (the charts are
