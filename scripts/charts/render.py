@@ -191,9 +191,10 @@ def value_text(v):
 def tick_format(lo, hi, log=False):
     """A gnuplot tick format for an axis from lo to hi in fixed notation (no "1e+06"): as
     many decimals as the tick step (or, on a log axis, the smallest tick) needs."""
-    if log:
+    if log:  # powers of ten: as short as each one is ("0.001", "100000"); %g is fixed there
         smallest = lo if lo > 0 else 1.0
-        return f"%.{max(0, -math.floor(math.log10(smallest)))}f"
+        lowest_tick = 10.0 ** math.ceil(math.log10(smallest) - 1e-9)
+        return "%.12g" if lowest_tick >= 1e-4 else f"%.{-math.floor(math.log10(lowest_tick))}f"
     step = (hi - lo) / 8 if hi > lo else abs(hi) or 1.0
     return f"%.{max(0, -math.floor(math.log10(step)))}f"
 
