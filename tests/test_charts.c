@@ -420,8 +420,9 @@ static void test_cut_run_draws_what_exists(void **state)
 
 // What a chart needs to be pasted: provenance in the title, the interval named in the
 // legend, categories and series in natural order (not the rows' order), "batch 32" in the
-// legend rather than "32", whole ticks on a count axis, fixed notation (2000, 1048576), and
-// no noise mark on a memory size even where the row is noisy.
+// legend rather than "32", whole ticks on a count axis, fixed notation (2000, 1048576), no
+// noise mark on a memory size even where the row is noisy, and a target line where the
+// rows record one.
 static void test_chart_conventions(void **state)
 {
     (void)state;
@@ -429,17 +430,19 @@ static void test_chart_conventions(void **state)
     write_fixture(test_dir);
     write_file(test_dir, "w.csv",
                "practice,variant,role,timing,params,status,reason,repetitions,iterations,time,cpu_time,time_unit,"
-               "time_median,time_stddev,time_min,time_max,param_workers,param_batch,peak_bytes,noisy,time_cv\n"
-               "w,v10,tuned,wall,workers:1,ok,,5,1,2000000,2000000,us,2000000,1000,1990000,2010000,1,32,1048576,1,0.5\n"
-               "w,v2,tuned,wall,workers:2,ok,,5,1,3000000,3000000,us,3000000,1000,2990000,3010000,2,32,2097152,1,0.5\n"
-               "w,v2,tuned,wall,workers:1,ok,,5,1,2500000,2500000,us,2500000,1000,2490000,2510000,1,32,1048576,1,0.5\n"
-               "w,v10,tuned,wall,workers:2,ok,,5,1,2200000,2200000,us,2200000,1000,2190000,2210000,2,32,3145728,1,0.5\n");
+               "time_median,time_stddev,time_min,time_max,param_workers,param_batch,peak_bytes,noisy,time_cv,goal_bytes\n"
+               "w,v10,tuned,wall,workers:1,ok,,5,1,2000000,2000000,us,2000000,1000,1990000,2010000,1,32,1048576,1,0.5,4000000\n"
+               "w,v2,tuned,wall,workers:2,ok,,5,1,3000000,3000000,us,3000000,1000,2990000,3010000,2,32,2097152,1,0.5,4000000\n"
+               "w,v2,tuned,wall,workers:1,ok,,5,1,2500000,2500000,us,2500000,1000,2490000,2510000,1,32,1048576,1,0.5,4000000\n"
+               "w,v10,tuned,wall,workers:2,ok,,5,1,2200000,2200000,us,2200000,1000,2190000,2210000,2,32,3145728,1,0.5,4000000\n");
     char conf[1024];
     snprintf(conf, sizeof conf, "%s/conf", test_dir);
     write_file(conf, "w.charts",
                "[w_bars]\npractice = w\nx = variant\ny = time\nseries = param_batch\nfilter = param_workers=1\n"
                "kind = bars\nlabels = yes\ntitle = bars\n\n"
-               "[w_memory]\npractice = w\nx = param_workers\ny = peak_bytes\nkind = lines\ntitle = memory\n");
+               "[w_memory]\npractice = w\nx = param_workers\ny = peak_bytes\nkind = lines\ntitle = memory\n"
+               "target = goal_bytes\n\n"
+               "[w_no_target]\npractice = w\nx = param_workers\ny = time\nkind = lines\ntarget = absent\n");
     assert_int_equal(charts_on(test_dir), 0);
     char path[1024];
     snprintf(path, sizeof path, "%s/charts/w_bars.svg", test_dir);
@@ -461,6 +464,12 @@ static void test_chart_conventions(void **state)
     assert_null(strstr(svg, ">1.5<")); // whole ticks on the workers axis
     assert_non_null(strstr(svg, ">2<"));
     assert_non_null(strstr(svg, "000000<")); // a tick of millions in fixed notation
+    assert_non_null(strstr(svg, "target 4000000")); // the target the rows record, drawn
+    free(svg);
+    snprintf(path, sizeof path, "%s/charts/w_no_target.svg", test_dir);
+    svg = test_read_file(path, NULL);
+    assert_non_null(svg);
+    assert_null(strstr(svg, "target")); // a run that records none: no line
     free(svg);
     assert_int_not_equal(test_run("grep -l 'e+0' '%s'/charts/*.svg >/dev/null 2>&1", test_dir), 0);
 }

@@ -37,6 +37,9 @@ Two kinds of chart:
       labels = yes               # print each bar's value above it (bars only)
       repeat = run               # a line per value of this column (a curve's repetitions),
                                  # in its series' colour, one legend entry per series
+      target = target_accuracy   # a dashed horizontal line at this column's value (the
+                                 # practice's measured rows of <csvname>.csv or of `file`),
+                                 # where the run records one; none drawn where it does not
 
   Only measured rows are drawn: status ok, or partial (rows a program cut at its deadline
   kept), where the CSV has a status column. A chart whose rows are all missing (the
@@ -108,7 +111,7 @@ TIME_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 MEASURED = ("ok", "partial")  # partial: kept by a program cut at its deadline
 STATUSES = MEASURED + ("skipped", "error")
 KNOWN_KEYS = {"practice", "x", "y", "series", "filter", "kind", "logx", "logy", "title",
-              "xlabel", "ylabel", "file", "yscale", "xformat", "labels", "repeat"}
+              "xlabel", "ylabel", "file", "yscale", "xformat", "labels", "repeat", "target"}
 COLORS = ["#4472c4", "#ed7d31", "#70ad47", "#7030a0", "#c00000", "#00a0b0", "#7f6000",
           "#a5a5a5", "#264478", "#9e480e"]
 TERMINALS = {"png": "set terminal pngcairo size {w},{h} font ',13' linewidth 1.5 noenhanced",
@@ -437,6 +440,20 @@ def chart_points(name, d, header, rows, reps):
     return {k: out[k] for k in sorted(out, key=natural_key)}, kinds
 
 
+def target_value(d, tables):
+    """The value of the description's `target` column in the practice's measured rows (the
+    first table that records one), or None: the run records no target."""
+    col = d.get("target")
+    practices = {p.strip() for p in d["practice"].split(",")}
+    for header, rows in tables:
+        if col and col in header:
+            for r in rows:
+                v = number(r.get(col))
+                if v is not None and r.get("practice") in practices and r.get("status", "ok") in MEASURED:
+                    return v
+    return None
+
+
 def y_range(points, logy, headroom):
     """[low, high] of the y axis holding every point and error bar, with headroom."""
     ys = []
@@ -473,6 +490,8 @@ def script_lines(name, d, points, tmp, subtitle="", kinds=()):
     has_err = any(p[2] is not None for pts in points.values() for p in pts)
     any_noisy = any(p[4] for pts in points.values() for p in pts)
     ylo, yhi = y_range(points, logy, 1.22 if labels or any_noisy else 1.12)
+    if d.get("_target") is not None and not (logy and d["_target"] <= 0):  # the target line in view
+        ylo, yhi = min(ylo, d["_target"]), max(yhi, d["_target"] * 1.05)
     cmds = common_settings(d, subtitle)
     if logy:
         cmds.append("set logscale y")
@@ -559,6 +578,9 @@ def script_lines(name, d, points, tmp, subtitle="", kinds=()):
                              + (err_title if j == 0 else "notitle"))
             if any_noisy:
                 plots.append(f"{q(path)} using 1:2:(strcol(5) eq '-' ? '' : '!') with labels offset 1,0.6 notitle")
+    target = d.get("_target")
+    if target is not None and not (logy and target <= 0):
+        plots.append(f"{target!r} with lines dt 3 lw 2 lc rgb '#333333' title {q('target ' + value_text(target))}")
     if any_noisy:  # below the plot, clear of the value labels above the bars
         cmds.append("set label 1 '! noisy (coefficient of variation over the threshold)' "
                     "at screen 0.01, screen 0.02 left font ',11'")
@@ -820,6 +842,7 @@ def main(argv):
                         for p in pts:
                             print("\t".join([name, label.replace("\t", " #"), p[0]] + [nan(v) for v in p[1:4]] + [str(int(p[4]))]))
                     continue
+                d["_target"] = target_value(d, [tables[t] for t in dict.fromkeys((source, stem)) if t in tables])
                 cmds, plots, height = script_lines(name, d, points, tmp, subtitle, kinds)
                 run_gnuplot(render_script(cmds, plots, tmp, 900, height), tmp, out_dir, name)
                 drawn += 1
