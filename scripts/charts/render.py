@@ -754,7 +754,7 @@ def headline(results, claims, tmp, out_dir, tables=None):
             "set arrow 1 from first 1, graph 0 to first 1, graph 1 nohead dt 2 lc rgb '#555555'"]
     bars_path, claims_path = q(os.path.join(tmp, "bars.dat")), q(os.path.join(tmp, "claims.dat"))
     plots = [f"{bars_path} using 1:2:3:4:5:6 with boxxyerror lc rgb '#4472c4' title 'measured here'",
-             f"{bars_path} using 1:2:7:8 with xerrorbars pt 0 lc rgb 'black' title '95% interval'",
+             f"{bars_path} using 1:2:7:8 with xerrorbars pt 0 lc rgb 'black' title '95% interval (the summary''s bootstrap)'",
              # the values in a column right of the frame (in the right margin)
              f"{bars_path} using ({xhi!r}):2:10 with labels left offset 1,0 notitle"]
     if has_claims:
