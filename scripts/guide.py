@@ -37,6 +37,7 @@ from verdicts import figure_text, percent_text, relative_half_width  # noqa: E40
 # What differs between machines: (context key, heading).
 MACHINE_KEYS = [("gpu_name", "GPU"), ("gpu_memory_mib", "GPU memory (MiB)"),
                 ("gpu_sm_clock_max_mhz", "SM clock max (MHz)"), ("gpu_sm_clock_mhz", "SM clock (MHz)"),
+                ("gpu_app_sm_clock_mhz", "SM application clock (MHz)"), ("gpu_clocks_locked", "clocks locked"),
                 ("gpu_power_limit_w", "power limit (W)"), ("gpu_count", "GPUs"),
                 ("driver_version", "driver"), ("cuda_runtime", "CUDA"), ("cudnn_version", "cuDNN"),
                 ("cublas_version", "cuBLAS"), ("nccl_version", "NCCL"), ("host", "host"),
