@@ -197,8 +197,10 @@ def cell(run, practice, tuned):
     return f"{cl.effect_text(row)} — {word}" if word else cl.effect_text(row)
 
 
-def recommendation(run, practice, variants):
-    """One line: what to do on this machine, from the verdicts of its variants."""
+def recommendation(run, practice, variants, slower_claimed=()):
+    """One line: what to do on this machine, from the verdicts of its variants. A variant
+    whose claim says it is slower (a trade: activation checkpointing buys memory with time)
+    is not "left off" for being slower: the line says it costs what was claimed."""
     parts = []
     for v in variants:
         row = run.row(practice, v)
@@ -211,6 +213,9 @@ def recommendation(run, practice, variants):
             parts.append(f"{v} did not reach its target")
         elif word == "faster":
             parts.append(f"turn on {v} ({s:.2f}x [{lo:.2f}-{hi:.2f}])")
+        elif word == "slower" and v in slower_claimed:
+            parts.append(f"{v} costs time as its claim says ({s:.2f}x [{lo:.2f}-{hi:.2f}]): "
+                         "worth it only for what it trades the time for")
         elif word == "slower":
             parts.append(f"leave {v} off: slower ({s:.2f}x [{lo:.2f}-{hi:.2f}])")
         elif word == "equivalent":
@@ -265,7 +270,8 @@ def practice_section(practice, runs, claims, charts_dir, subtitle):
             md(f"not measured here ({cl.why_not_measured(practice, run.statuses)})") for run in runs) + " |")
     lines += ["", "Recommendation:"]
     for run in runs:
-        lines.append(f"- on {md(run.label)}: {md(recommendation(run, practice, variants))}")
+        slower = {c["tuned"] for c in mine if c["direction"] == "slower" and c["kind"] == "claim"}
+        lines.append(f"- on {md(run.label)}: {md(recommendation(run, practice, variants, slower))}")
     lines.append("")
     return lines
 
