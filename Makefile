@@ -107,7 +107,7 @@ ifeq ($(SANITIZE),1) # every sanitized program records its reports for run-tests
 $(BENCHES) $(MAINS) $(TESTS): $(BUILD)/tests/sanitizer/report_hook.c.o
 endif
 
-.PHONY: all test test-sanitize bench bench-quick charts compare clean deps
+.PHONY: all test test-sanitize bench bench-quick charts compare guide clean deps
 .SECONDARY:
 .DEFAULT_GOAL := all
 
@@ -181,7 +181,7 @@ test: all
 # or are run by other tests too) are left out: nothing of theirs is sanitized.
 SANITIZE_BUILD ?= build-sanitize
 SANITIZE_ARCH  := $(if $(filter portable%,$(ARCH_REASON)),90,$(CUDA_ARCH))
-SANITIZE_SKIP  := test_charts test_compare test_device_check test_docs_flags test_docs_links test_report test_run_suite \
+SANITIZE_SKIP  := test_charts test_compare test_device_check test_docs_flags test_docs_links test_guide test_report test_run_suite \
                   test_scripts test_setup_torch test_stats test_twin_compare test_verdicts
 test-sanitize:
 	@echo "test-sanitize: ASan + UBSan build in $(SANITIZE_BUILD)/ for $(addprefix sm_,$(SANITIZE_ARCH)); not run: $(SANITIZE_SKIP)"
@@ -221,6 +221,11 @@ results_sh = nl=$$(printf '\nx'); nl=$${nl%x}; \
 unexport REF
 compare:
 	@$(results_sh); REF='$(subst ','\'',$(value REF))' bash scripts/compare.sh
+
+# A tuning-guide folder from one or more runs (one per machine): make guide RESULTS="results/A ..."
+# [GUIDE_DIR=dir] [GUIDE_PNG=1] (docs/guide.md). Python and gnuplot only: no build, no CUDA.
+guide:
+	@$(results_sh); bash scripts/guide.sh
 
 # Redraw charts and the report of the newest results folder (or RESULTS=dir).
 charts: | $(DEPS_OK)

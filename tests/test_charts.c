@@ -1,6 +1,9 @@
 // test_charts.c: the chart renderer (scripts/charts.sh over scripts/charts/render.py) on
-// a fixture with made-up numbers: the points and error bars it draws (repetitions from a
-// sibling .reps.csv, from repeated rows, from time_stddev), real PNG and SVG files, the
+// a fixture with made-up numbers: the points and their 95% intervals (the median's bootstrap
+// interval from a sibling .reps.csv or repeated rows, a normal interval from time_stddev),
+// real PNG and SVG files, the conventions of a chart one can paste (provenance in the title,
+// the interval named in the legend, categories and series in natural order, whole ticks on
+// a count axis, no scientific notation, no noise mark on a memory size), the
 // headline chart with its interval and the claimed range, a results folder whose name
 // holds a quote, a `$(...)` and backquotes (nothing runs), garbage CSVs (an error, not
 // "nothing measured"), and the committed CPU run drawn into a copy. Charts need gnuplot:
@@ -80,8 +83,11 @@ static void write_file(const char *folder, const char *name, const char *text)
 }
 
 // A results folder (with descriptions and claims beside it) under `folder`.
+static const char kPoints[] = "practice,params,baseline,tuned,speedup\ndemo,size:1,base,fast,2.0\n";
+
 static void write_fixture(const char *folder)
 {
+    write_file(folder, "summary.csv", kPoints);
     write_file(folder, "demo.csv", kTidy);
     write_file(folder, "demo.reps.csv", kReps);
     write_file(folder, "summary_by_variant.csv", kSummary);
@@ -155,20 +161,21 @@ static void test_points_and_error_bars(void **state)
                               test_suite_root(), test_dir, test_dir, test_dir), 0);
     char *text = output();
     const char *want[] = {
-        // from demo.reps.csv: the repetitions' median (1.9, not the tidy row's mean 2.1),
-        // minimum and maximum: charts draw what the summary's speedups are made of
+        // from demo.reps.csv: the repetitions' median (1.9, not the tidy row's mean 2.1) and
+        // its 95% bootstrap interval (of 3 values: their whole range): charts draw what the
+        // summary's speedups are made of
         "demo_time\tbase\t1\t1.9\t1.8\t2.6\t0\n",
-        // from time_median, time_min, time_max (repetitions 5), converted from us to ms;
-        // flagged noisy
-        "demo_time\tfast\t1\t0.98\t0.96\t1.05\t1\n",
-        "demo_time\tbase\t2\t4.0\t3.8\t4.2\t0\n",
+        // from time_median and time_stddev (repetitions 5), converted from us to ms: the
+        // median -+ 1.96 x 1.2533 x 0.05 / sqrt(5) = 0.0549; flagged noisy
+        "demo_time\tfast\t1\t0.98\t0.92507",
+        "demo_time\tbase\t2\t4.0\t3.78028",
         // time_cv 5% over the 2% threshold with 5 repetitions: noisy; 50% of 1 repetition: not
-        "demo_time\tfast\t2\t2.0\t1.9\t2.1\t1\n",
-        // a counter: its repetitions' median from the reps file (490, not the mean 510), else
-        // no error bar
+        "demo_time\tfast\t2\t2.0\t1.89014",
+        // a counter: its repetitions' median from the reps file (490, not the mean 510) and
+        // their bootstrap interval, else no error bar; a rate can be noisy
         "demo_rate\tdemo base\t1\t490.0\t480.0\t560.0\t0\n",
         "demo_rate\tdemo fast\t1\t1000.0\tNaN\tNaN\t1\n",
-        // three rows of one benchmark: their median, minimum and maximum
+        // three rows of one benchmark: their median and its bootstrap interval
         "demo_rows\tv\t3\t4.0\t3.0\t5.0\t0\n",
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
@@ -203,7 +210,9 @@ static void test_charts_are_real_pngs_with_headline(void **state)
     snprintf(path, sizeof path, "%s/charts/summary_speedup.svg", test_dir);
     char *svg = test_read_file(path, NULL);
     assert_non_null(svg);
-    assert_non_null(strstr(svg, "Test GPU, driver 999.01; 2026-01-02"));
+    assert_non_null(strstr(svg, "Test GPU; 2026-01-02")); // provenance: machine, date, versions
+    assert_non_null(strstr(svg, "driver 999.01"));
+    assert_non_null(strstr(svg, "fast vs base")); // the variant drawn against its named baseline
     assert_non_null(strstr(svg, "2.00x [1.80-2.20], ±10%"));
     assert_non_null(strstr(svg, "published claim (range)"));
     assert_non_null(strstr(svg, "95% interval"));
@@ -409,6 +418,62 @@ static void test_cut_run_draws_what_exists(void **state)
     free(text);
 }
 
+// What a chart needs to be pasted: provenance in the title, the interval named in the
+// legend, categories and series in natural order (not the rows' order), "batch 32" in the
+// legend rather than "32", whole ticks on a count axis, fixed notation (2000, 1048576), no
+// noise mark on a memory size even where the row is noisy, and a target line where the
+// rows record one.
+static void test_chart_conventions(void **state)
+{
+    (void)state;
+    if (gnuplot_missing()) skip();
+    write_fixture(test_dir);
+    write_file(test_dir, "w.csv",
+               "practice,variant,role,timing,params,status,reason,repetitions,iterations,time,cpu_time,time_unit,"
+               "time_median,time_stddev,time_min,time_max,param_workers,param_batch,peak_bytes,noisy,time_cv,goal_bytes\n"
+               "w,v10,tuned,wall,workers:1,ok,,5,1,2000000,2000000,us,2000000,1000,1990000,2010000,1,32,1048576,1,0.5,4000000\n"
+               "w,v2,tuned,wall,workers:2,ok,,5,1,3000000,3000000,us,3000000,1000,2990000,3010000,2,32,2097152,1,0.5,4000000\n"
+               "w,v2,tuned,wall,workers:1,ok,,5,1,2500000,2500000,us,2500000,1000,2490000,2510000,1,32,1048576,1,0.5,4000000\n"
+               "w,v10,tuned,wall,workers:2,ok,,5,1,2200000,2200000,us,2200000,1000,2190000,2210000,2,32,3145728,1,0.5,4000000\n");
+    char conf[1024];
+    snprintf(conf, sizeof conf, "%s/conf", test_dir);
+    write_file(conf, "w.charts",
+               "[w_bars]\npractice = w\nx = variant\ny = time\nseries = param_batch\nfilter = param_workers=1\n"
+               "kind = bars\nlabels = yes\ntitle = bars\n\n"
+               "[w_memory]\npractice = w\nx = param_workers\ny = peak_bytes\nkind = lines\ntitle = memory\n"
+               "target = goal_bytes\n\n"
+               "[w_no_target]\npractice = w\nx = param_workers\ny = time\nkind = lines\ntarget = absent\n");
+    assert_int_equal(charts_on(test_dir), 0);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/charts/w_bars.svg", test_dir);
+    char *svg = test_read_file(path, NULL);
+    assert_non_null(svg);
+    assert_non_null(strstr(svg, "Test GPU; 2026-01-02"));
+    assert_non_null(strstr(svg, "95% interval of the median"));
+    assert_non_null(strstr(svg, "batch 32"));
+    char *v2 = strstr(svg, ">v2<"), *v10 = strstr(svg, ">v10<");
+    assert_non_null(v2);
+    assert_non_null(v10);
+    assert_true(v2 < v10); // natural order, though v10's rows come first
+    assert_non_null(strstr(svg, "2000 !")); // fixed notation, the noisy time marked
+    free(svg);
+    snprintf(path, sizeof path, "%s/charts/w_memory.svg", test_dir);
+    svg = test_read_file(path, NULL);
+    assert_non_null(svg);
+    assert_null(strstr(svg, "noisy")); // a memory size is not noisy
+    assert_null(strstr(svg, ">1.5<")); // whole ticks on the workers axis
+    assert_non_null(strstr(svg, ">2<"));
+    assert_non_null(strstr(svg, "000000<")); // a tick of millions in fixed notation
+    assert_non_null(strstr(svg, "target 4000000")); // the target the rows record, drawn
+    free(svg);
+    snprintf(path, sizeof path, "%s/charts/w_no_target.svg", test_dir);
+    svg = test_read_file(path, NULL);
+    assert_non_null(svg);
+    assert_null(strstr(svg, "target")); // a run that records none: no line
+    free(svg);
+    assert_int_not_equal(test_run("grep -l 'e+0' '%s'/charts/*.svg >/dev/null 2>&1", test_dir), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -420,6 +485,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_garbage_csv_is_an_error, test_setup_dir, test_teardown_dir),
         cmocka_unit_test_setup_teardown(test_committed_run_draws_from_descriptions, test_setup_dir, test_teardown_dir),
         cmocka_unit_test_setup_teardown(test_cut_run_draws_what_exists, test_setup_dir, test_teardown_dir),
+        cmocka_unit_test_setup_teardown(test_chart_conventions, test_setup_dir, test_teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

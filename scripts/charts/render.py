@@ -35,6 +35,11 @@ Two kinds of chart:
                                  # such as bytes/s -> GB/s, never a constant of the C code
       xformat = bytes            # x tick labels with binary prefixes (4KiB, 1MiB, ...)
       labels = yes               # print each bar's value above it (bars only)
+      repeat = run               # a line per value of this column (a curve's repetitions),
+                                 # in its series' colour, one legend entry per series
+      target = target_accuracy   # a dashed horizontal line at this column's value (the
+                                 # practice's measured rows of <csvname>.csv or of `file`),
+                                 # where the run records one; none drawn where it does not
 
   Only measured rows are drawn: status ok, or partial (rows a program cut at its deadline
   kept), where the CSV has a status column. A chart whose rows are all missing (the
@@ -51,28 +56,38 @@ Two kinds of chart:
   height (repetitions that agree, as curves over the steps of deterministic runs do) are
   not drawn.
 
-  Points and error bars, where there are repetitions, from the first of (the point is
-  always the repetitions' median, as the summary's speedups are ratios of medians):
+  Points and error bars, where there are repetitions (the point is always the
+  repetitions' median, as the summary's speedups are ratios of medians; the bar a 95%
+  interval, the legend says which), from the first of:
     1. a sibling RESULTS_DIR/<csvname>.reps.csv, one row per repetition (practice, variant,
-       params and the y column): the point is their median, the bar spans their minimum
-       to maximum;
+       params and the y column): their median and its bootstrap interval (stats.py's
+       resampling, seeded by the chart, series and x);
     2. several rows of the tidy CSV for the same practice, variant and params (repetition
-       rows): the point is their median, the bar spans their minimum to maximum;
-    3. for y = time, the tidy CSV's time_median, time_min and time_max, where repetitions
-       > 1: the point is the median, the bar the minimum to maximum;
+       rows): the same;
+    3. for y = time, the tidy CSV's time_median -+ 1.96 x 1.2533 x time_stddev / sqrt(n)
+       (the median's interval for normal data), where repetitions > 1;
     4. a counter's <y>_stddev column, where repetitions > 1 (the tidy CSV has no median of a
-       counter): the point is the mean, the bar +-1 standard deviation.
-  A noisy row gets a "!" beside its point or bar: its `noisy` column is set, or its
+       counter): the mean -+ 1.96 x stddev / sqrt(n).
+  A noisy row gets a "!" beside its point or bar where the measure can be noisy (a time or
+  a rate: NOISY_MEASURES; never a memory size or a count): its `noisy` column is set, or its
   time_cv (the repetitions' coefficient of variation) exceeds the threshold of
-  scripts/stats.py (STATS_NOISE_CV, 2% by default).
+  scripts/stats.py (STATS_NOISE_CV, 2% by default). The note saying so sits under the plot.
 
-* The headline chart, summary_speedup: every practice's best tuned variant (its largest
-  geometric-mean speedup in summary_by_variant.csv; where a published claim names a
-  variant, that one) as a horizontal bar from 1x, sorted,
+  Every chart's title carries its provenance (machine, date, driver/CUDA/cuDNN/cuBLAS
+  versions: RESULTS_DIR/context.txt). Series and bar categories come in natural order
+  (scripts/natural_order.py; numeric categories by value), never the rows' order; a
+  parameter series is labelled with its name ("batch 32"); a count x axis has whole ticks;
+  no tick or label is in scientific notation.
+
+* The headline chart, summary_speedup: per practice the variant its published claim names,
+  else its best tuned variant (the largest geometric-mean speedup in
+  summary_by_variant.csv), labelled "tuned vs baseline" (summary.csv's baseline), as a
+  horizontal bar from 1x, sorted; practices that trade time for memory (a claim that says
+  slower and rows recording a memory size) left out and named under it;
   with its confidence interval (ci_low/ci_high) where summarize.sh wrote one, labelled as
   a reader may quote it ("2.80x [2.60-3.00], ±7.1%": scripts/verdicts.py), and the range
   a published claim gives for that practice (CLAIMS_CSV) drawn beside it. Titled with the
-  GPU, driver and date of the run (RESULTS_DIR/context.txt).
+  machine, date and library versions of the run (RESULTS_DIR/context.txt).
 
 Safety: no path, title or CSV value is ever pasted into gnuplot code unquoted. Data and
 outputs go through files with fixed names in a private temporary folder (the charts are
@@ -96,7 +111,7 @@ TIME_TO_MS = {"ns": 1e-6, "us": 1e-3, "ms": 1.0, "s": 1e3}
 MEASURED = ("ok", "partial")  # partial: kept by a program cut at its deadline
 STATUSES = MEASURED + ("skipped", "error")
 KNOWN_KEYS = {"practice", "x", "y", "series", "filter", "kind", "logx", "logy", "title",
-              "xlabel", "ylabel", "file", "yscale", "xformat", "labels"}
+              "xlabel", "ylabel", "file", "yscale", "xformat", "labels", "repeat", "target"}
 COLORS = ["#4472c4", "#ed7d31", "#70ad47", "#7030a0", "#c00000", "#00a0b0", "#7f6000",
           "#a5a5a5", "#264478", "#9e480e"]
 TERMINALS = {"png": "set terminal pngcairo size {w},{h} font ',13' linewidth 1.5 noenhanced",
@@ -156,6 +171,57 @@ def nan(v):
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from verdicts import figure_text  # noqa: E402  (scripts/verdicts.py: "2.80x [2.60-3.00], ±7.1%")
+from natural_order import natural_key  # noqa: E402  (the one natural sort)
+import stats  # noqa: E402  (scripts/stats.py: the bootstrap the summary's intervals use)
+
+# What an error bar is, for the legend, by where it came from.
+INTERVAL_BOOTSTRAP = "95% interval of the median (bootstrap over the repetitions)"
+INTERVAL_MEDIAN_SD = "95% interval of the median (normal approximation from the standard deviation)"
+INTERVAL_MEAN = "95% interval of the mean (normal approximation from the standard deviation)"
+# Measures that can be noisy (times and rates): a memory size or a count is not.
+NOISY_MEASURES = re.compile(r"(^time$|_ms$|_ms_|seconds|per_second|_per_s$|tflops|gbps|gb_s|bandwidth|throughput"
+                            r"|(^|_)rate($|_)|busbw|latency)")
+
+
+def value_text(v):
+    """A value as a label: fixed notation with about 3 significant digits, never "2.94e+03"."""
+    a = abs(v)
+    if a >= 100 or a == 0:
+        return f"{v:.0f}"
+    return f"{v:.{max(1, 2 - math.floor(math.log10(a)))}f}"
+
+
+def tick_format(lo, hi, log=False):
+    """A gnuplot tick format for an axis from lo to hi in fixed notation (no "1e+06"): as
+    many decimals as the tick step (or, on a log axis, the smallest tick) needs."""
+    if log:  # powers of ten: as short as each one is ("0.001", "100000"); %g is fixed there
+        smallest = lo if lo > 0 else 1.0
+        lowest_tick = 10.0 ** math.ceil(math.log10(smallest) - 1e-9)
+        return "%.12g" if lowest_tick >= 1e-4 else f"%.{-math.floor(math.log10(lowest_tick))}f"
+    step = (hi - lo) / 8 if hi > lo else abs(hi) or 1.0
+    return f"%.{max(0, -math.floor(math.log10(step)))}f"
+
+
+def median_interval(values, salt):
+    """(low, high): the 95% bootstrap interval of the median of `values` (stats.py's
+    resampling, seeded by `salt`), or None below 2 values."""
+    if len(values) < 2:
+        return None
+    rng = stats.bootstrap_rng(salt)
+    reps = [stats.median([values[rng.randrange(len(values))] for _ in values]) for _ in range(2000)]
+    return stats.interval(reps)
+
+
+def provenance(ctx):
+    """What a pasted chart needs to say where it comes from: machine, date, library versions."""
+    gpu = ctx.get("gpu_name", "none")
+    machine = f"CPU run on {ctx.get('host', 'unknown host')} ({ctx.get('host_cpu', '?')}), no GPU" \
+        if gpu in ("", "none") else gpu
+    libs = [f"{name} {ctx[key]}" for name, key in (("driver", "driver_version"), ("CUDA", "cuda_runtime"),
+                                                    ("cuDNN", "cudnn_version"), ("cuBLAS", "cublas_version"))
+            if ctx.get(key, "none") not in ("", "none")]
+    # two lines (a chart's title is narrow): the machine and date, then the libraries
+    return f"{machine}; {ctx.get('run_date', '')[:10] or 'undated'}" + ("\n" + ", ".join(libs) if libs else "")
 
 
 def noise_threshold():
@@ -267,26 +333,26 @@ def y_value(row, y, header):
 
 
 def point_from_row(row, y, header, value):
-    """(point, low, high) of a row with repetitions > 1 from its aggregate columns: for the
-    time its median and minimum to maximum (the time stddev around the mean where those are
-    missing); for a counter its mean +-1 stddev. None when the row has no spread."""
+    """(point, low, high, interval kind) of a row with repetitions > 1 and no per-repetition
+    values, from its standard deviation: for the time its median (time_median, else the
+    mean) -+ 1.96 x 1.2533 sd / sqrt(n) (the median's standard error for normal data); for a
+    counter its mean -+ 1.96 sd / sqrt(n). None when the row has no spread."""
     reps = number(row.get("repetitions")) or 1
     if reps <= 1 or value is None:
         return None
     if y == "time":
         unit = TIME_TO_MS.get(row.get("time_unit", "ms"))
-        if unit is None:
+        sd, med = number(row.get("time_stddev")), number(row.get("time_median"))
+        if sd is None or unit is None or sd <= 0:
             return None
-        med, lo, hi = (number(row.get(c)) for c in ("time_median", "time_min", "time_max"))
-        if med is not None and lo is not None and hi is not None and hi > lo:
-            return med * unit, lo * unit, hi * unit
-        sd = number(row.get("time_stddev"))
-        sd = None if sd is None else sd * unit
-    else:
-        sd = number(row.get(y + "_stddev"))
+        point = value if med is None else med * unit
+        half = 1.96 * 1.2533 * sd * unit / math.sqrt(reps)
+        return point, point - half, point + half, INTERVAL_MEDIAN_SD
+    sd = number(row.get(y + "_stddev"))
     if sd is None or sd <= 0:
         return None
-    return value, value - sd, value + sd
+    half = 1.96 * sd / math.sqrt(reps)
+    return value, value - half, value + half, INTERVAL_MEAN
 
 
 def key_of(row):
@@ -330,7 +396,7 @@ def chart_points(name, d, header, rows, reps):
         filters.append((col.strip(), val.strip()))
     chosen = [r for r in rows if r.get("status", "ok") in MEASURED and r["practice"] in practices]
     if not chosen:
-        return {}  # nothing measured: a skipped run writes no counter columns to check
+        return {}, set()  # nothing measured: a skipped run writes no counter columns to check
     for col in [d["x"]] + series_cols + [c for c, _ in filters] + [d["y"]]:
         if col not in header:
             raise MissingColumn(f"[{name}] the CSV has no column '{col}'")
@@ -340,27 +406,52 @@ def chart_points(name, d, header, rows, reps):
         v = y_value(r, d["y"], header)
         if v is None or r[d["x"]] == "":
             continue
-        label = " ".join(r[c] if c in ("variant", "practice") or len(series_cols) == 1
-                         else f"{c.replace('param_', '')}={r[c]}" for c in series_cols)
+        # legends say what the numbers are: "batch 32", not "32"
+        label = " ".join(r[c] if c in ("variant", "practice") else f"{c.replace('param_', '')} {r[c]}"
+                         for c in series_cols)
+        if d.get("repeat"):  # one line per repetition (a curve), coloured by its series
+            label += "\t" + r.get(d["repeat"], "")
         groups.setdefault((label, r[d["x"]]), []).append((v, r))
     scale = number(d.get("yscale", "1"))
     if scale is None:
         raise ChartError(f"[{name}] yscale '{d.get('yscale')}' is not a number")
-    out = {}
+    out, kinds = {}, set()
+    can_be_noisy = bool(NOISY_MEASURES.search(d["y"]))
     for (label, x), items in groups.items():
         values = [v for v, _ in items]
         row = items[0][1]
-        noisy = any(row_is_noisy(r) for _, r in items)
+        noisy = can_be_noisy and any(row_is_noisy(r) for _, r in items)
         rep_values = reps.get(key_of(row)) if len(items) == 1 else None
+        salt = f"{name}|{label}|{x}"
         if rep_values and len(rep_values) > 1:
-            y, low, high = median(rep_values), min(rep_values), max(rep_values)
+            y, (low, high) = median(rep_values), median_interval(rep_values, salt)
+            kinds.add(INTERVAL_BOOTSTRAP)
         elif len(values) > 1:
-            y, low, high = median(values), min(values), max(values)
+            y, (low, high) = median(values), median_interval(values, salt)
+            kinds.add(INTERVAL_BOOTSTRAP)
         else:
-            y, low, high = point_from_row(row, d["y"], header, values[0]) or (values[0], None, None)
+            y, low, high, kind = point_from_row(row, d["y"], header, values[0]) or (values[0], None, None, None)
+            if kind:
+                kinds.add(kind)
         s = lambda v: None if v is None else v * scale
         out.setdefault(label, []).append((x, s(y), s(low), s(high), noisy))
-    return out
+    # series in natural order (the practice's parameter values, variant names), never in
+    # the order the rows happened to come in
+    return {k: out[k] for k in sorted(out, key=natural_key)}, kinds
+
+
+def target_value(d, tables):
+    """The value of the description's `target` column in the practice's measured rows (the
+    first table that records one), or None: the run records no target."""
+    col = d.get("target")
+    practices = {p.strip() for p in d["practice"].split(",")}
+    for header, rows in tables:
+        if col and col in header:
+            for r in rows:
+                v = number(r.get(col))
+                if v is not None and r.get("practice") in practices and r.get("status", "ok") in MEASURED:
+                    return v
+    return None
 
 
 def y_range(points, logy, headroom):
@@ -383,35 +474,36 @@ def y_range(points, logy, headroom):
     return (lo * headroom if lo < 0 else 0.0), (hi * headroom if hi > 0 else 0.0)
 
 
-def common_settings(d):
+def common_settings(d, subtitle):
     lines = ["set datafile separator tab",
              "set grid", "set key below noenhanced",
-             "set title " + q(d.get("title", "")),
+             "set title " + " . \"\\n\" . ".join(q(t) for t in [d.get("title", "")] + subtitle.split("\n")),
              "set xlabel " + q(d.get("xlabel", d["x"])),
              "set ylabel " + q(d.get("ylabel", d["y"]))]
     return lines
 
 
-def script_lines(name, d, points, tmp):
+def script_lines(name, d, points, tmp, subtitle="", kinds=()):
     """gnuplot commands drawing one described chart into tmp/out.<format>."""
     kind = d.get("kind", "lines")
     logx, logy, labels = truthy(d.get("logx", "no")), truthy(d.get("logy", "no")), truthy(d.get("labels", "no"))
     has_err = any(p[2] is not None for pts in points.values() for p in pts)
     any_noisy = any(p[4] for pts in points.values() for p in pts)
     ylo, yhi = y_range(points, logy, 1.22 if labels or any_noisy else 1.12)
-    cmds = common_settings(d)
+    if d.get("_target") is not None and not (logy and d["_target"] <= 0):  # the target line in view
+        ylo, yhi = min(ylo, d["_target"]), max(yhi, d["_target"] * 1.05)
+    cmds = common_settings(d, subtitle)
     if logy:
         cmds.append("set logscale y")
     cmds.append(f"set yrange [{ylo!r}:{yhi!r}]")
+    cmds.append("set format y " + q(tick_format(ylo, yhi, logy)))
+    err_title = "title " + q(" / ".join(sorted(kinds)) or INTERVAL_BOOTSTRAP)
     plots = []
     if kind == "bars":
-        cats = []
-        for pts in points.values():
-            for p in pts:
-                if p[0] not in cats:
-                    cats.append(p[0])
-        if all(number(c) is not None for c in cats):
-            cats.sort(key=float)
+        # categories in the practice's order (numbers by value, names naturally), the same
+        # on every machine whatever order the rows came in
+        cats = list(dict.fromkeys(p[0] for pts in points.values() for p in pts))
+        cats.sort(key=float if all(number(c) is not None for c in cats) else natural_key)
         n = len(points)
         width = 0.8 / n
         base = ylo if logy else 0.0
@@ -425,14 +517,15 @@ def script_lines(name, d, points, tmp):
             with open(path, "w", encoding="utf-8") as f:
                 for x, y, low, high, noisy in pts:
                     pos = cats.index(x) + (j - (n - 1) / 2) * width
-                    text = (f"{y:.3g}" if labels else "") + (" !" if noisy else "")
+                    text = (value_text(y) if labels else "") + (" !" if noisy else "")
                     top = y if high is None else max(y, high)
                     f.write(f"{pos!r}\t{y!r}\t{pos - width * 0.45!r}\t{pos + width * 0.45!r}\t"
                             f"{min(base, y)!r}\t{max(base, y)!r}\t{nan(low)}\t{nan(high)}\t{top!r}\t{text or '-'}\n")
             color = COLORS[j % len(COLORS)]
             plots.append(f"{q(path)} using 1:2:3:4:5:6 with boxxyerror lc rgb {q(color)} title {q(label)}")
             if has_err:
-                plots.append(f"{q(path)} using 1:2:7:8 with yerrorbars pt 0 lc rgb 'black' notitle")
+                plots.append(f"{q(path)} using 1:2:7:8 with yerrorbars pt 0 lc rgb 'black' "
+                             + (err_title if j == 0 else "notitle"))
             if labels or any_noisy:
                 plots.append(f"{q(path)} using 1:9:(strcol(10) eq '-' ? '' : strcol(10)) with labels offset 0,0.8 notitle")
     else:
@@ -448,8 +541,20 @@ def script_lines(name, d, points, tmp):
         else:
             pad = (hi - lo) * 0.04 or 0.5
             cmds.append(f"set xrange [{lo - pad!r}:{hi + pad!r}]")
+        distinct = sorted(set(xs))
         if d.get("xformat") == "bytes":
             cmds.append("set format x '%.0b%BB'")
+        elif all(v == int(v) for v in xs):  # a count (workers, devices, batch): whole ticks
+            if len(distinct) <= 12:
+                cmds.append("set xtics (" + ", ".join(f"'{int(v)}' {v!r}" for v in distinct) + ")")
+            else:
+                cmds.append("set format x '%.0f'")
+                if not logx:
+                    cmds.append(f"set xtics {max(1, math.ceil((hi - lo) / 10))}")
+        else:
+            cmds.append("set format x " + q(tick_format(lo, hi, logx)))
+        bases = list(dict.fromkeys(label.split("\t")[0] for label in points))
+        titled = set()
         for j, (label, pts) in enumerate(points.items()):
             path = os.path.join(tmp, f"s{j}.dat")
             pts = sorted(pts, key=lambda p: float(p[0]))
@@ -459,18 +564,26 @@ def script_lines(name, d, points, tmp):
             with open(path, "w", encoding="utf-8") as f:
                 for x, y, low, high, noisy in pts:
                     f.write(f"{float(x)!r}\t{y!r}\t{nan(low)}\t{nan(high)}\t{'!' if noisy else '-'}\n")
-            color = COLORS[j % len(COLORS)]
+            base = label.split("\t")[0]  # per-repetition lines share their series' colour and legend entry
+            color = COLORS[bases.index(base) % len(COLORS)]
             style = "lines lw 2" if dense else "linespoints lw 2 pt 7 ps 1.1"
-            plots.append(f"{q(path)} using 1:2 with {style} lc rgb {q(color)} title {q(label)}")
+            key = "notitle" if base in titled else "title " + q(base + (" (a line per repetition)" if "\t" in label else ""))
+            titled.add(base)
+            plots.append(f"{q(path)} using 1:2 with {style} lc rgb {q(color)} {key}")
             # bars of no height (repetitions that agree: curves over the steps of deterministic
             # runs) are not drawn: invisible, and thousands of them were most of an SVG
             flat_bars = all(low is None or (low == y == high) for _, y, low, high, _ in pts)
             if has_err and not flat_bars:
-                plots.append(f"{q(path)} using 1:2:3:4 with yerrorbars pt 0 lc rgb {q(color)} notitle")
+                plots.append(f"{q(path)} using 1:2:3:4 with yerrorbars pt 0 lc rgb {q(color)} "
+                             + (err_title if j == 0 else "notitle"))
             if any_noisy:
                 plots.append(f"{q(path)} using 1:2:(strcol(5) eq '-' ? '' : '!') with labels offset 1,0.6 notitle")
-    if any_noisy:
-        cmds.append("set label 1 '! noisy (coefficient of variation over the threshold)' at graph 0.01, graph 0.97")
+    target = d.get("_target")
+    if target is not None and not (logy and target <= 0):
+        plots.append(f"{target!r} with lines dt 3 lw 2 lc rgb '#333333' title {q('target ' + value_text(target))}")
+    if any_noisy:  # below the plot, clear of the value labels above the bars
+        cmds.append("set label 1 '! noisy (coefficient of variation over the threshold)' "
+                    "at screen 0.01, screen 0.02 left font ',11'")
     height = 560 + 18 * max(0, len(points) - 4)
     return cmds, plots, height
 
@@ -554,17 +667,42 @@ def best_variants(results, claimed=None):
     return sorted(best.values(), key=lambda b: b[2])
 
 
-def headline(results, claims, tmp, out_dir):
-    bars = best_variants(results, claimed_variants(claims))
+MEMORY_COLUMNS = ("peak_mib", "peak_bytes", "activation_bytes")
+
+
+def memory_practices(claims, tables):
+    """Practices that trade time for memory: their speedup claim says slower and their rows
+    record a memory size (activation checkpointing). Not drawn in the speedup headline:
+    their point is the memory, which their own charts show."""
+    slower = {p for p, rows in claims.items() for c in rows
+              if c.get("kind", "claim") in ("", "claim") and c.get("direction") == "slower"}
+    out = set()
+    for header, rows in tables.values():
+        if any(c in header for c in MEMORY_COLUMNS):
+            out |= {r["practice"] for r in rows if r["practice"] in slower
+                    and any(number(r.get(c)) for c in MEMORY_COLUMNS)}
+    return out
+
+
+def baselines(results):
+    """{practice: its baseline variant} from summary.csv (none when absent or unreadable)."""
+    try:
+        _, rows = read_csv(os.path.join(results, "summary.csv"), need=("practice", "baseline"))
+    except (ChartError, OSError):
+        return {}
+    out = {}
+    for r in rows:
+        out.setdefault(r["practice"], r["baseline"])
+    return out
+
+
+def headline(results, claims, tmp, out_dir, tables=None):
+    memory = memory_practices(claims, tables or {})
+    bars = [b for b in best_variants(results, claimed_variants(claims)) or [] if b[0] not in memory]
     if not bars:
         return False
-    ctx = read_context(results)
-    gpu = ctx.get("gpu_name", "none")
-    if gpu in ("", "none"):
-        machine = f"no GPU (CPU run on {ctx.get('host', 'unknown host')})"
-    else:
-        machine = f"{gpu}, driver {ctx.get('driver_version', '?')}"
-    date = ctx.get("run_date", "")[:10] or "undated"
+    base_of = baselines(results)
+    subtitle = provenance(read_context(results))
     values, widest = [], 0
     with open(os.path.join(tmp, "bars.dat"), "w", encoding="utf-8") as f, \
             open(os.path.join(tmp, "claims.dat"), "w", encoding="utf-8") as c:
@@ -593,23 +731,30 @@ def headline(results, claims, tmp, out_dir):
     has_claims = os.path.getsize(os.path.join(tmp, "claims.dat")) > 0
     lo, hi = min(values + [1.0]), max(values + [1.0])
     xlo, xhi = lo / 1.5, hi * 1.5
+    powers, every = [k for k in range(-8, 9) if xlo <= 2.0 ** k <= xhi], 1
+    while len([k for k in powers if k % every == 0]) > 4:  # no crowded labels on a narrow axis
+        every *= 2
+    ticks = [2.0 ** k for k in powers if k % every == 0]
     n = len(bars)
     cmds = ["set datafile separator tab",
-            "set label 2 " + q("Best tuned variant per practice: speedup over its baseline")
+            "set label 2 " + q("Per practice: the variant its published claim names (else the fastest "
+                               "tuned one) against its baseline")
             + " at screen 0.5, screen 0.985 center font ',14'",
-            "set label 3 " + q(f"{machine}; {date}") + " at screen 0.5, screen 0.985 center offset 0,-1.4",
-            "set tmargin 4.5", "set bmargin 7", f"set rmargin {widest + 3}",
-            "set xlabel 'speedup (log scale; > 1: tuned is faster)'",
-            "set xtics (" + ", ".join(f"'{t:g}x' {t!r}" for t in (2.0 ** k for k in range(-8, 9)) if xlo <= t <= xhi) + ")",
+            "set label 3 " + " . \"\\n\" . ".join(q(t) for t in subtitle.split("\n"))
+            + " at screen 0.5, screen 0.985 center offset 0,-1.4",
+            "set tmargin 6", "set bmargin 7", f"set rmargin {widest + 3}",
+            "set xlabel 'speedup: baseline median time / tuned median time (log scale; > 1: faster)'",
+            "set xtics (" + ", ".join(f"'{t:g}x' {t!r}" for t in ticks) + ")",
             "set logscale x", f"set xrange [{xlo!r}:{xhi!r}]", f"set yrange [-0.7:{n - 0.3}]",
             # two-line tick labels, practice over variant ("\n" outside the quoted data)
-            "set ytics (" + ", ".join(f"{q(b[0])} . \"\\n\" . {q(b[1])} {i}" for i, b in enumerate(bars)) + ")",
+            "set ytics (" + ", ".join(f"{q(b[0])} . \"\\n\" . {q(b[1] + ' vs ' + base_of.get(b[0], 'baseline'))} {i}"
+                                     for i, b in enumerate(bars)) + ")",
             "set grid xtics", "set key at screen 0.5, screen 0.01 center bottom horizontal noenhanced",
             "set style fill solid 0.85 border -1",
             "set arrow 1 from first 1, graph 0 to first 1, graph 1 nohead dt 2 lc rgb '#555555'"]
     bars_path, claims_path = q(os.path.join(tmp, "bars.dat")), q(os.path.join(tmp, "claims.dat"))
     plots = [f"{bars_path} using 1:2:3:4:5:6 with boxxyerror lc rgb '#4472c4' title 'measured here'",
-             f"{bars_path} using 1:2:7:8 with xerrorbars pt 0 lc rgb 'black' title '95% interval'",
+             f"{bars_path} using 1:2:7:8 with xerrorbars pt 0 lc rgb 'black' title '95% interval (the summary''s bootstrap)'",
              # the values in a column right of the frame (in the right margin)
              f"{bars_path} using ({xhi!r}):2:10 with labels left offset 1,0 notitle"]
     if has_claims:
@@ -619,6 +764,10 @@ def headline(results, claims, tmp, out_dir):
         del plots[1]  # no interval anywhere (a single repetition): no error bars
     if any(b[5] for b in bars):
         cmds.append("set label 1 '! noisy or contended' at screen 0.99, screen 0.03 right")
+    if memory:
+        cmds.append("set label 4 " + q("not drawn (they trade time for memory; see their own charts): "
+                                       + ", ".join(sorted(memory, key=natural_key)))
+                    + " at screen 0.01, screen 0.055 left")
     height = 260 + 50 * n
     run_gnuplot(render_script(cmds, plots, tmp, 1000, height), tmp, out_dir, "summary_speedup")
     return True
@@ -642,6 +791,7 @@ def main(argv):
     else:
         results, out_dir, desc_dir, claims_path = argv[1:]
     failed, drawn = False, 0
+    subtitle = provenance(read_context(results))
 
     def fail(message):
         nonlocal failed
@@ -680,7 +830,7 @@ def main(argv):
         with tempfile.TemporaryDirectory(prefix="charts-") as tmp:
             try:
                 reps = load_reps(os.path.join(results, source + ".reps.csv"), d["y"])
-                points = chart_points(name, d, header, rows, reps)
+                points, kinds = chart_points(name, d, header, rows, reps)
                 if not points:
                     measured = any(r.get("status", "ok") in MEASURED and r["practice"] in d["practice"].replace(" ", "").split(",")
                                    for r in rows)
@@ -690,9 +840,10 @@ def main(argv):
                 if points_only:
                     for label, pts in points.items():
                         for p in pts:
-                            print("\t".join([name, label, p[0]] + [nan(v) for v in p[1:4]] + [str(int(p[4]))]))
+                            print("\t".join([name, label.replace("\t", " #"), p[0]] + [nan(v) for v in p[1:4]] + [str(int(p[4]))]))
                     continue
-                cmds, plots, height = script_lines(name, d, points, tmp)
+                d["_target"] = target_value(d, [tables[t] for t in dict.fromkeys((source, stem)) if t in tables])
+                cmds, plots, height = script_lines(name, d, points, tmp, subtitle, kinds)
                 run_gnuplot(render_script(cmds, plots, tmp, 900, height), tmp, out_dir, name)
                 drawn += 1
             except MissingColumn as e:
@@ -712,7 +863,7 @@ def main(argv):
         claims = {}
     with tempfile.TemporaryDirectory(prefix="charts-") as tmp:
         try:
-            if headline(results, claims, tmp, out_dir):
+            if headline(results, claims, tmp, out_dir, tables):
                 drawn += 1
         except ChartError as e:
             fail(str(e))
