@@ -413,6 +413,7 @@ void practice_run_time_to_accuracy(HarnessState *st, const Practice *p, const Pr
     } else {
         harness_counter(st, "seed", (double)cfg->seed, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "reached_target", o.reached, HARNESS_COUNTER_PLAIN);
+        harness_counter(st, "target_accuracy", p->target_accuracy, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "diverged", o.diverged, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "steps", (double)o.steps, HARNESS_COUNTER_PLAIN);
         harness_counter(st, "images_seen", (double)o.steps * cfg->batch_size, HARNESS_COUNTER_PLAIN);
