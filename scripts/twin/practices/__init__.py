@@ -1,0 +1,1 @@
+"""One module per practice family, each exporting ROWS (twin/api.py)."""
