@@ -41,7 +41,8 @@ MACHINE_KEYS = [("gpu_name", "GPU"), ("gpu_memory_mib", "GPU memory (MiB)"),
                 ("gpu_power_limit_w", "power limit (W)"), ("gpu_count", "GPUs"),
                 ("driver_version", "driver"), ("cuda_runtime", "CUDA"), ("cudnn_version", "cuDNN"),
                 ("cublas_version", "cuBLAS"), ("nccl_version", "NCCL"), ("host", "host"),
-                ("host_cpu", "host CPU"), ("host_cores", "host cores"), ("git", "suite commit"),
+                ("host_cpu", "host CPU"), ("host_cores", "host cores"), ("cpu_kernels", "CPU kernels"),
+                ("cpu_threads", "CPU threads"), ("git", "suite commit"),
                 ("command", "plan (command)"), ("repetitions", "repetitions"), ("run_date", "date")]
 THROUGHPUT = (("images_per_second", "images/s"), ("items_per_second", "items/s"))
 
@@ -240,12 +241,17 @@ def practice_section(practice, runs, claims, charts_dir, subtitle):
             if c["tuned"] not in ("", "*") else ""
         rng = ""
         if c["effect_low"] or c["effect_high"]:
-            rng = f" Claimed {c['measure']}: {c['effect_low'] or '…'}-{c['effect_high'] or '…'}x."
+            lo, hi = c["effect_low"], c["effect_high"]
+            rng = (f" Claimed {c['measure']}: {lo}-{hi}x." if lo and hi and lo != hi
+                   else f" Claimed {c['measure']}: {lo}x." if lo and hi
+                   else f" Claimed {c['measure']}: up to {hi}x." if hi
+                   else f" Claimed {c['measure']}: at least {lo}x.")
         lines.append(f"- {what}{about}: {md(c['claim'])}.{rng} Source: {md(c['source'])}"
                      + (f" (hardware: {md(c['hardware'])})" if c.get("hardware") else "") + ".")
     if not mine:
         lines.append("- No published claim in the claims file: measured for context.")
-    quantity = (f"speedup = median time of `{base}` / median time of the tuned variant "
+    base_text = f"`{base}`" if baselines else "the baseline"
+    quantity = (f"speedup = median time of {base_text} / median time of the tuned variant "
                 "(geometric mean over the practice's points; > 1: the tuned variant is faster)")
     lines += ["", f"Measured: {quantity}. Intervals: 95% (bootstrap, scripts/stats.py).", ""]
     values = {}
