@@ -161,7 +161,8 @@ def agreement(core, torch):
 
 
 def agreement_note(word, why, core, torch):
-    """What the agreement means, in a sentence (summary_pytorch.csv's note, the report)."""
+    """What the agreement means, in a sentence without commas (summary_pytorch.csv's note,
+    the report)."""
     if word == "inconclusive":
         return "cannot tell: " + why
     cs, ts = core[0], torch[0]
@@ -170,13 +171,13 @@ def agreement_note(word, why, core, torch):
         return "the same effect in PyTorch (its speedup %.2fx the core's): the figure holds for PyTorch practice" % ratio
     cv, tv = core[3], torch[3]
     if cv in ("faster", "slower") and tv == "equivalent":
-        return ("PyTorch's overhead hides the effect: %s in the core, within the margin in PyTorch "
+        return ("PyTorch's overhead hides the effect: %s in the core but within the margin in PyTorch "
                 "(%.2fx the core's speedup)" % (cv, ratio))
     if cv == "equivalent" and tv in ("faster", "slower"):
         return ("PyTorch is %s where the core is not: the core does not model what the toggle changes in "
                 "PyTorch (%.2fx the core's speedup)" % (tv, ratio))
     if (cs - 1) * (ts - 1) < 0:
-        return ("opposite directions (core %.2fx, PyTorch %.2fx): one side does something the other does "
+        return ("opposite directions (core %.2fx against PyTorch %.2fx): one side does something the other does "
                 "not model" % (cs, ts))
     more = abs(math.log(ts)) > abs(math.log(cs))
     gains = "gains" if max(cs, ts) > 1 else "loses"
