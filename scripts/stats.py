@@ -2,8 +2,10 @@
 """stats.py: the statistics of the results pipeline (Python standard library only).
 
   stats.py summarize RESULTS_DIR            -> RESULTS_DIR/summary.csv, summary_by_variant.csv,
-                                              summary_accuracy.csv
-  stats.py summarize -o OUT.csv TIDY.csv... -> OUT.csv and OUT_by_variant.csv
+                                              summary_accuracy.csv, and with a PyTorch side
+                                              (practices pytorch_*) summary_pytorch.csv
+  stats.py summarize -o OUT.csv TIDY.csv... -> OUT.csv and OUT_by_variant.csv (OUT_accuracy.csv,
+                                              OUT_pytorch.csv likewise)
   stats.py compare OUT_DIR RESULTS_DIR...   -> OUT_DIR/compare.md, speedups.csv, times.csv
   stats.py index RESULTS_ROOT               -> RESULTS_ROOT/README.md, one line per run
 (compare and index: scripts/stats_compare.py, on this file's statistics)
@@ -753,11 +755,11 @@ def pytorch_lines(points, statuses):
     lines = [PYTORCH_HEADER]
     m = "%g" % equivalence_margin()
     side = lambda s: (s["ratio"], s["lo"], s["hi"], s["verdict"]) if s else (None, None, None, "")
-    keys = []
+    keys = {}  # the points by the core's name, each once (a dict keeps them unique)
     for (run, practice, params, baseline, tuned) in points:
         core_name = practice[len(PYTORCH_PREFIX):] if practice.startswith(PYTORCH_PREFIX) else practice
-        if (run, core_name) in twinned and (run, core_name, params, baseline, tuned) not in keys:
-            keys.append((run, core_name, params, baseline, tuned))
+        if (run, core_name) in twinned:
+            keys[(run, core_name, params, baseline, tuned)] = True
     for run, practice, params, baseline, tuned in sorted(keys, key=lambda k: [natural_key(x) for x in k]):
         core = points.get((run, practice, params, baseline, tuned))
         torch = points.get((run, PYTORCH_PREFIX + practice, params, baseline, tuned))

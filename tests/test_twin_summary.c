@@ -248,6 +248,12 @@ static void test_chart_drawn(void **state)
     char *other = test_read_in(test_dir, "twin_A/charts/twin_inference_grad.svg");
     assert_non_null(other);
     free(other);
+    // the headline stays the core's: PyTorch's practices are in the twin charts
+    char *headline = test_read_in(test_dir, "twin_A/charts/summary_speedup.svg");
+    assert_non_null(headline);
+    assert_non_null(strstr(headline, "zero_grad"));
+    assert_null(strstr(headline, "pytorch_"));
+    free(headline);
 
     // a summary_pytorch.csv that is not one is an error naming the file, never a crash
     assert_int_equal(test_run("cd '%s/twin_A' && sed -i '2s/^\\([^,]*,[^,]*,[^,]*,[^,]*\\),[^,]*,/\\1,fast,/' "

@@ -83,7 +83,8 @@ Two kinds of chart:
   else its best tuned variant (the largest geometric-mean speedup in
   summary_by_variant.csv), labelled "tuned vs baseline" (summary.csv's baseline), as a
   horizontal bar from 1x, sorted; practices that trade time for memory (a claim that says
-  slower and rows recording a memory size) left out and named under it;
+  slower and rows recording a memory size) left out and named under it, and the PyTorch
+  side's practices (pytorch_*: their figures are in the twin_<practice> charts) left out;
   with its confidence interval (ci_low/ci_high) where summarize.sh wrote one, labelled as
   a reader may quote it ("2.80x [2.60-3.00], ±7.1%": scripts/verdicts.py), and the range
   a published claim gives for that practice (CLAIMS_CSV) drawn beside it. Titled with the
@@ -124,6 +125,8 @@ COLORS = ["#4472c4", "#ed7d31", "#70ad47", "#7030a0", "#c00000", "#00a0b0", "#7f
 TERMINALS = {"png": "set terminal pngcairo size {w},{h} font ',13' linewidth 1.5 noenhanced",
              "svg": "set terminal svg size {w},{h} dynamic font ',13' linewidth 1.5 noenhanced"}
 DENSE_POINTS = 200
+TWIN_SIDES = (("core", "the core", "#4472c4"), ("pytorch", "PyTorch", "#ed7d31"))
+TWIN_PREFIX = "pytorch_"  # the PyTorch side's practices: pytorch_<the core's practice>
 
 
 def chart_formats():
@@ -705,7 +708,10 @@ def baselines(results):
 
 def headline(results, claims, tmp, out_dir, tables=None):
     memory = memory_practices(claims, tables or {})
-    bars = [b for b in best_variants(results, claimed_variants(claims)) or [] if b[0] not in memory]
+    # the core's practices: PyTorch's figures (pytorch_<practice>) are drawn beside the core's
+    # in the twin_<practice> charts
+    bars = [b for b in best_variants(results, claimed_variants(claims)) or []
+            if b[0] not in memory and not b[0].startswith(TWIN_PREFIX)]
     if not bars:
         return False
     base_of = baselines(results)
@@ -782,7 +788,6 @@ def headline(results, claims, tmp, out_dir, tables=None):
 
 # ---- the core against PyTorch --------------------------------------------------------------
 
-TWIN_SIDES = (("core", "the core", "#4472c4"), ("pytorch", "PyTorch", "#ed7d31"))
 
 
 def twin_points(results):
