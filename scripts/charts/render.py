@@ -8,7 +8,7 @@ the command to use).
       one line each: chart, series, x, y, error-bar low, error-bar high, noisy (tab-separated;
       what would be drawn, for tests and for checking a new description)
 
-Two kinds of chart:
+Three kinds of chart:
 
 * Every chart described in DESCRIPTIONS_DIR/<csvname>.charts, drawn from
   RESULTS_DIR/<csvname>.csv. A description file holds sections:
