@@ -6,6 +6,8 @@ measured, for report.md and the end of `make bench` (Python standard library onl
   claims.py speedups RESULTS_DIR             markdown table of every tuned variant's speedup
   claims.py digest RESULTS_DIR               the few lines `make bench` ends with
   claims.py status RESULTS_DIR               suite-status.tsv as markdown (partial programs named)
+  claims.py pytorch RESULTS_DIR              the core's speedups beside PyTorch's, per practice
+                                             (summary_pytorch.csv), with their agreement
   claims.py verdict SPEEDUP [CI_LOW CI_HIGH] [--claim LOW HIGH] [--slower] [--few]
                                              one verdict on fixed numbers (for tests; - for
                                              an open end of the range)
@@ -66,6 +68,7 @@ import sys
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 from verdicts import (MarginError, equivalence_margin, figure_text, percent_text,  # noqa: E402
                       relative_half_width, three_way)
+from natural_order import natural_key  # noqa: E402  (the one natural sort)
 
 THREE_VERDICTS = ("faster", "slower", "equivalent", "inconclusive")
 
@@ -339,13 +342,24 @@ def cmd_table(results, claims_path):
     points = summary_rows(results, "summary.csv", ("practice", "params", "tuned", "speedup"), "speedup")
     accuracy = summary_rows(results, "summary_accuracy.csv", ("practice", "params", "variant", "role", "accuracy"), None)
     statuses = tidy_statuses(results)
-    print("| practice | published claim | source (hardware) | measured here | verdict |")
-    print("|---|---|---|---|---|")
+    # with a PyTorch side (summary_pytorch.csv), PyTorch's figure of the claim's variant beside
+    # the core's: the claims are checked on the core's; PyTorch's is shown, not judged
+    twin = os.path.exists(os.path.join(results, "summary_pytorch.csv"))
+    print("| practice | published claim | source (hardware) | measured here | verdict |"
+          + (" PyTorch here |" if twin else ""))
+    print("|---|---|---|---|---|" + ("---|" if twin else ""))
     for c in claims:
         source = f"{c['source']} ({c['hardware'] or 'hardware not stated'})"
+        torch = ""
+        if twin:
+            row = None
+            if c["kind"] != "reference" and c["measure"] == "speedup":
+                row = (pick(points, PYTORCH_PREFIX + c["practice"], c["tuned"], c["params"]) if c["params"]
+                       else pick(rows, PYTORCH_PREFIX + c["practice"], c["tuned"]))
+            torch = f" {md(effect_text(row)) if row else '-'} |"
         if c["kind"] == "reference":
             print(f"| {md(c['practice'])} (reference) | {md(claim_text(c))} | {md(source)} | - | "
-                  "reference figure (not a claim this toggle can confirm) |")
+                  "reference figure (not a claim this toggle can confirm) |" + torch)
             continue
         name = f"{c['practice']} / {c['tuned']}" + (f" at {c['params']}" if c["params"] else "")
         found = accuracy_claim(c, accuracy) if c["measure"] == "accuracy" else speedup_claim(c, rows, points)
@@ -353,13 +367,18 @@ def cmd_table(results, claims_path):
             measured, word = "-", f"not measured here ({why_not_measured(c['practice'], statuses)})"
         else:
             measured, word = found
-        print(f"| {md(name)} | {md(claim_text(c))} | {md(source)} | {md(measured)} | **{word}** |")
+        print(f"| {md(name)} | {md(claim_text(c))} | {md(source)} | {md(measured)} | **{word}** |" + torch)
     m = margin_of(rows[0]) if rows else equivalence_margin()
     print()
     print(f"Equivalence margin: {1 - m:.2f}-{1 + m:.2f} (BENCH_EQUIVALENCE_MARGIN={m:g}"
           + (", as the summary was made)." if rows and number(rows[0].get("equivalence_margin")) else ")."))
+    if twin:
+        print()
+        print("PyTorch here: the same variant's speedup in PyTorch (the PyTorch side of this run), shown "
+              "beside the core's and not judged against the claim; the side-by-side section below says "
+              "whether the two agree.")
     claimed = {c["practice"] for c in claims}
-    unclaimed = sorted({r["practice"] for r in rows} - claimed)
+    unclaimed = sorted({r["practice"] for r in rows if not r["practice"].startswith(PYTORCH_PREFIX)} - claimed)
     if unclaimed:
         print()
         print("Measured here without a published claim to check: " + ", ".join(unclaimed) +
@@ -384,6 +403,106 @@ def cmd_speedups(results):
         print(f"| {md(r['practice'])} | {md(r['tuned'])} | {md(r.get('points', ''))} | "
               f"{'-' if s is None else f'{s:.2f}x'} | {ci} | {md(row_verdict(r) or 'n/a')} | "
               f"{md('; '.join(flags_of(r)))} |")
+
+
+PYTORCH_PREFIX = "pytorch_"  # the PyTorch side's practices: pytorch_<the core's practice>
+TORCH_CONTEXT = (("torch_version", "PyTorch"), ("torch_threads", "threads"), ("torch_device", "device"))
+
+
+def torch_context(results):
+    """{key: value} of the PyTorch side's context (torch_version, torch_threads,
+    torch_device): the ctx_ columns of pytorch.csv's first row that has them, else
+    context.txt's keys of those names; empty values left out."""
+    out = {}
+    try:
+        rows = read_csv(os.path.join(results, "pytorch.csv"), ("practice",))
+    except ClaimsError:
+        rows = []
+    for key, _ in TORCH_CONTEXT:
+        out[key] = next((r["ctx_" + key] for r in rows if r.get("ctx_" + key)), "")
+    try:
+        with open(os.path.join(results, "context.txt"), encoding="utf-8") as f:
+            for line in f:
+                k, _, v = line.rstrip("\n").partition("=")
+                if k in out and not out[k]:
+                    out[k] = v
+    except OSError:
+        pass
+    return {k: v for k, v in out.items() if v}
+
+
+def suite_reason(results, program):
+    """(status, reason) of a program in suite-status.tsv, or None."""
+    try:
+        with open(os.path.join(results, "suite-status.tsv"), newline="", encoding="utf-8") as f:
+            for r in csv.DictReader(f, delimiter="\t"):
+                if r.get("program") == program:
+                    return r.get("status", ""), r.get("reason", "")
+    except OSError:
+        pass
+    return None
+
+
+def side_text(row, side):
+    """One side's speedup in the side-by-side table: "1.20x [1.19-1.21], ±0.9% (faster)"."""
+    s = number(row[side + "_speedup"])
+    if s is None:
+        return "-"
+    lo, hi = number(row[side + "_ci_low"]), number(row[side + "_ci_high"])
+    ok = lo is not None and hi is not None and 0 < lo <= hi
+    return figure_text(s, lo if ok else None, hi if ok else None) + (f" ({row[side + '_verdict']})"
+                                                                     if row[side + "_verdict"] else "")
+
+
+def cmd_pytorch(results):
+    """The report's "PyTorch side by side" section, from summary_pytorch.csv (stats.py):
+    per practice a table of its points, the core's speedup and PyTorch's, each with its 95%
+    interval and verdict, their agreement, PyTorch's speedup over the core's, and what the
+    difference means; then the PyTorch practices that measured nothing here, and why."""
+    path = os.path.join(results, "summary_pytorch.csv")
+    status = suite_reason(results, "pytorch")
+    if not os.path.exists(path):
+        if status and status[1]:
+            print(f"No PyTorch side in this run: {status[1]} (`make bench` runs it where a torch is importable; "
+                  "`BENCH_TWIN=0` turns it off).")
+        else:
+            print("No PyTorch side in this run (no pytorch.csv: `BENCH_TWIN=0`, no torch importable, or a run "
+                  "made before the PyTorch side existed).")
+        return
+    ctx = torch_context(results)
+    print("The same toggles measured in PyTorch itself, in the same run, beside the core's figures "
+          "(docs/pytorch-side.md; the agreement rule is in docs/statistics.md). "
+          + ("; ".join(f"{label}: {ctx[key]}" for key, label in TORCH_CONTEXT if key in ctx) or
+             "PyTorch's version, threads and device were not recorded") + ".")
+    print()
+    print("Agreement: **agree** when the two 95% intervals overlap and both verdicts are the same "
+          "(both faster, both slower, both equivalent); **differ** when the intervals are disjoint "
+          "(PyTorch / core: the ratio of the two speedups, with its interval); **inconclusive** when a "
+          "side's interval is too wide to tell; *PyTorch only* / *core only* where one side has no figure.")
+    rows = read_csv(path, ("practice", "params", "baseline", "tuned", "agreement"))
+    by_practice = {}
+    for r in rows:
+        by_practice.setdefault(r["practice"], []).append(r)
+    for practice in sorted(by_practice, key=natural_key):
+        print()
+        print(f"### {practice}")
+        print()
+        print("| point | baseline -> tuned | core | PyTorch | agreement | PyTorch / core | what it means |")
+        print("|---|---|---|---|---|---|---|")
+        for r in by_practice[practice]:
+            ratio, lo, hi = (number(r.get(k)) for k in ("effect_ratio", "effect_ratio_ci_low", "effect_ratio_ci_high"))
+            rt = "-" if ratio is None else (f"{ratio:.2f}x" + (f" [{lo:.2f}-{hi:.2f}]" if lo and hi else ""))
+            word = r["agreement"]
+            shown = f"**{word}**" if word in ("agree", "differ", "inconclusive") else f"*{word}*"
+            print(f"| {md(r['params'])} | {md(r['baseline'])} -> {md(r['tuned'])} | {md(side_text(r, 'core'))} | "
+                  f"{md(side_text(r, 'pytorch'))} | {shown} | {rt} | {md(r.get('note', ''))} |")
+    measured = {PYTORCH_PREFIX + r["practice"] for r in rows if number(r.get("pytorch_speedup")) is not None}
+    statuses = tidy_statuses(results)
+    missing = sorted((p for p in statuses if p.startswith(PYTORCH_PREFIX) and p not in measured), key=natural_key)
+    if missing:
+        print()
+        print("Not measured in PyTorch here: " + "; ".join(
+            f"{p[len(PYTORCH_PREFIX):]} ({why_not_measured(p, statuses)})" for p in missing) + ".")
 
 
 def row_verdict(row):
@@ -493,7 +612,8 @@ def cmd_digest(results):
 
 
 def main(argv):
-    usage = ("usage: claims.py table RESULTS_DIR [CLAIMS_CSV] | speedups RESULTS_DIR | digest RESULTS_DIR\n"
+    usage = ("usage: claims.py table RESULTS_DIR [CLAIMS_CSV] | speedups RESULTS_DIR | digest RESULTS_DIR | "
+             "pytorch RESULTS_DIR\n"
              "       claims.py verdict SPEEDUP [CI_LOW CI_HIGH] [--claim LOW HIGH] [--slower]")
     try:
         if len(argv) >= 3 and argv[1] == "table" and len(argv) <= 4:
@@ -505,6 +625,8 @@ def main(argv):
             cmd_digest(argv[2])
         elif len(argv) == 3 and argv[1] == "status":
             cmd_status(argv[2])
+        elif len(argv) == 3 and argv[1] == "pytorch":
+            cmd_pytorch(argv[2])
         elif len(argv) >= 3 and argv[1] == "verdict":
             print(verdict_of_args(argv[2:]))
         elif len(argv) == 2 and argv[1] == "verdicts":

@@ -4,7 +4,9 @@
 # published claims against what was measured here (bench/claims.csv; the verdict rules are
 # in scripts/claims.py), what ran and what was skipped and why, the speedups, the charts;
 # with DIR/twin/twin.csv (scripts/twin_compare.py), the credibility section first: the core's
-# step time and memory against PyTorch's on the same machine.
+# step time and memory against PyTorch's on the same machine; with summary_pytorch.csv
+# (scripts/stats.py), each practice's speedup in the core beside PyTorch's, and whether
+# they agree (scripts/claims.py pytorch).
 # usage: report.sh [RESULTS_DIR]   (default: the newest run under results/, scripts/results-dir.sh)
 # Environment: CLAIMS_CSV  the claims file (default bench/claims.csv)
 set -uo pipefail
@@ -188,6 +190,15 @@ gpu_quietness() {
   fi
   echo
 
+  echo "## PyTorch side by side"
+  echo
+  if command -v python3 >/dev/null; then
+    python3 "$here/claims.py" pytorch "$dir" || table_failed=1
+  else
+    echo "(python3 is not installed here: see summary_pytorch.csv)"
+  fi
+  echo
+
   echo "## Charts"
   echo
   shopt -s nullglob
@@ -223,6 +234,9 @@ gpu_quietness() {
   echo "- \`<practice>.csv\`: tidy CSV, one row per benchmark instance, context on every row"
   echo "- \`<practice>.curves.csv.gz\`: curves against training steps (gzipped CSV)"
   echo "- \`summary.csv\`, \`summary_by_variant.csv\`: speedups; \`logs/\`: console output (gzipped)"
+  if [[ -f $dir/summary_pytorch.csv ]]; then
+    echo "- \`pytorch.csv\`, \`summary_pytorch.csv\`: the PyTorch side's rows; the core's speedups beside PyTorch's, with their agreement"
+  fi
 } >"$report" || { echo "report: cannot write $report" >&2; exit 1; }
 echo "report: $report"
 exit ${table_failed:-0}

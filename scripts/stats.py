@@ -2,8 +2,10 @@
 """stats.py: the statistics of the results pipeline (Python standard library only).
 
   stats.py summarize RESULTS_DIR            -> RESULTS_DIR/summary.csv, summary_by_variant.csv,
-                                              summary_accuracy.csv
-  stats.py summarize -o OUT.csv TIDY.csv... -> OUT.csv and OUT_by_variant.csv
+                                              summary_accuracy.csv, and with a PyTorch side
+                                              (practices pytorch_*) summary_pytorch.csv
+  stats.py summarize -o OUT.csv TIDY.csv... -> OUT.csv and OUT_by_variant.csv (OUT_accuracy.csv,
+                                              OUT_pytorch.csv likewise)
   stats.py compare OUT_DIR RESULTS_DIR...   -> OUT_DIR/compare.md, speedups.csv, times.csv
   stats.py index RESULTS_ROOT               -> RESULTS_ROOT/README.md, one line per run
 (compare and index: scripts/stats_compare.py, on this file's statistics)
@@ -75,8 +77,9 @@ import sys
 import zlib
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
-from verdicts import (MarginError, equivalence_margin, relative_half_width, speedup_verdict, three_way,  # noqa: E402
-                      too_few)
+from verdicts import (MarginError, agreement, agreement_note, equivalence_margin, relative_half_width,  # noqa: E402
+                      speedup_verdict, three_way, too_few)
+from natural_order import natural_key  # noqa: E402  (the one natural sort)
 
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20261130
@@ -696,6 +699,97 @@ def accuracy_lines(groups):
     return lines
 
 
+# ---- the core against PyTorch: summary_pytorch.csv ------------------------------------------
+
+PYTORCH_PREFIX = "pytorch_"  # the PyTorch side's practice names: pytorch_<the core's practice>
+PYTORCH_HEADER = ("practice,params,baseline,tuned,core_speedup,core_ci_low,core_ci_high,core_verdict,"
+                  "pytorch_speedup,pytorch_ci_low,pytorch_ci_high,pytorch_verdict,agreement,effect_ratio,"
+                  "effect_ratio_ci_low,effect_ratio_ci_high,note,core_pairs,pytorch_pairs,host,run,"
+                  "equivalence_margin")
+
+
+def row_statuses(inputs):
+    """{(run, practice, params, variant): (status, reason)} of every tidy row of the inputs
+    (skipped and failed rows too: why a side has no speedup)."""
+    out = {}
+    for path in inputs:
+        if is_empty_csv(path):
+            continue
+        _, rows = read_csv(path, ["practice", "status", "time"])
+        for r in rows:
+            out[(run_of(path), r["practice"], r.get("params", ""), r.get("variant", ""))] = (
+                r["status"], r.get("reason", ""))
+    return out
+
+
+def why_missing(statuses, run, practice, params, variants, side):
+    """Why `side` ("the core", "PyTorch") has no speedup of the tuned variant (the last of
+    `variants`) at this point: its rows' skip or failure reason, else what it lacks."""
+    for v in reversed(variants):
+        st = statuses.get((run, practice, params, v))
+        if st and st[0] == "skipped":
+            return "%s skipped: %s" % (side, st[1].replace("skipped: ", "", 1) or "no reason given")
+        if st and st[0] == "error":
+            return "%s failed: %s" % (side, st[1] or "no reason given")
+    keys = [k for k in statuses if k[0] == run and k[1] == practice]
+    if not keys:
+        return "%s has no practice %s in this run" % (side, practice)
+    if not any(k[2] == params for k in keys):
+        return "%s did not measure this point" % side
+    return "%s has no variant %s here" % (side, variants[-1])
+
+
+def pytorch_lines(points, statuses):
+    """summary_pytorch.csv: per point of a practice the PyTorch side measured (or tried:
+    its rows skipped or failed), the core's speedup beside PyTorch's, each with its interval
+    and verdict, their agreement (verdicts.agreement) and the ratio of the effects, PyTorch's
+    speedup / the core's, with a 95% interval from the two sides' independent bootstrap
+    replicates (replicate k of one over replicate k of the other: the percentile interval
+    of the ratio of two independent estimates). A point measured on one side only is
+    "PyTorch only" or "core only", its note saying why the other side has none.
+    points: {(run, practice, params, baseline, tuned): (summary stats, tuned Bench)}.
+    None when no input has a PyTorch row."""
+    twinned = {(k[0], k[1][len(PYTORCH_PREFIX):]) for k in statuses if k[1].startswith(PYTORCH_PREFIX)}
+    if not twinned:
+        return None
+    lines = [PYTORCH_HEADER]
+    m = "%g" % equivalence_margin()
+    side = lambda s: (s["ratio"], s["lo"], s["hi"], s["verdict"]) if s else (None, None, None, "")
+    keys = {}  # the points by the core's name, each once (a dict keeps them unique)
+    for (run, practice, params, baseline, tuned) in points:
+        core_name = practice[len(PYTORCH_PREFIX):] if practice.startswith(PYTORCH_PREFIX) else practice
+        if (run, core_name) in twinned:
+            keys[(run, core_name, params, baseline, tuned)] = True
+    for run, practice, params, baseline, tuned in sorted(keys, key=lambda k: [natural_key(x) for x in k]):
+        core = points.get((run, practice, params, baseline, tuned))
+        torch = points.get((run, PYTORCH_PREFIX + practice, params, baseline, tuned))
+        cs, ts = (core or (None, None))[0], (torch or (None, None))[0]
+        ratio = lo = hi = None
+        if core and torch:
+            word, why = agreement(side(cs), side(ts))
+            note = agreement_note(word, why, side(cs), side(ts))
+            if cs["ratio"] and ts["ratio"]:
+                ratio = ts["ratio"] / cs["ratio"]
+                if cs["reps"] and ts["reps"]:
+                    lo, hi = interval([t / c for t, c in zip(ts["reps"], cs["reps"])])
+        elif torch:
+            word = "PyTorch only"
+            note = "measured in PyTorch alone: " + why_missing(statuses, run, practice, params, [baseline, tuned],
+                                                               "the core")
+        else:
+            word = "core only"
+            note = "no PyTorch figure: " + why_missing(statuses, run, PYTORCH_PREFIX + practice, params,
+                                                       [baseline, tuned], "PyTorch")
+        host = (core or torch)[1].row.get("ctx_host", "")
+        cells = []
+        for s in (cs, ts):
+            cells += [fmt(s and s["ratio"]), fmt(s and s["lo"]), fmt(s and s["hi"]), s["verdict"] if s else ""]
+        lines.append(",".join([clean(practice), clean(params), clean(baseline), clean(tuned)] + cells + [
+            word, fmt(ratio), fmt(lo), fmt(hi), clean(note), str(cs["pairs"]) if cs and cs["pairs"] else "",
+            str(ts["pairs"]) if ts and ts["pairs"] else "", clean(host), clean(run), m]))
+    return lines
+
+
 def summarize(inputs, out_path):
     benches = []
     for path in inputs:
@@ -704,7 +798,7 @@ def summarize(inputs, out_path):
     time_groups = {k: {"baseline": g["baseline"] if g["baseline"] and not g["baseline"].parity else None,
                        "tuned": [t for t in g["tuned"] if not t.parity]} for k, g in groups.items()}
     lines = [SUMMARY_HEADER]
-    variants, vorder = {}, []
+    variants, vorder, points = {}, [], {}
     for k, g in time_groups.items():
         base = g["baseline"]
         if base is None:
@@ -713,6 +807,7 @@ def summarize(inputs, out_path):
             s = compare_pair(base, t, paired=True)
             s["reached"] = None if t.reached is None else (t.reached, len(t.times))
             lines.append(summary_line(k, base, t, s))
+            points[(k[0], k[1], k[2], base.row.get("variant", ""), t.row.get("variant", ""))] = (s, t)
             vk = (k[0], k[1], t.row.get("variant", ""), k[3][0], k[3][2])
             if vk not in variants:
                 variants[vk] = []
@@ -726,6 +821,13 @@ def summarize(inputs, out_path):
         f.write("\n".join(by_variant) + "\n")
     with open(base + "_accuracy" + ext, "w") as f:
         f.write("\n".join(accuracy_lines(groups)) + "\n")
+    twin = pytorch_lines(points, row_statuses(inputs))
+    twin_path = base + "_pytorch" + ext
+    if twin:
+        with open(twin_path, "w") as f:
+            f.write("\n".join(twin) + "\n")
+    elif os.path.exists(twin_path):
+        os.remove(twin_path)  # no PyTorch side in these inputs: no stale comparison left
     return len(lines) - 1
 
 

@@ -28,6 +28,11 @@ the misses last, gives faster/slower at p < ALPHA, else inconclusive (speedup_ve
 
 Precision: an interval's half-width relative to its figure, (high - low) / 2 / figure
 (relative_half_width), quoted beside it as "1.96x [1.56-2.25], ±18%" (figure_text).
+
+The core against PyTorch (agreement, agreement_note): the same toggle's speedup in the core
+and in PyTorch, each with its interval and verdict, agree (overlapping intervals, the same
+decided verdict), differ (disjoint intervals) or are inconclusive (a side too wide or too
+few to tell); the rule is agreement's docstring and docs/statistics.md.
 """
 import math
 import os
@@ -119,6 +124,68 @@ def speedup_verdict(ratio, lo, hi, p, n1, n2, margin, paired=False):
     return three_way(lo, hi, 1.0, margin, p)
 
 
+# ---- the core against PyTorch (summary_pytorch.csv) ---------------------------------------
+
+DECIDED = ("faster", "slower", "equivalent")
+
+
+def agreement(core, torch):
+    """Whether the core's speedup and PyTorch's of the same toggle at the same point agree.
+    core, torch: (speedup, ci_low, ci_high, verdict). The rule, in order:
+      inconclusive  a side cannot be read: no speedup or interval, or its verdict is not one
+                    of faster / slower / equivalent / inconclusive (n/a: too few
+                    repetitions; did not reach);
+      differ        the two 95% intervals are disjoint (one ends below where the other
+                    starts): the effects differ, whatever each verdict says;
+      agree         the intervals overlap (touching ends count) and both verdicts are the
+                    same decided word (both faster, both slower, both equivalent);
+      inconclusive  otherwise: the intervals overlap but a side is inconclusive (too wide
+                    to tell) or the two verdicts differ (faster against equivalent) without
+                    the intervals showing it.
+    Returns (word, why): why is a sentence for the report (agreement_note)."""
+    (cs, clo, chi, cv), (ts, tlo, thi, tv) = core, torch
+    readable = DECIDED + ("inconclusive",)
+    for side, (s, lo, hi, v) in (("the core", core), ("PyTorch", torch)):
+        if s is None or lo is None or hi is None or v not in readable:
+            return "inconclusive", "%s has no usable interval (%s)" % (side, v or "no verdict")
+    if chi < tlo or thi < clo:
+        return "differ", ""
+    if cv == tv and cv in DECIDED:
+        return "agree", ""
+    if "inconclusive" in (cv, tv):
+        wide = [(side, relative_half_width(s, lo, hi)) for side, s, lo, hi, v in
+                (("the core", cs, clo, chi, cv), ("PyTorch", ts, tlo, thi, tv)) if v == "inconclusive"]
+        return "inconclusive", " and ".join("%s's interval is too wide (%s)" % (side, percent_text(w))
+                                            for side, w in wide)
+    return "inconclusive", "the intervals overlap, so %s against %s is not shown to be a difference" % (cv, tv)
+
+
+def agreement_note(word, why, core, torch):
+    """What the agreement means, in a sentence without commas (summary_pytorch.csv's note,
+    the report)."""
+    if word == "inconclusive":
+        return "cannot tell: " + why
+    cs, ts = core[0], torch[0]
+    ratio = ts / cs
+    if word == "agree":
+        return "the same effect in PyTorch (its speedup %.2fx the core's): the figure holds for PyTorch practice" % ratio
+    cv, tv = core[3], torch[3]
+    if cv in ("faster", "slower") and tv == "equivalent":
+        return ("PyTorch's overhead hides the effect: %s in the core but within the margin in PyTorch "
+                "(%.2fx the core's speedup)" % (cv, ratio))
+    if cv == "equivalent" and tv in ("faster", "slower"):
+        return ("PyTorch is %s where the core is not: the core does not model what the toggle changes in "
+                "PyTorch (%.2fx the core's speedup)" % (tv, ratio))
+    if (cs - 1) * (ts - 1) < 0:
+        return ("opposite directions (core %.2fx against PyTorch %.2fx): one side does something the other does "
+                "not model" % (cs, ts))
+    more = abs(math.log(ts)) > abs(math.log(cs))
+    gains = "gains" if max(cs, ts) > 1 else "loses"
+    if more:
+        return "PyTorch %s more: its speedup is %.2fx the core's" % (gains, ratio)
+    return "PyTorch %s less: its speedup is %.2fx the core's (its overhead dilutes the effect)" % (gains, ratio)
+
+
 def relative_half_width(value, lo, hi):
     """The interval's half-width relative to its figure, (hi - lo) / 2 / |value| (0.18: the
     figure is known to ±18%), or None without an interval."""
@@ -143,8 +210,9 @@ def figure_text(value, lo, hi):
 
 
 def main(argv):
-    """verdicts.py speedup RATIO CI_LOW CI_HIGH P N_BASE N_TUNED | figure VALUE CI_LOW CI_HIGH:
-    one verdict or quoted figure on fixed numbers (- for a missing interval or p), with
+    """verdicts.py speedup RATIO CI_LOW CI_HIGH P N_BASE N_TUNED | figure VALUE CI_LOW CI_HIGH |
+    agreement CORE LOW HIGH VERDICT PYTORCH LOW HIGH VERDICT:
+    one verdict, quoted figure or agreement (with its note) on fixed numbers (- for a missing interval or p), with
     BENCH_EQUIVALENCE_MARGIN as the summaries read it; for tests and for checking a rule."""
     import sys
     value = lambda a: None if a == "-" else float(a)
@@ -154,9 +222,18 @@ def main(argv):
             print(speedup_verdict(ratio, lo, hi, p, int(argv[6]), int(argv[7]), equivalence_margin()))
         elif len(argv) == 5 and argv[1] == "figure":
             print(figure_text(*(value(a) for a in argv[2:5])))
+        elif len(argv) == 10 and argv[1] == "agreement":
+            core = tuple(value(a) for a in argv[2:5]) + (argv[5],)
+            torch = tuple(value(a) for a in argv[6:9]) + (argv[9],)
+            for side in (core, torch):
+                if any(v is not None and not v > 0 for v in side[:3]):
+                    raise ValueError("a speedup and its interval are positive numbers (- for none)")
+            word, why = agreement(core, torch)
+            print("%s: %s" % (word, agreement_note(word, why, core, torch)))
         else:
             sys.stderr.write("usage: verdicts.py speedup RATIO CI_LOW CI_HIGH P N_BASE N_TUNED | "
-                             "figure VALUE CI_LOW CI_HIGH (- for a missing value)\n")
+                             "figure VALUE CI_LOW CI_HIGH | agreement CORE LOW HIGH VERDICT "
+                             "PYTORCH LOW HIGH VERDICT (- for a missing value)\n")
             return 2
     except (ValueError, MarginError) as e:
         sys.stderr.write("verdicts: %s\n" % e)

@@ -8,7 +8,7 @@ the command to use).
       one line each: chart, series, x, y, error-bar low, error-bar high, noisy (tab-separated;
       what would be drawn, for tests and for checking a new description)
 
-Two kinds of chart:
+Three kinds of chart:
 
 * Every chart described in DESCRIPTIONS_DIR/<csvname>.charts, drawn from
   RESULTS_DIR/<csvname>.csv. A description file holds sections:
@@ -83,11 +83,19 @@ Two kinds of chart:
   else its best tuned variant (the largest geometric-mean speedup in
   summary_by_variant.csv), labelled "tuned vs baseline" (summary.csv's baseline), as a
   horizontal bar from 1x, sorted; practices that trade time for memory (a claim that says
-  slower and rows recording a memory size) left out and named under it;
+  slower and rows recording a memory size) left out and named under it, and the PyTorch
+  side's practices (pytorch_*: their figures are in the twin_<practice> charts) left out;
   with its confidence interval (ci_low/ci_high) where summarize.sh wrote one, labelled as
   a reader may quote it ("2.80x [2.60-3.00], ±7.1%": scripts/verdicts.py), and the range
   a published claim gives for that practice (CLAIMS_CSV) drawn beside it. Titled with the
   machine, date and library versions of the run (RESULTS_DIR/context.txt).
+
+* With a PyTorch side (summary_pytorch.csv, scripts/stats.py), twin_<practice> per practice:
+  per tuned variant and point, the core's speedup and PyTorch's as bars side by side from
+  1x (log scale), their 95% intervals (the summary's bootstrap), a dashed 1x line and the
+  agreement above each pair (agree, differ with PyTorch's speedup over the core's,
+  inconclusive, core only, PyTorch only). Titled with the run's provenance and PyTorch's
+  version, threads and device (pytorch.csv's ctx_torch_* columns, else context.txt).
 
 Safety: no path, title or CSV value is ever pasted into gnuplot code unquoted. Data and
 outputs go through files with fixed names in a private temporary folder (the charts are
@@ -117,6 +125,8 @@ COLORS = ["#4472c4", "#ed7d31", "#70ad47", "#7030a0", "#c00000", "#00a0b0", "#7f
 TERMINALS = {"png": "set terminal pngcairo size {w},{h} font ',13' linewidth 1.5 noenhanced",
              "svg": "set terminal svg size {w},{h} dynamic font ',13' linewidth 1.5 noenhanced"}
 DENSE_POINTS = 200
+TWIN_SIDES = (("core", "the core", "#4472c4"), ("pytorch", "PyTorch", "#ed7d31"))
+TWIN_PREFIX = "pytorch_"  # the PyTorch side's practices: pytorch_<the core's practice>
 
 
 def chart_formats():
@@ -698,7 +708,10 @@ def baselines(results):
 
 def headline(results, claims, tmp, out_dir, tables=None):
     memory = memory_practices(claims, tables or {})
-    bars = [b for b in best_variants(results, claimed_variants(claims)) or [] if b[0] not in memory]
+    # the core's practices: PyTorch's figures (pytorch_<practice>) are drawn beside the core's
+    # in the twin_<practice> charts
+    bars = [b for b in best_variants(results, claimed_variants(claims)) or []
+            if b[0] not in memory and not b[0].startswith(TWIN_PREFIX)]
     if not bars:
         return False
     base_of = baselines(results)
@@ -771,6 +784,124 @@ def headline(results, claims, tmp, out_dir, tables=None):
     height = 260 + 50 * n
     run_gnuplot(render_script(cmds, plots, tmp, 1000, height), tmp, out_dir, "summary_speedup")
     return True
+
+
+# ---- the core against PyTorch --------------------------------------------------------------
+
+
+
+def twin_points(results):
+    """{practice: [(category, agreement label, [(speedup, low, high) or None per side])]}
+    from summary_pytorch.csv (stats.py), in its order (natural order of the points), or {}
+    without one. A side's interval is None where the summary has none."""
+    path = os.path.join(results, "summary_pytorch.csv")
+    if not os.path.exists(path):
+        return {}
+    _, rows = read_csv(path, need=("practice", "params", "tuned", "agreement", "core_speedup", "pytorch_speedup"))
+    out = {}
+    for i, r in enumerate(rows, start=2):
+        sides = []
+        for key, _, _ in TWIN_SIDES:
+            v = number(r[key + "_speedup"])
+            if r[key + "_speedup"] != "" and (v is None or v <= 0):
+                raise ChartError(f"summary_pytorch.csv: line {i}: {key}_speedup '{r[key + '_speedup']}' "
+                                 "is not a positive number")
+            lo, hi = number(r.get(key + "_ci_low")), number(r.get(key + "_ci_high"))
+            ok = lo is not None and hi is not None and 0 < lo <= hi
+            sides.append(None if v is None else (v, lo if ok else None, hi if ok else None))
+        if all(x is None for x in sides):
+            continue
+        ratio = number(r.get("effect_ratio"))
+        word = r["agreement"] + (f" ({ratio:.2f}x)" if r["agreement"] == "differ" and ratio else "")
+        out.setdefault(r["practice"], []).append(((r["tuned"], r["params"]), word, sides))
+    return out
+
+
+def speedup_ticks(lo, hi):
+    """Tick values of a speedup axis from lo to hi: round figures (1x always), at most 8."""
+    nice = [0.01, 0.02, 0.05, 0.1, 0.2, 0.25, 0.5, 0.67, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 4.0, 5.0, 8.0,
+            10.0, 20.0, 50.0, 100.0]
+    ticks = [t for t in nice if lo <= t <= hi]
+    while len(ticks) > 8:
+        ticks = [t for i, t in enumerate(ticks) if i % 2 == 0 or t == 1.0]
+    return ticks or [1.0]
+
+
+def twin_chart(practice, points, ctx, subtitle, tmp, out_dir):
+    """twin_<practice>: per tuned variant and point, the core's speedup and PyTorch's side by
+    side as bars from 1x (log scale), 95% intervals, a dashed 1x line, the agreement above."""
+    cats = points
+    width = 0.38
+    values = [1.0]
+    paths = []
+    for j, (key, label, color) in enumerate(TWIN_SIDES):
+        path = os.path.join(tmp, f"twin{j}.dat")
+        with open(path, "w", encoding="utf-8") as f:
+            for i, (_, _, sides) in enumerate(cats):
+                if sides[j] is None:
+                    continue
+                v, lo, hi = sides[j]
+                pos = i + (j - 0.5) * width
+                f.write(f"{pos!r}\t{v!r}\t{pos - width * 0.45!r}\t{pos + width * 0.45!r}\t{min(1.0, v)!r}\t"
+                        f"{max(1.0, v)!r}\t{nan(lo)}\t{nan(hi)}\n")
+                values += [x for x in (v, lo, hi) if x is not None]
+        paths.append((path, label, color))
+    lo, hi = min(values), max(values)
+    ylo, yhi = lo / 1.25, hi * 1.45
+    with open(os.path.join(tmp, "twin_words.dat"), "w", encoding="utf-8") as f:
+        for i, (_, word, sides) in enumerate(cats):
+            top = max([x for s in sides if s for x in (s[0], s[2]) if x is not None] + [1.0])
+            f.write(f"{i!r}\t{top * 1.08!r}\t{word}\n")
+    torch = "; ".join(f"{name} {ctx[key]}" for key, name in (("torch_version", "PyTorch"),
+                                                             ("torch_threads", "threads"),
+                                                             ("torch_device", "device")) if ctx.get(key))
+    title = f"{practice}: speedup (baseline / tuned median time) in the core and in PyTorch, side by side"
+    labels = [f"{q(tuned)} . \"\\n\" . {q(params)} {i}" for i, ((tuned, params), _, _) in enumerate(cats)]
+    cmds = ["set datafile separator tab", "set grid ytics", "set key below horizontal maxrows 2 noenhanced", "set bmargin 10",
+            "set title " + " . \"\\n\" . ".join(q(t) for t in [title] + subtitle.split("\n") + ([torch] if torch else [])),
+            "set xlabel 'tuned variant and point (the baseline is the practice''s)' offset 0,-1",
+            "set ylabel 'speedup (log scale; > 1: faster)'",
+            "set logscale y", f"set yrange [{ylo!r}:{yhi!r}]",
+            "set ytics (" + ", ".join(f"'{t:g}x' {t!r}" for t in speedup_ticks(ylo, yhi)) + ")",
+            "set xtics (" + ", ".join(labels) + ")", f"set xrange [-0.6:{len(cats) - 0.4}]",
+            "set style fill solid 0.85 border -1",
+            "set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dt 2 lc rgb '#555555'"]
+    if len(cats) > 6:
+        cmds.append("set xtics rotate by 30 right")
+    plots = []
+    has_err = False
+    for j, (path, label, color) in enumerate(paths):
+        if os.path.getsize(path) == 0:
+            continue
+        plots.append(f"{q(path)} using 1:2:3:4:5:6 with boxxyerror lc rgb {q(color)} title {q(label)}")
+        plots.append(f"{q(path)} using 1:2:7:8 with yerrorbars pt 0 lc rgb 'black' "
+                     + ("notitle" if has_err else "title '95% interval (the summary''s bootstrap)'"))
+        has_err = True
+    plots.append(f"{q(os.path.join(tmp, 'twin_words.dat'))} using 1:2:3 with labels font ',11' notitle")
+    plots.append("1 with lines dt 2 lc rgb '#555555' title '1x: no effect'")
+    wide = max(len(params) for (_, params), _, _ in cats)
+    run_gnuplot(render_script(cmds, plots, tmp, max(900, (10 * wide + 40) * len(cats)), 620), tmp, out_dir,
+                "twin_" + practice)
+
+
+def twin_charts(results, out_dir, subtitle):
+    """Draws twin_<practice> for every practice of summary_pytorch.csv with a speedup on
+    either side; returns how many were drawn."""
+    ctx = read_context(results)
+    tidy = os.path.join(results, "pytorch.csv")
+    if os.path.exists(tidy):  # the PyTorch side's context columns, where its rows carry them
+        try:
+            _, rows = read_csv(tidy)
+            for key in ("torch_version", "torch_threads", "torch_device"):
+                ctx[key] = next((r["ctx_" + key] for r in rows if r.get("ctx_" + key)), ctx.get(key, ""))
+        except ChartError:
+            pass  # reported with the other CSVs
+    drawn = 0
+    for practice, points in sorted(twin_points(results).items(), key=lambda kv: natural_key(kv[0])):
+        with tempfile.TemporaryDirectory(prefix="charts-") as tmp:
+            twin_chart(practice, points, ctx, subtitle, tmp, out_dir)
+            drawn += 1
+    return drawn
 
 
 # ---- main --------------------------------------------------------------------------------
@@ -867,6 +998,10 @@ def main(argv):
                 drawn += 1
         except ChartError as e:
             fail(str(e))
+    try:
+        drawn += twin_charts(results, out_dir, subtitle)
+    except ChartError as e:
+        fail(str(e))
     print(f"charts: {drawn} charts drawn")
     return 1 if failed else 0
 
