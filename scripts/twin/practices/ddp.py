@@ -9,9 +9,10 @@ reaps them, killing any that hang).
 ddp_scaling (tiny, 16 images per device, devices 1 and 2 at most the cores; weak scaling):
   data_parallel  nn.DataParallel is GPU-only in PyTorch, so on the CPU its algorithm runs in
                  one process: the devices' chunks forward + backward one after another on one
-                 replica (its threads = devices), gradients averaged, one update
-  ddp            DistributedDataParallel, one rank per device, PyTorch's default buckets
-  one_process    reference: one process, one thread, one device's batch
+                 replica (the runner's threads), gradients averaged, one update
+  ddp            DistributedDataParallel, one rank per device (one thread each), PyTorch's
+                 default buckets
+  one_process    reference: one process, one device's batch
   Check: the DDP ranks' update after CHECK_STEPS steps equals data_parallel's on the same
   batch (chunk r is rank r's) within the core's 1e-4 relative L2.
 ddp_overlap (small, 4 per rank, all ranks, bucket_mib 1, 5, 25 and 0 = one bucket):
@@ -163,24 +164,20 @@ class RanksWork(Work):
 
 class DataParallelWork(Work):
     """DataParallel's algorithm in one process: `devices` chunks one after another, their
-    gradients averaged, one update (its compute threads = devices while it steps)."""
+    gradients averaged, one update, with the runner's threads (the core's --threads:
+    switching the thread pool's size every step costs more than the step)."""
 
-    def __init__(self, ctx, preset, batch, devices, threads=None):
+    def __init__(self, ctx, preset, batch, devices):
         self.model, self.opt = make_model(preset, ctx.seed)
         x, y = models.batch_of(preset, batch * devices, ctx.seed)
         self.chunks = list(zip(x.chunk(devices), y.chunk(devices)))
-        self.items, self.threads = batch * devices, threads or devices
+        self.items = batch * devices
 
     def step(self):
-        old = torch.get_num_threads()
-        torch.set_num_threads(self.threads)
-        try:
-            self.opt.zero_grad(set_to_none=True)
-            for x, y in self.chunks:
-                (F.cross_entropy(self.model(x), y) / len(self.chunks)).backward()
-            self.opt.step()
-        finally:
-            torch.set_num_threads(old)
+        self.opt.zero_grad(set_to_none=True)
+        for x, y in self.chunks:
+            (F.cross_entropy(self.model(x), y) / len(self.chunks)).backward()
+        self.opt.step()
 
 
 def compare(name, run_base, run_tuned):
@@ -215,11 +212,11 @@ def scaling_row(devices):
     return Row("ddp_scaling", {"preset": p, "batch": b, "devices": devices}, [
         Variant("data_parallel", "baseline", lambda ctx: DataParallelWork(ctx, p, b, devices)),
         Variant("ddp", "tuned", ddp),
-        Variant("one_process", "reference", lambda ctx: DataParallelWork(ctx, p, b, 1, threads=1)),
+        Variant("one_process", "reference", lambda ctx: DataParallelWork(ctx, p, b, 1)),
     ], min_time=0.5, warmup=1, device="cpu",
         check=lambda ctx: compare("ddp", lambda: DataParallelWork(ctx, p, b, devices), lambda: ddp(ctx)),
         differs="nn.DataParallel is GPU-only in PyTorch: the CPU baseline is its algorithm in one process "
-                "(the devices' chunks one after another on one replica with as many threads, gradients "
+                "(the devices' chunks one after another on one replica with the run's threads, gradients "
                 "averaged); the core runs a host thread per replica")
 
 

@@ -26,7 +26,8 @@ CHECK_STEPS = 3
 
 
 class TrainWork(Work):
-    """SGD steps of a preset on CUDA; `batch_fn(step)` gives the batch of a step."""
+    """SGD steps of a preset on CUDA: on one fixed batch, or (on_device set) on a batch made
+    every step on the device or on the host, or (sizes) at a side cycling over sizes."""
 
     def __init__(self, ctx, preset, batch=0, train=True, benchmark=None, sizes=None, on_device=None):
         torch.backends.cudnn.benchmark = bool(benchmark)
@@ -38,14 +39,14 @@ class TrainWork(Work):
         self.preset, self.train, self.on_device, self.n = preset, train, on_device, 0
         p = models.PRESETS[preset]
         self.sizes = sizes or [p["image"]]
-        self.batches = [models.batch_of(preset, batch, ctx.seed, "cuda") for _ in range(1)]
-        self.items = self.batches[0][0].shape[0]
+        self.fixed = models.batch_of(preset, batch, ctx.seed, "cuda")
+        self.items = self.fixed[0].shape[0]
         self.shape = (self.items, p["in_ch"])
         self.classes = p["classes"]
 
     def batch(self):
         if self.on_device is None:
-            x, y = self.batches[0]
+            x, y = self.fixed
         else:
             dev = "cuda" if self.on_device else "cpu"
             s = self.sizes[0]
@@ -74,7 +75,7 @@ class GraphWork(TrainWork):
 
     def __init__(self, ctx, preset, train=True):
         super().__init__(ctx, preset, train=train)
-        self.x, self.y = self.batches[0]
+        self.x, self.y = self.fixed
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
