@@ -12,6 +12,7 @@ import ctypes
 import ctypes.util
 import math
 import os
+import shutil
 import subprocess
 
 import torch
@@ -47,10 +48,19 @@ def dataset_root(preset, cache_dir=None):
             raise FileNotFoundError("dataset %s is not generated yet and %s is missing (make all builds it)"
                                     % (root, tool))
         os.makedirs(cache_dir, exist_ok=True)
-        r = subprocess.run([tool, "generate", preset, root], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, text=True, timeout=600)
-        if r.returncode != 0:
-            raise RuntimeError("%s generate %s %s failed: %s" % (tool, preset, root, r.stderr.strip()))
+        tmp = "%s.tmp-%d" % (root, os.getpid())  # whole or nothing: a cut run leaves no half folder
+        try:
+            r = subprocess.run([tool, "generate", preset, tmp], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, timeout=600)
+            if r.returncode != 0:
+                raise RuntimeError("%s generate %s %s failed: %s" % (tool, preset, tmp, r.stderr.strip()))
+            try:
+                os.rename(tmp, root)
+            except OSError:
+                if not os.path.isdir(root):  # else another run generated it meanwhile
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return root
 
 

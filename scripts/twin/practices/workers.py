@@ -62,8 +62,10 @@ class LoaderWork(Work):
         self.next_batch()
 
     def close(self):
-        self.it = None  # ends the workers (persistent ones with the loader)
-        self.loader = None
+        shutdown = getattr(self.it, "_shutdown_workers", None)  # now, not when collected
+        if shutdown:
+            shutdown()
+        self.it = self.loader = None
 
 
 class TrainWork(LoaderWork):
@@ -88,7 +90,7 @@ class TrainWork(LoaderWork):
 
 def check_batches(preset, size, variants):
     """Each tuned loader's first batches against the baseline's: identical images and labels."""
-    base = LoaderWork(preset, size, variants[0][1])
+    base = LoaderWork(preset, size, variants[0][1], variants[0][2])
     try:
         want = [base.next_batch() for _ in range(CHECK_BATCHES)]
     finally:
