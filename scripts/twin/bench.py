@@ -42,7 +42,9 @@ USAGE = """usage: bench.py [flags]   (the PyTorch side of make bench; docs/pytor
   --harness_budget=S       seconds for added repetitions, shared over the row groups as they
                            run (default 0: a group at most 3x its first block's time)
   --threads=N              torch.set_num_threads (the core's --threads; default: the cores)
-  --device=cpu|cuda|auto   where the rows run (default auto: CUDA when torch has it)
+  --device=cpu|cuda|auto   where the rows run (default auto: CUDA when torch has it);
+                           the core's --backend=auto|cpu|cpu-ref|cuda is read as --device
+  --preset=NAME[,NAME]     only the rows of these presets (the core's flag)
   --practice_selftest=NAME a deliberate bug every check must catch: no_update (the tuned
                            variant's optimiser step is skipped); none: off
   --twin_modules=M[,M]     practice modules to run: names in twin/practices or paths to .py
@@ -51,11 +53,17 @@ USAGE = """usage: bench.py [flags]   (the PyTorch side of make bench; docs/pytor
                            scripts/; without it a minimal context from Python)
   --seed=N                 the seed of the rows and of the interleaving (default 1)
   --help                   this text
+The core's --data, --data_dir, --loader-timeout, --max-image-pixels and --harness_axis are
+accepted (BENCH_ARGS gives them to every program) and said on stderr to be unused.
 """
 
 IGNORED_GB = ("--benchmark_out_format", "--benchmark_format", "--benchmark_color",
               "--benchmark_counters_tabular", "--benchmark_display_aggregates_only",
               "--benchmark_enable_random_interleaving", "--benchmark_report_aggregates_only")
+
+
+# flags BENCH_ARGS may give every program that mean nothing here (said on stderr)
+IGNORED_CORE = ("--data", "--data_dir", "--loader-timeout", "--max-image-pixels", "--harness_axis")
 
 
 class BadFlag(Exception):
@@ -72,7 +80,7 @@ def parse_args(argv):
     o = dict(list=False, filter="", repetitions=1, min_time=None, out=None, csv=None, precision=0.0,
              max_repetitions=30, budget=0.0, threads=os.cpu_count() or 1, device="auto", selftest=None,
              modules=None, context_program=os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "context"),
-             seed=1, help=False)
+             seed=1, help=False, presets=None)
     for a in argv:
         flag, eq, v = a.partition("=")
         if flag in ("--help", "-h"):
@@ -136,8 +144,17 @@ def parse_args(argv):
             o["context_program"] = v
         elif flag == "--seed":
             o["seed"] = _int(flag, v, 0)
+        elif flag == "--preset":
+            o["presets"] = [x for x in v.split(",") if x]
+        elif flag == "--backend":
+            if v not in ("auto", "cpu", "cpu-ref", "cuda"):
+                raise BadFlag("%s: need auto, cpu, cpu-ref or cuda" % a)
+            o["device"] = {"cpu-ref": "cpu"}.get(v, v)
         elif flag in IGNORED_GB:
             pass
+        elif flag in IGNORED_CORE:
+            print("bench.py: %s: a flag of the core's programs that the PyTorch side does not use" % a,
+                  file=sys.stderr)
         else:
             raise BadFlag("%s: unknown flag (--help lists them)" % a)
     if o["max_repetitions"] < o["repetitions"]:
@@ -410,6 +427,8 @@ def main(argv):
         for row in mod.ROWS:
             members = [(v, new_result(row, v, o)) for v in row.variants]
             members = [(v, r) for v, r in members if not o["filter"] or re.search(o["filter"], r["name"])]
+            if o["presets"] and "preset" in row.params and str(row.params["preset"]) not in o["presets"]:
+                members = []
             if members:
                 rows.append((row, members))
     if o["list"]:
