@@ -242,7 +242,7 @@ class Runner:
         res["reps"].append({"time": per * 1e6, "cpu_time": cpu / steps * 1e6, "iterations": steps,
                             "counters": counters, "sequence": self.sequence})
 
-    def run_group(self, row, members, gi, ngroups, state):
+    def run_group(self, row, members, state):
         from twin.api import Context
         o = self.o
         ctx = Context(device=self.device, threads=o["threads"], seed=o["seed"], selftest=o["selftest"])
@@ -306,6 +306,8 @@ class Runner:
             order = [(v, res, work) for v, res, work in live for _ in range(block)]
             self.rng.shuffle(order)
             for v, res, work in order:
+                if res["status"] != "ok":  # failed earlier in this block
+                    continue
                 try:
                     self.repetition(row, work, res)
                 except Exception as e:
@@ -371,7 +373,7 @@ class Runner:
             state["rows_left"] -= len(members)
             state["rows_run"] += len(members)
             self.torch.manual_seed(self.o["seed"])
-            self.run_group(row, members, gi, len(rows), state)
+            self.run_group(row, members, state)
             self.write()
             for _, res in members:
                 print("%-70s %s%s" % (res["name"], res["status"] if res["status"] != "ok" else
