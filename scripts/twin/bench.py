@@ -250,7 +250,7 @@ class Runner:
         if row.device not in ("any", self.device):
             why = "a %s practice: this run's device is %s" % (row.device, self.device)
             if row.device == "cuda":
-                why = "a GPU practice: %s" % self.no_cuda
+                why = "%s: a GPU practice" % self.no_cuda
         if why is None and row.skip:
             why = row.skip(ctx)
         if why:
@@ -452,8 +452,8 @@ def main(argv):
                    tidy_schema=tidy.read_schema()["version"])
     runner = Runner(o, torch, context)
     runner.device = device
-    runner.no_cuda = ("no CUDA device in this torch (%s)" % torch.__version__ if not has_cuda
-                      else "the run's device is cpu (--device=cpu)")
+    runner.no_cuda = ("no CUDA device (torch %s sees none)" % torch.__version__ if not has_cuda
+                      else "no CUDA device in this run (--device=cpu)")
     if device == "cuda" and not has_cuda:
         runner.no_cuda = "this torch (%s) has no usable CUDA device" % torch.__version__
         runner.device = "cuda"
