@@ -376,11 +376,19 @@ class Runner:
             self.run_group(row, members, state)
             self.write()
             for _, res in members:
-                print("%-70s %s%s" % (res["name"], res["status"] if res["status"] != "ok" else
-                                      "%.1f us/step, %d repetitions" % (
-                                          sum(r["time"] for r in res["reps"]) / max(1, len(res["reps"])),
-                                          len(res["reps"])),
-                                      (": " + res["reason"]) if res["reason"] else ""), flush=True)
+                print(console_line(res), flush=True)
+
+
+def console_line(res):
+    """A row's line as Google Benchmark's console writes it (run-suite's progress counts the
+    SKIPPED and ERROR OCCURRED lines)."""
+    if res["status"] == "skipped":
+        return "%-70s SKIPPED (%s)" % (res["name"], res["reason"])
+    if res["status"] == "error":
+        return "%-70s ERROR OCCURRED: '%s'" % (res["name"], res["reason"])
+    times = [r["time"] for r in res["reps"]]
+    return "%-70s %12.1f us per step, %d repetitions%s" % (
+        res["name"], sum(times) / max(1, len(times)), len(times), "; " + res["stop"] if res["stop"] else "")
 
 
 def no_torch_rows(o, why):
@@ -419,7 +427,7 @@ def main(argv):
         context = suite_context(o)
         context.update(torch_version="none", torch_threads="", torch_device="", tidy_schema=tidy.read_schema()["version"])
         for r in rows:
-            print("%-70s skipped: %s" % (r["name"], why))
+            print(console_line(r))
         tidy.write_all(o["csv"], o["out"], tidy.read_schema(), rows, context, 0.0)
         return 0
     rows = []
