@@ -481,15 +481,15 @@ def main(argv):
     try:
         runner.run(rows)
     except KeyboardInterrupt:
-        done = sum(1 for r in runner.results if r["finished"])
+        done, planned = sum(1 for r in runner.results if r["finished"]), len(runner.results)
+        # as the core's harness: a row still running is partial, one not started is not written
+        runner.results = [r for r in runner.results if r["finished"] or r["reps"]]
         for r in runner.results:
             if not r["finished"] and r["status"] == "ok":
-                r.update(status="partial" if r["reps"] else "skipped",
-                         reason="%d repetitions (the run was cut)" % len(r["reps"]) if r["reps"]
-                         else "not run: the run was cut")
+                r.update(status="partial", reason="%d repetitions (the run was cut)" % len(r["reps"]))
         runner.write()
         if o["csv"]:
-            tidy.write_atomically(tidy.partial_path(o["csv"]), "%d %d\n" % (done, len(runner.results)))
+            tidy.write_atomically(tidy.partial_path(o["csv"]), "%d %d\n" % (done, planned))
         return 130
     return 1 if runner.any_error else 0
 
