@@ -181,7 +181,7 @@ test: all
 # or are run by other tests too) are left out: nothing of theirs is sanitized.
 SANITIZE_BUILD ?= build-sanitize
 SANITIZE_ARCH  := $(if $(filter portable%,$(ARCH_REASON)),90,$(CUDA_ARCH))
-SANITIZE_SKIP  := test_charts test_compare test_device_check test_docs_flags test_docs_links test_guide test_report test_run_suite \
+SANITIZE_SKIP  := test_charts test_compare test_device_check test_docs_flags test_docs_links test_guide test_report test_run_suite test_twin_bench \
                   test_scripts test_setup_torch test_stats test_twin_compare test_verdicts
 SANITIZE_SKIP  += test_twin_summary
 test-sanitize:

@@ -85,7 +85,7 @@ plan_read_quick_pass() {
   local name weight _
   plan_programs=() plan_program_estimate=()
   while read -r name weight _; do
-    [[ -z $name || $name == \#* || $name == repetitions || $name == min_time ]] && continue
+    [[ -z $name || $name == \#* || $name == repetitions || $name == precision || $name == min_time ]] && continue
     plan_programs+=("$name")
     plan_program_estimate[$name]=$weight
   done <"$plan_quick_pass"

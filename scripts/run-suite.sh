@@ -41,6 +41,9 @@
 #   BENCH_PROGRESS     1: the in-place progress line even when stdout is no terminal;
 #                      0: never (default: only on a terminal)
 #   BENCH_PLAN_ONLY=1  print the time plan and stop (no results folder)
+#   BENCH_TWIN=0       leave out the PyTorch side (the program `pytorch`, scripts/twin/bench.py:
+#                      every practice measured in PyTorch too, docs/pytorch-side.md), which
+#                      otherwise runs after the core's programs with the same flags
 #   BENCH_PLAN         a plan file (scripts/quick-pass.txt: its format is described there):
 #                      each program's share of the time (with BENCH_DEADLINE) and arguments,
 #                      the repetitions and a minimum time; the variables above win over it
@@ -180,6 +183,31 @@ for p in "$build"/bench_*; do
   [[ -x $p && ! -d $p ]] || continue
   [[ -z ${BENCH_FILTER:-} || $(basename "$p") =~ $BENCH_FILTER ]] && programs+=("$p")
 done
+# The PyTorch side (docs/pytorch-side.md): the program `pytorch`, scripts/twin/bench.py with
+# the core's flags, after the core's programs. It runs beside a full build of the suite (one
+# with steptime, the core the twin is checked against; the tests' fake builds have none),
+# unless BENCH_TWIN=0. Its Python: $PYTHON, else cache/venv/bin/python (scripts/setup.sh
+# makes it, with torch), else python3; without torch its rows are skips naming why.
+twin_dir="" twin_note=""
+if [[ -x $build/steptime && ( -z ${BENCH_FILTER:-} || bench_pytorch =~ $BENCH_FILTER ) ]]; then
+  if [[ ${BENCH_TWIN:-1} == 0 ]]; then
+    twin_note="pytorch: not run (BENCH_TWIN=0)"
+  else
+    twin_py=${PYTHON:-$here/../cache/venv/bin/python}
+    [[ -x $twin_py ]] || twin_py=$(command -v python3 || echo python3)
+    twin_dir=$(mktemp -d) || exit 1
+    trap 'rm -rf "$twin_dir"' EXIT # until the plan's trap below, which removes it too
+    printf '#!/usr/bin/env bash\nexec %q %q --context_program=%q "$@"\n' "$twin_py" "$here/twin/bench.py" \
+      "$build/context" >"$twin_dir/bench_pytorch"
+    chmod +x "$twin_dir/bench_pytorch"
+    programs+=("$twin_dir/bench_pytorch")
+    if twin_torch=$(timeout 120 "$twin_py" -c 'import torch; print(torch.__version__)' 2>&1); then
+      twin_note="pytorch: the PyTorch side (BENCH_TWIN=0 turns it off): torch ${twin_torch##*$'\n'} in $twin_py"
+    else
+      twin_note="pytorch: no torch in $twin_py (${twin_torch##*$'\n'}): its rows are skips (scripts/setup.sh makes cache/venv with torch; BENCH_TWIN=0 turns it off)"
+    fi
+  fi
+fi
 if ((${#programs[@]} == 0)); then
   echo "run-suite: no practice programs in $build${BENCH_FILTER:+ match BENCH_FILTER='$BENCH_FILTER'} (build them with make)" >&2
   exit 1
@@ -260,7 +288,7 @@ estimate_from_min_times() { # listing-file program-args...
 
 plan_tmp=$(mktemp -d) || exit 1
 monitor=""
-trap 'rm -rf "$plan_tmp"; [[ -n $monitor ]] && kill "$monitor" 2>/dev/null' EXIT
+trap 'rm -rf "$plan_tmp" ${twin_dir:+"$twin_dir"}; [[ -n $monitor ]] && kill "$monitor" 2>/dev/null' EXIT
 # Stopped before any program ran: nothing to keep (no results folder yet).
 stopped_in_plan() {
   echo "run-suite: stopped by SIG$stop_signal while planning: no program ran, no results folder" >&2
@@ -317,6 +345,7 @@ echo "Time plan ($repetitions repetitions each; estimates from ${from_previous:+
   done
   printf 'total\t\t\t%s\t%s\n' "$(duration "$plan_total")" "+ summary, charts, report"
 } | column -t -s $'\t' | sed 's/^/  /'
+[[ -n $twin_note ]] && echo "$twin_note"
 if [[ -n $budget ]]; then
   if ((plan_total + finish_reserve > budget)); then
     echo "BENCH_BUDGET=$budget: the plan needs ~$(duration "$plan_total"): programs are cut at their shares (kept as partial)"
