@@ -197,7 +197,7 @@ static void test_csv_has_fixed_param_counter_and_context_columns(void **state)
     assert_non_null(find_row("slow", "n:4000", line, sizeof line));
     char f[64];
     field_of(line, "ctx_tidy_schema", f, sizeof f);
-    assert_string_equal(f, "2");
+    assert_string_equal(f, "1");
 }
 
 static void test_one_row_per_instance_with_role_and_aggregates(void **state)
