@@ -29,6 +29,24 @@ INFER_TRAIN_STEPS = 2    # steps before an inference row's forward (batch INFER_
 INFER_TRAIN_BATCH = 8
 
 
+# The core's precisions (kernels/core.h, bench/amp): fp32 is PyTorch's default (TF32
+# convolutions, strict fp32 GEMMs), tf32 both in TF32, fp32_strict neither; fp16 and bf16
+# autocast over fp32's flags. Set before every step: the variants of a row interleave.
+TF32_FLAGS = {"fp32": (False, True), "tf32": (True, True), "fp32_strict": (False, False),
+              "fp16": (False, True), "bf16": (False, True)}
+
+
+def set_precision(precision):
+    """torch.backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32 for the core's precision."""
+    torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = TF32_FLAGS[precision]
+
+
+def autocast_of(precision, device):
+    """torch.autocast's arguments for fp16/bf16, None for the fp32 precisions."""
+    dtypes = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    return dict(device_type=device, dtype=dtypes[precision]) if precision in dtypes else None
+
+
 def seeded_model(preset, ctx, bias=False):
     """The preset's network with the row's initial weights (bias=True: conv biases, zero)."""
     torch.manual_seed(ctx.seed)
@@ -52,19 +70,26 @@ def sync(device):
 class Train(Work):
     """One training step per step(): zero_grad(set_to_none), forward and backward of `micro`
     micro-batches ((loss / micro).backward() each), the optimiser step, the loss read back.
-    forward(model) -> callable wraps the model (checkpointing, torch.compile); autocast is a
-    torch.autocast argument dict or None."""
+    forward(model) -> callable wraps the model (checkpointing, torch.compile); precision is
+    one of TF32_FLAGS' (fp16: autocast and GradScaler, unscaled before any clipping), None
+    leaving the flags alone; channels_last lays out the model and its batch NHWC."""
 
-    def __init__(self, ctx, preset, batch, tuned, bias=False, micro=1, forward=None, autocast=None,
-                 scaler=None, clip=0.0, model=None):
-        self.preset, self.micro, self.ctx = preset, micro, ctx
+    def __init__(self, ctx, preset, batch, tuned, bias=False, micro=1, forward=None, precision=None,
+                 clip=0.0, channels_last=False, model=None):
+        self.preset, self.micro, self.ctx, self.precision = preset, micro, ctx, precision
         self.model = model if model is not None else seeded_model(preset, ctx, bias)
         self.model.train()
+        memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self.model.to(memory_format=memory_format)
         self.forward = forward(self.model) if forward else self.model
         self.opt = optimizer(preset, self.model.parameters())
         self.skip = skips_update(ctx, tuned)
-        self.autocast, self.scaler, self.clip = autocast, scaler, clip
+        self.autocast = autocast_of(precision, ctx.device) if precision else None
+        fp16 = precision == "fp16"  # GradScaler's defaults, as the core's (kernels/core/amp.c)
+        self.scaler = torch.amp.GradScaler(ctx.device) if fp16 else None
+        self.clip = clip
         self.x, self.y = models.batch_of(preset, batch, ctx.seed, ctx.device)
+        self.x = self.x.contiguous(memory_format=memory_format)
         if self.x.shape[0] % micro:
             raise ValueError("batch %d does not split into %d equal micro-batches" % (self.x.shape[0], micro))
         self.items = self.x.shape[0]
@@ -77,6 +102,8 @@ class Train(Work):
 
     def train(self, x, y):
         """One optimiser step on (x, y); the mean loss, read back."""
+        if self.precision:
+            set_precision(self.precision)
         self.opt.zero_grad(set_to_none=True)
         total = 0.0
         for xm, ym in zip(x.chunk(self.micro), y.chunk(self.micro)):
