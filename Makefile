@@ -182,7 +182,7 @@ test: all
 SANITIZE_BUILD ?= build-sanitize
 SANITIZE_ARCH  := $(if $(filter portable%,$(ARCH_REASON)),90,$(CUDA_ARCH))
 SANITIZE_SKIP  := test_charts test_compare test_device_check test_docs_flags test_docs_links test_guide test_report test_run_suite \
-                  test_scripts test_setup_torch test_stats test_twin_compare test_verdicts
+                  test_scripts test_setup_torch test_stats test_twin_compare test_twin_model test_verdicts
 test-sanitize:
 	@echo "test-sanitize: ASan + UBSan build in $(SANITIZE_BUILD)/ for $(addprefix sm_,$(SANITIZE_ARCH)); not run: $(SANITIZE_SKIP)"
 	@$(MAKE) --no-print-directory BUILD=$(SANITIZE_BUILD) SANITIZE=1 CUDA_ARCH="$(SANITIZE_ARCH)" all
