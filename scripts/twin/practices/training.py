@@ -72,10 +72,11 @@ class Train(Work):
     """One training step per step(): zero_grad(set_to_none), forward and backward of `micro`
     micro-batches ((loss / micro).backward() each), the optimiser step, the loss read back.
     forward(model) -> callable wraps the model (checkpointing, torch.compile); precision is
-    one of TF32_FLAGS' (fp16: autocast and GradScaler, unscaled before any clipping), None
-    leaving the flags alone; channels_last lays out the model and its batch NHWC."""
+    one of TF32_FLAGS' (fp16: autocast and GradScaler, unscaled before any clipping), set
+    before every step and put back to fp32's (PyTorch's defaults) by close(), so that no
+    row inherits another's; channels_last lays out the model and its batch NHWC."""
 
-    def __init__(self, ctx, preset, batch, tuned, bias=False, micro=1, forward=None, precision=None,
+    def __init__(self, ctx, preset, batch, tuned, bias=False, micro=1, forward=None, precision="fp32",
                  clip=0.0, channels_last=False, model=None):
         self.preset, self.micro, self.ctx, self.precision = preset, micro, ctx, precision
         self.model = model if model is not None else seeded_model(preset, ctx, bias)
@@ -85,7 +86,7 @@ class Train(Work):
         self.forward = forward(self.model) if forward else self.model
         self.opt = optimizer(preset, self.model.parameters())
         self.skip = skips_update(ctx, tuned)
-        self.autocast = autocast_of(precision, ctx.device) if precision else None
+        self.autocast = autocast_of(precision, ctx.device)
         fp16 = precision == "fp16"  # GradScaler's defaults, as the core's (kernels/core/amp.c)
         self.scaler = torch.amp.GradScaler(ctx.device) if fp16 else None
         self.clip = clip
@@ -103,8 +104,7 @@ class Train(Work):
 
     def train(self, x, y):
         """One optimiser step on (x, y); the mean loss, read back."""
-        if self.precision:
-            set_precision(self.precision)
+        set_precision(self.precision)
         self.opt.zero_grad(set_to_none=True)
         total = 0.0
         for xm, ym in zip(x.chunk(self.micro), y.chunk(self.micro)):
@@ -126,6 +126,9 @@ class Train(Work):
 
     def step(self):
         self.train(self.x, self.y)
+
+    def close(self):
+        set_precision("fp32")
 
 
 def rel_l2(a, b):
