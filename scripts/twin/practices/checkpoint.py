@@ -29,28 +29,43 @@ def head(model, x):
     return model.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
-def each_unit(model):
-    def forward(x):
-        for u in units(model):
-            x = checkpoint(u, x, use_reentrant=False)
-        return head(model, x)
-    return forward
+def segments(mode, model):
+    """The core's checkpointed_segments: keep_all none, checkpoint one per unit,
+    checkpoint_sqrt round(sqrt(units)) (bench_checkpoint.c sqrt_segments)."""
+    n = len(units(model))
+    return {"keep_all": 0, "checkpoint": n, "checkpoint_sqrt": int(round(math.sqrt(n)))}[mode]
 
 
-def sqrt_segments(model):
-    us = units(model)
-    segments = int(round(math.sqrt(len(us))))
+def forward_of(mode):
+    """model -> its forward under the mode (None: the model itself, every activation kept)."""
+    def each_unit(model):
+        def forward(x):
+            for u in units(model):
+                x = checkpoint(u, x, use_reentrant=False)
+            return head(model, x)
+        return forward
 
-    def forward(x):
-        return head(model, checkpoint_sequential(us, segments, x, use_reentrant=False))
-    return forward
+    def sqrt_segments(model):
+        us, n = units(model), segments("checkpoint_sqrt", model)
+        return lambda x: head(model, checkpoint_sequential(us, n, x, use_reentrant=False))
+    return {"keep_all": None, "checkpoint": each_unit, "checkpoint_sqrt": sqrt_segments}[mode]
+
+
+class Checkpointed(training.Train):
+    """A variant's training step, with the core's counter checkpointed_segments."""
+
+    def __init__(self, ctx, preset, batch, mode):
+        super().__init__(ctx, preset, batch, mode != "keep_all", forward=forward_of(mode))
+        self.segments = segments(mode, self.model)
+
+    def counters(self):
+        return {"checkpointed_segments": self.segments}
 
 
 def row(preset, batch, device="any"):
-    def v(name, role, forward):
-        return Variant(name, role, lambda ctx: training.Train(ctx, preset, batch, role == "tuned", forward=forward))
-    variants = [v("keep_all", "baseline", None), v("checkpoint", "tuned", each_unit),
-                v("checkpoint_sqrt", "tuned", sqrt_segments)]
+    def v(mode, role):
+        return Variant(mode, role, lambda ctx: Checkpointed(ctx, preset, batch, mode))
+    variants = [v("keep_all", "baseline"), v("checkpoint", "tuned"), v("checkpoint_sqrt", "tuned")]
     r = Row(practice="checkpoint", params=training.params_of(preset, batch), variants=variants,
             min_time=0.5, warmup=3, device=device,
             differs="PyTorch's recompute runs BatchNorm's training-mode forward again, which updates "

@@ -39,10 +39,16 @@ class Reference(training.Train):
         return total
 
 
+class Accumulate(training.Train):
+    """A variant's training step, with the core's counters accumulation_steps and micro_batch."""
+
+    def counters(self):
+        return {"accumulation_steps": self.micro, "micro_batch": self.items // self.micro}
+
+
 def variant(preset, batch, k):
-    if k == 1:
-        return Variant("one_batch", "baseline", lambda ctx: training.Train(ctx, preset, batch, False))
-    return Variant("accumulate_%d" % k, "tuned", lambda ctx: training.Train(ctx, preset, batch, True, micro=k))
+    name, role = ("one_batch", "baseline") if k == 1 else ("accumulate_%d" % k, "tuned")
+    return Variant(name, role, lambda ctx: Accumulate(ctx, preset, batch, role == "tuned", micro=k))
 
 
 def check_of(preset, batch):
