@@ -181,9 +181,9 @@ test: all
 # or are run by other tests too) are left out: nothing of theirs is sanitized.
 SANITIZE_BUILD ?= build-sanitize
 SANITIZE_ARCH  := $(if $(filter portable%,$(ARCH_REASON)),90,$(CUDA_ARCH))
-SANITIZE_SKIP  := test_charts test_compare test_device_check test_docs_flags test_docs_links test_guide test_report test_run_suite test_twin_bench \
-                  test_scripts test_setup_torch test_stats test_twin_compare test_verdicts
-SANITIZE_SKIP  += test_twin_summary
+SANITIZE_SKIP  := test_charts test_compare test_device_check test_docs_flags test_docs_links test_guide test_report test_run_suite \
+                  test_scripts test_setup_torch test_stats test_twin_bench test_twin_compare test_twin_data test_twin_model \
+                  test_twin_summary test_verdicts
 test-sanitize:
 	@echo "test-sanitize: ASan + UBSan build in $(SANITIZE_BUILD)/ for $(addprefix sm_,$(SANITIZE_ARCH)); not run: $(SANITIZE_SKIP)"
 	@$(MAKE) --no-print-directory BUILD=$(SANITIZE_BUILD) SANITIZE=1 CUDA_ARCH="$(SANITIZE_ARCH)" all

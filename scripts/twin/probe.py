@@ -2,7 +2,7 @@
 """twin/probe.py: one practice module's rows, checked and stepped once, no statistics.
 
     python3 scripts/twin/probe.py MODULE [--steps N] [--device cpu|cuda] [--threads T]
-                                  [--selftest NAME]
+                                  [--selftest NAME] [--only KEY:VALUE[;KEY:VALUE]]
 
 MODULE is a module of twin/practices (e.g. zero_grad). For each Row: its skip reason, or
 its check (each tuned variant: ok or the finding) and, when the check passes, every
@@ -10,7 +10,8 @@ variant built, warmed up and stepped N times (default 3), one line each:
     probe: pytorch_<practice> <params> <variant> <role> ms_per_step M items I
     probe: pytorch_<practice> <params> check <variant> ok|FAILED rel_diff R tolerance T [finding]
     probe: pytorch_<practice> <params> skipped: REASON
-Exit status 1 when a check failed, 0 otherwise. For developing and testing a practice's
+--only keeps the rows whose params have every KEY:VALUE given (e.g. "preset:tiny", for a
+quick pass). Exit status 1 when a check failed, 0 otherwise. For developing and testing a practice's
 twin; `make bench` times them with twin/bench.py.
 """
 import argparse
@@ -30,12 +31,16 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--selftest", default=None)
+    ap.add_argument("--only", default="", help="KEY:VALUE[;KEY:VALUE]: only rows with these params")
     a = ap.parse_args()
     import torch
     torch.set_num_threads(a.threads)
     mod = importlib.import_module("twin.practices." + a.module)
     failed = False
+    only = set(filter(None, a.only.split(";")))
     for row in mod.ROWS:
+        if not only <= set(row.params_text().split(";")):
+            continue
         ctx = Context(device=a.device, threads=a.threads, seed=0, selftest=a.selftest)
         head = "probe: pytorch_%s %s" % (row.practice, row.params_text())
         why = row.skip(ctx) if row.skip else None
