@@ -78,7 +78,9 @@ def rank_main(rank, world, port, cfg, conn):
                 conn.send(("ok", data.snapshot(model)))
                 continue
             opt.zero_grad(set_to_none=True)
-            F.cross_entropy(net(x), y).backward()
+            loss = F.cross_entropy(net(x), y)
+            loss.backward()
+            loss.item()  # read back every step, as the core's default
             if cfg["mode"] == "allreduce_after":  # one all-reduce of every gradient after backward
                 grads = [p.grad for p in model.parameters()]
                 flat = torch.cat([g.reshape(-1) for g in grads])
@@ -175,8 +177,11 @@ class DataParallelWork(Work):
 
     def step(self):
         self.opt.zero_grad(set_to_none=True)
+        total = 0.0
         for x, y in self.chunks:
-            (F.cross_entropy(self.model(x), y) / len(self.chunks)).backward()
+            loss = F.cross_entropy(self.model(x), y) / len(self.chunks)
+            loss.backward()
+            total += loss.item()  # read back every step, as the core's default
         self.opt.step()
 
 

@@ -61,9 +61,11 @@ class TrainWork(Work):
     def step(self):
         x, y = self.batch()
         self.opt.zero_grad(set_to_none=True)
-        F.cross_entropy(self.model(x), y).backward()
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
         if self.train:
             self.opt.step()
+        loss.item()  # read back every step, as the core's default
         self.n += 1
 
     def close(self):

@@ -83,9 +83,11 @@ class TrainWork(LoaderWork):
     def step(self):
         x, y = self.next_batch()
         self.opt.zero_grad(set_to_none=True)
-        F.cross_entropy(self.model(x), y).backward()
+        loss = F.cross_entropy(self.model(x), y)
+        loss.backward()
         if self.train:
             self.opt.step()
+        loss.item()  # read back every step, as the core's default
 
 
 def check_batches(preset, size, variants):

@@ -37,6 +37,7 @@ class Step(Work):
         loss.backward()
         if not self.skip_update:
             self.opt.step()
+        loss.item()  # the loss read back every step, as the core's default (CORE_READBACK_EVERY_STEP)
 
 
 def update_after(work, steps):
