@@ -88,7 +88,7 @@ static void test_loader_rows_read_the_cores_files(void **state)
     assert_non_null(n);
     long core_count = strtol(n + strlen("delivered "), NULL, 10);
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' -c 'from twin.practices import data; d = data.JpegFolder(\"%s/ds\", 16); "
+    snprintf(cmd, sizeof cmd, "'%s' -c 'from twin.practices import _data as data; d = data.JpegFolder(\"%s/ds\", 16); "
              "print(\"twin files\", len(d), d[(0, 0)][0].shape[-1])'", python(), test_dir);
     assert_int_equal(run_in_scripts("twin.txt", &twin, cmd), 0);
     char want[64];

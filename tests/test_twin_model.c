@@ -1,6 +1,6 @@
 // test_twin_model.c: the PyTorch twins of the model practices (scripts/twin/practices:
 // grad_accum, checkpoint, conv_bias, bn_fold, inference, fusion, batch_size, amp, tf32,
-// layout; shared steps and checks in training.py), each run through scripts/twin/probe.py on
+// layout; shared steps and checks in _training.py), each run through scripts/twin/probe.py on
 // one tiny row each (seconds each; fusion's torch.compile about half a minute the first time
 // on a machine, seconds once Inductor's cache has it):
 //   - every module's CPU rows check and step: each tuned variant's check passes (the update,

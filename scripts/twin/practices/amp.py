@@ -8,7 +8,7 @@ Check, as the core's: each tuned variant's update after 3 steps from the same st
 MACRO_TOLERANCE of fp32's (relative L2).
 """
 from twin.api import Row, Variant
-from twin.practices import training
+from twin.practices import _training as training
 
 MACRO_TOLERANCE = 0.1   # bench_amp.c MACRO_TOLERANCE
 PRESETS = ("tiny", "mlp", "small", "medium", "resnet18")

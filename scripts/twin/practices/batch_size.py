@@ -12,7 +12,7 @@ PyTorch side on a CPU, so its rows are skipped with the reason.
 import math
 
 from twin.api import CheckResult, Row, Variant
-from twin.practices import training
+from twin.practices import _training as training
 
 CPU_BATCHES = (2, 4, 8, 16, 32, 64, 128)
 GPU_BATCHES = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)

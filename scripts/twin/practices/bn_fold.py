@@ -19,7 +19,7 @@ from torch.nn.utils.fusion import fuse_conv_bn_eval
 
 import torch_twin
 from twin.api import Row, Variant
-from twin.practices import training
+from twin.practices import _training as training
 
 BN_FOLD_CPU_TOL = 1e-4   # bench_bn_fold.c
 BN_FOLD_GPU_TOL = 1e-2

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
 from twin.api import Row, Variant
-from twin.practices import training
+from twin.practices import _training as training
 
 CHECKPOINT_GPU_TOL = 1e-3   # bench_checkpoint.c CHECKPOINT_GPU_TOL
 

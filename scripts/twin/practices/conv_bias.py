@@ -7,7 +7,7 @@ the same seed's) on the same batches, the update of every parameter both have af
 within CONV_BIAS_TOL of the baseline's (relative L2); the biases' own updates are left out.
 """
 from twin.api import Row, Variant
-from twin.practices import training
+from twin.practices import _training as training
 
 CONV_BIAS_TOL = 1e-2   # bench_conv_bias.c CONV_BIAS_TOL (CPU and CUDA)
 

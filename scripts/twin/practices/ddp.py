@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from twin import models
 from twin.api import CheckResult, Row, Variant, Work
-from twin.practices import data
+from twin.practices import _data as data
 
 TOLERANCE = 1e-4    # bench/ddp/ddp_scaling.c DDP_CHECK_TOLERANCE: summation order only
 CHECK_STEPS = 3

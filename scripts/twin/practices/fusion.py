@@ -15,7 +15,7 @@ import shutil
 import torch
 
 from twin.api import Row, Variant
-from twin.practices import training
+from twin.practices import _training as training
 
 FUSION_TOL = 1e-2   # bench_fusion.c FUSION_GPU_TOL
 _compiles = {}      # device -> None (torch.compile works) or why not, tried once per process

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from twin import models
 from twin.api import CheckResult, Row, Variant, Work
-from twin.practices import data
+from twin.practices import _data as data
 
 CHECK_STEPS = 3
 

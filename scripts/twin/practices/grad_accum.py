@@ -12,7 +12,7 @@ step on the whole batch BatchNorm alone moves tiny's update by up to 0.2, which 
 nothing.
 """
 from twin.api import Row, Variant
-from twin.practices import training
+from twin.practices import _training as training
 
 ACCUM_TOL = 1e-4       # bench_grad_accum.c ACCUM_TOL (CPU)
 ACCUM_GPU_TOL = 1e-2   # bench_grad_accum.c ACCUM_GPU_TOL

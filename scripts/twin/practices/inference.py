@@ -12,7 +12,7 @@ steps) its logits differ.
 import torch
 
 from twin.api import Row, Variant
-from twin.practices import training
+from twin.practices import _training as training
 
 GRAD_CHECK_TOL = 1e-6   # bench_inference.c GRAD_CHECK_TOL
 

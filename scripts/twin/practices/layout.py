@@ -8,7 +8,7 @@ Check, as the core's: channels_last's update after 3 steps from the same start w
 LAYOUT_TOLERANCE of nchw's (relative L2).
 """
 from twin.api import Row, Variant
-from twin.practices import training
+from twin.practices import _training as training
 
 LAYOUT_TOLERANCE = 5e-2   # bench_layout.c LAYOUT_TOLERANCE
 PRESETS = ("tiny", "small", "medium", "resnet18")   # mlp has no convolution

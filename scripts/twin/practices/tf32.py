@@ -7,7 +7,7 @@ Check, as the core's macro amp rows: tf32's update after 3 steps from the same s
 MACRO_TOLERANCE of fp32_strict's (relative L2).
 """
 from twin.api import Row, Variant
-from twin.practices import training
+from twin.practices import _training as training
 from twin.practices.amp import MACRO_TOLERANCE, PRESETS
 
 

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from twin import models
 from twin.api import CheckResult, Row, Variant, Work
-from twin.practices import data
+from twin.practices import _data as data
 
 BATCH = 64
 CHECK_BATCHES = 3       # batches compared per tuned loader

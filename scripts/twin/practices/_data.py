@@ -1,4 +1,4 @@
-"""twin/practices/data.py: what the data practices' PyTorch twins share.
+"""twin/practices/_data.py: what the data practices' PyTorch twins share.
 
 The core's generated ImageFolder datasets (loaders/dataset_gen.c: the same folder names
 under $BENCH_CACHE_DIR, default cache/datasets, generated with build/datasets when absent),

@@ -1,4 +1,4 @@
-"""twin/practices/training.py: what the model practices' twins share (twin/api.py).
+"""twin/practices/_training.py: what the model practices' twins share (twin/api.py).
 
 Train: one variant of a training row, built from ctx.seed (the same weights and the same
 batch for every variant of a row): the preset's network, SGD with the preset's LR, momentum
