@@ -195,9 +195,14 @@ def suite_context(o):
 
 
 def instance_name(row, variant, o):
+    """The instance's name, as the core's: practice/variant/axis:value.../min_time:S/real_time.
+    A CUDA row where this torch sees no CUDA device runs for no time (it is a skip), and its
+    name says min_time 0, so that run-suite's time plan, which reads the names, does not
+    count it."""
     parts = ["pytorch_" + row.practice, variant.name] + ["%s:%s" % kv for kv in row.params.items()]
     if o["min_time"] is None:
-        parts.append("min_time:%0.3f" % row.min_time)
+        runs_here = row.device != "cuda" or o.get("cuda", True)
+        parts.append("min_time:%0.3f" % (row.min_time if runs_here else 0.0))
     return "/".join(parts + ["real_time"])
 
 
@@ -430,6 +435,7 @@ def main(argv):
             print(console_line(r))
         tidy.write_all(o["csv"], o["out"], tidy.read_schema(), rows, context, 0.0)
         return 0
+    o["cuda"] = o["device"] != "cpu" and torch.cuda.is_available()
     rows = []
     for m in module_names(o):
         mod = load_module(m)
