@@ -257,8 +257,12 @@ done < <(bash "$here/results-dir.sh" runs "$results_root" 2>/dev/null)
 # it did not run there in full (not run, partial) or ran it otherwise: another plan (the
 # quick pass against a full run), other BENCH_ARGS or other arguments of its own (a quick
 # pass's 0.05 s rows say nothing of a full run's 0.5 s ones, whatever the row counts).
+# Nor a run made before each repetition ran its whole minimum time (the precision rule,
+# statistics.md): its command.txt's repetitions line lacks "at least", and its repetitions
+# were a fraction of one now.
 previous_of() { # folder name
   local reps cmd=$1/command.txt var=BENCH_ARGS_$2 plan this_plan=${BENCH_PLAN:-}
+  grep -q '^repetitions: .*at least' "$cmd" 2>/dev/null || return 0
   plan=$(sed -n 's/^plan: //p' "$cmd" 2>/dev/null)
   [[ ${plan##*/} == "${this_plan##*/}" ]] || return 0
   [[ $(sed -n 's/^args: //p' "$cmd" 2>/dev/null) == "${BENCH_ARGS:-}" ]] || return 0

@@ -133,6 +133,16 @@ static void test_console_without_a_terminal(void **state)
         fail_msg("a plan for other BENCH_ARGS took the earlier runs' times:\n%s", text);
     if (!strstr(text, "min times")) fail_msg("no estimate from the rows' minimum times:\n%s", text);
     free(text);
+    // Nor does a run made before each repetition ran its whole minimum time (its
+    // command.txt says "repetitions: 2", without "at least"): its times were a fraction of
+    // what a repetition costs now.
+    assert_int_equal(test_run("cd '%s/results' && for d in cpu_fake_20260101-000[12]; do "
+                              "sed -i 's/^repetitions: .*/repetitions: 2/' $d/command.txt; done", tmp), 0);
+    rc = run_suite(tmp, "BENCH_NO_CHARTS=1 BENCH_REPETITIONS=2 BENCH_PLAN_ONLY=1", "cpu_fake_20260101-0006", &text);
+    if (rc != 0) fail_msg("plan-only run-suite: exit %d:\n%s", rc, text);
+    if (strstr(text, "from the newest earlier run"))
+        fail_msg("a plan took the times of runs made with the old repetitions:\n%s", text);
+    free(text);
     // BENCH_VERBOSE=1: today's full console; BENCH_PROGRESS=1: the line updated in place.
     const char *one[] = {"kernels"};
     test_run("rm -f '%s'/build/bench_*", tmp);
