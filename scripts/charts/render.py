@@ -857,7 +857,8 @@ def twin_chart(practice, points, ctx, subtitle, tmp, out_dir):
                                                              ("torch_device", "device")) if ctx.get(key))
     title = f"{practice}: speedup (baseline / tuned median time) in the core and in PyTorch, side by side"
     labels = [f"{q(tuned)} . \"\\n\" . {q(params)} {i}" for i, ((tuned, params), _, _) in enumerate(cats)]
-    cmds = ["set datafile separator tab", "set grid ytics", "set key below horizontal maxrows 2 noenhanced", "set bmargin 10",
+    cmds = ["set datafile separator tab", "set grid ytics", "set key at screen 0.5, screen 0.01 center bottom horizontal maxrows 2 noenhanced",
+            "set bmargin 12",
             "set title " + " . \"\\n\" . ".join(q(t) for t in [title] + subtitle.split("\n") + ([torch] if torch else [])),
             "set xlabel 'tuned variant and point (the baseline is the practice''s)' offset 0,-1",
             "set ylabel 'speedup (log scale; > 1: faster)'",
