@@ -422,6 +422,38 @@ static void bench_inherits(HarnessState *st, void *user)
     while (harness_keep_running(st)) {}
 }
 
+// Kept between runs (harness_keep): how many runs used it; objects alive now.
+static int kept_alive;
+
+static void kept_release(void *obj)
+{
+    kept_alive--;
+    free(obj);
+}
+
+// Takes what its previous run kept (a count of the runs that used it), else makes one, and
+// keeps it for the next: counters runs_of_kept (1, 2, ... when each run gets the previous
+// one's) and kept_alive (objects alive during the run: its own group's, none of an earlier
+// group's, which the harness released when that group ended).
+static void bench_keeper(HarnessState *st, void *user)
+{
+    (void)user;
+    int *runs = harness_take_kept(st);
+    if (!runs) {
+        runs = calloc(1, sizeof *runs);
+        if (!runs) {
+            harness_fail(st, "out of memory");
+            return;
+        }
+        kept_alive++;
+    }
+    (*runs)++;
+    while (harness_keep_running(st)) {}
+    harness_counter(st, "runs_of_kept", *runs, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "kept_alive", kept_alive, HARNESS_COUNTER_PLAIN);
+    harness_keep(st, runs, kept_release);
+}
+
 static int child_main(const char *mode, int argc, char **argv)
 {
     if (strcmp(mode, "cut") == 0) {
@@ -442,6 +474,12 @@ static int child_main(const char *mode, int argc, char **argv)
                                          .timing = HARNESS_TIMING_WALL, .fn = bench_inherits, .iterations = 1});
         harness_register(&(HarnessSpec){.practice = "errors", .variant = "gpu_only", .role = HARNESS_TUNED,
                                          .timing = HARNESS_TIMING_WALL, .fn = bench_skipper, .iterations = 1});
+    } else if (strcmp(mode, "keep") == 0) {
+        const char *names[][2] = {{"keep_a", "a_base"}, {"keep_a", "a_tuned"}, {"keep_b", "b_base"}, {"keep_b", "b_tuned"}};
+        for (int i = 0; i < 4; i++)
+            harness_register(&(HarnessSpec){.practice = names[i][0], .variant = names[i][1],
+                                             .role = i % 2 ? HARNESS_TUNED : HARNESS_BASELINE,
+                                             .timing = HARNESS_TIMING_WALL, .fn = bench_keeper, .iterations = 1});
     } else {
         fprintf(stderr, "test_harness: unknown --child=%s\n", mode);
         return 2;
@@ -625,6 +663,63 @@ static void test_finished_run_is_not_partial(void **state)
 // An error in any repetition makes the row an error (a later skip does not hide it); the
 // error store is empty at the start of every run; SUITE_EXPECT_GPU=1 turns a skip on a
 // machine without a GPU into a failure.
+// The values of column `name` in the reps rows of variant, in the order they ran.
+static int reps_values(const char *reps, const char *variant, const char *name, double *out, int max)
+{
+    int vcol = test_csv_column(reps, "variant"), col = test_csv_column(reps, name), n = 0;
+    int scol = test_csv_column(reps, "sequence");
+    const char *p = strchr(reps, '\n');
+    char line[8192], v[128], x[64], seq[32];
+    double order[64];
+    while (p && *++p && n < max && n < 64) {
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len >= sizeof line) len = sizeof line - 1;
+        memcpy(line, p, len);
+        line[len] = '\0';
+        if (test_csv_field(line, vcol, v, sizeof v) && strcmp(v, variant) == 0 && test_csv_field(line, col, x, sizeof x) &&
+            test_csv_field(line, scol, seq, sizeof seq)) {
+            int i = n++;  // insertion by sequence: the order the repetitions ran
+            while (i > 0 && order[i - 1] > atof(seq)) {
+                order[i] = order[i - 1];
+                out[i] = out[i - 1];
+                i--;
+            }
+            order[i] = atof(seq);
+            out[i] = atof(x);
+        }
+        p = end;
+    }
+    return n;
+}
+
+// What a run keeps (harness_keep) its instance's next run takes, through every repetition
+// of the row group; the harness releases it when the group ends, so that a later group's
+// rows never run beside an earlier group's cores.
+static void test_kept_between_runs_of_an_instance(void **state)
+{
+    (void)state;
+    char *dir = test_temp_dir();
+    assert_non_null(dir);
+    int rc = run_child(dir, "keep", "", "--benchmark_repetitions=4 --benchmark_enable_random_interleaving=true");
+    assert_int_equal(rc, 0);
+    char *reps = test_read_in(dir, "keep.reps.csv");
+    assert_non_null(reps);
+    const char *variants[] = {"a_base", "a_tuned", "b_base", "b_tuned"};
+    for (int i = 0; i < 4; i++) {
+        double runs[8], alive[8];
+        assert_int_equal(reps_values(reps, variants[i], "runs_of_kept", runs, 8), 4);
+        assert_int_equal(reps_values(reps, variants[i], "kept_alive", alive, 8), 4);
+        for (int k = 0; k < 4; k++) {
+            assert_true(runs[k] == k + 1);  // made once, then taken by each next run
+            assert_true(alive[k] >= 1 && alive[k] <= 2);  // its group's two, never group a's in b
+        }
+    }
+    free(reps);
+    test_remove_tree(dir);
+    free(dir);
+}
+
 static void test_errors_are_errors(void **state)
 {
     (void)state;
@@ -684,6 +779,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sighup_cut_keeps_the_rows),
         cmocka_unit_test(test_finished_run_is_not_partial),
         cmocka_unit_test(test_errors_are_errors),
+        cmocka_unit_test(test_kept_between_runs_of_an_instance),
     };
     return cmocka_run_group_tests(tests, run_harness, cleanup);
 }

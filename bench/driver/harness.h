@@ -158,6 +158,8 @@ void harness_set_label(HarnessState *st, const char *label);
 void harness_skip(HarnessState *st, const char *reason);
 // Marks this run failed (wrong data, library error); call and return.
 void harness_fail(HarnessState *st, const char *message);
+// Whether this run was failed or skipped (harness_fail, harness_skip).
+bool harness_run_failed(const HarnessState *st);
 // Pauses/resumes the timer around untimed setup inside the loop.
 void harness_pause_timing(HarnessState *st);
 void harness_resume_timing(HarnessState *st);
@@ -168,6 +170,16 @@ int64_t harness_max_iterations(const HarnessState *st);
 // axes: metric, step, images seen, wall seconds, value.
 void harness_curve_point(HarnessState *st, const char *metric, int64_t step, int64_t images,
                          double seconds, double value);
+
+// What a run built (its core, its batches) for the next run of the same instance, so that
+// a row's later repetitions time steps only: made, checked and warmed up once per row
+// group, as the PyTorch side does (docs/statistics.md, "What a repetition is"). The
+// harness releases it with release(obj) when the instance's row group ends (or the
+// program does), unless a later run of the instance took it. One object per instance: a
+// second keep releases the first.
+void harness_keep(HarnessState *st, void *obj, void (*release)(void *obj));
+// What the previous run of this instance kept (the caller owns it now), or NULL.
+void *harness_take_kept(HarnessState *st);
 
 // Adds a key/value to the run context (JSON "context" and tidy-CSV ctx_ columns).
 void harness_add_context(const char *key, const char *value);

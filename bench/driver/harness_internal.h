@@ -70,7 +70,13 @@ struct Instance {
     bool finished = false;
     double precision_reached = NAN; // relative half-width the stopping rule last read
     std::string stop;               // "target met", "target not met: capped at ...", ...
+    // What its last run kept for the next (harness_keep), released with its group.
+    void *kept = nullptr;
+    void (*kept_release)(void *) = nullptr;
 };
+
+// Releases what the instance's last run kept (harness_keep), if anything.
+void release_kept(Instance *in);
 
 struct CurvePoint {
     const Instance *instance;

@@ -228,7 +228,10 @@ void run_schedule(TidyCsvTee &tee, const std::vector<Instance *> &selected)
                 why += "; " + std::to_string(rd.discarded) + " repetitions discarded (GPU throttled) and redone";
             break;
         }
-        for (Instance *in : grp.members) in->stop = why;
+        for (Instance *in : grp.members) {
+            in->stop = why;
+            release_kept(in);  // its core and batches: the next group's rows make their own
+        }
         std::string line;
         if (!why.empty() && G.precision > 0) {
             char head[200];

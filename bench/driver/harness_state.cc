@@ -115,6 +115,13 @@ void resolve_pending(const Instance *next, int64_t next_iterations)
     commit_repetition(G.pending_instance, G.pending_run);
 }
 
+void release_kept(Instance *in)
+{
+    if (in->kept && in->kept_release) in->kept_release(in->kept);
+    in->kept = nullptr;
+    in->kept_release = nullptr;
+}
+
 void run_one(benchmark::State &gb, Instance *in)
 {
     resolve_pending(in, (int64_t)gb.max_iterations);
@@ -223,6 +230,23 @@ void harness_set_bytes_processed(HarnessState *st, int64_t bytes) { st->gb->SetB
 void harness_set_items_processed(HarnessState *st, int64_t items) { st->gb->SetItemsProcessed(items); }
 
 void harness_set_label(HarnessState *st, const char *label) { st->label = label ? label : ""; }
+
+bool harness_run_failed(const HarnessState *st) { return st->gb->error_occurred(); }
+
+void harness_keep(HarnessState *st, void *obj, void (*release)(void *obj))
+{
+    release_kept(st->instance);
+    st->instance->kept = obj;
+    st->instance->kept_release = release;
+}
+
+void *harness_take_kept(HarnessState *st)
+{
+    void *obj = st->instance->kept;
+    st->instance->kept = nullptr;
+    st->instance->kept_release = nullptr;
+    return obj;
+}
 
 void harness_skip(HarnessState *st, const char *reason)
 {

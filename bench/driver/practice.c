@@ -182,14 +182,7 @@ static void run_practice(HarnessState *st, void *user)
         practice_run_time_to_accuracy(st, p, v, &cfg);
         return;
     }
-    Synthetic synthetic = {.steps = p->steps > 0 ? p->steps : 10};
-    Images images = {.steps = p->steps > 0 ? p->steps : 10, .dataset_preset = p->dataset_preset};
-    PracticeSource own = practice_synthetic_source(&synthetic);
-    const char *data = harness_common()->data;
-    if (p->source) own = *p->source;
-    else if (p->images || (data && strcmp(data, "images") == 0))
-        own = practice_images_source(&images);
-    practice_run_throughput(st, p, v, &cfg, &own);
+    practice_run_throughput(st, p, v, &cfg);
 }
 
 #define PRACTICE_MAX_RUNS 256

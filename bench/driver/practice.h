@@ -102,7 +102,10 @@ typedef struct PracticeOutcome {
     double seconds;         // their time (time to accuracy: training steps only)
     bool reached, diverged; // time to accuracy only
     double final_accuracy, best_accuracy; // time to accuracy only: held-out
-    CoreStats stats;        // the run's core's counters at its end (activations, peak, graphs, ...)
+    CoreStats stats;        // the run's core's counters at its end (activations, peak, graphs, ...):
+                            // over the core's life, which may span several runs (first)
+    bool first;             // throughput: the core's first run (a later run of a kept core
+                            // repeats the same steps: a check in finish need run once)
 } PracticeOutcome;
 
 // A practice's own per-run code around the core (all optional; ctx is passed back).

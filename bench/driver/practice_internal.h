@@ -154,9 +154,11 @@ bool practice_check_failed(double tolerance, const CheckResult *r, int k, char *
 
 // ---- the runs (practice_run.c) -------------------------------------------------------------
 
-// One throughput run of variant v on cfg with the batches of src (opened and closed here).
+// One throughput run of variant v on cfg: the practice's source, JPEGs (--data=images or a
+// practice on images) or synthetic batches; checked, made and warmed up at the instance's
+// first run, and on a CPU backend with synthetic batches kept for its next (harness_keep).
 void practice_run_throughput(HarnessState *st, const Practice *p, const PracticeVariant *v,
-                             CoreConfig *cfg, const PracticeSource *src);
+                             const CoreConfig *cfg);
 // One time-to-accuracy run of variant v on cfg (synthetic batches, held-out evaluation).
 void practice_run_time_to_accuracy(HarnessState *st, const Practice *p, const PracticeVariant *v,
                                    const CoreConfig *cfg);

@@ -63,6 +63,17 @@ bool practice_in_effect(HarnessState *st, const CoreConfig *cfg, const CoreStats
 
 // ---- throughput ---------------------------------------------------------------------------------
 
+// The check's figures as counters (every run of a checked row carries them).
+static void check_counters(HarnessState *st, const Practice *p, const CheckResult *check, bool wrong)
+{
+    harness_counter(st, "wrong", wrong, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "check_rel_diff", check->rel, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "check_tolerance", p->tolerance, HARNESS_COUNTER_PLAIN);  // 0: bit for bit
+    harness_counter(st, "check_worst_tensor_rel_diff", check->worst_rel, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "check_baseline_moved", check->base_moved, HARNESS_COUNTER_PLAIN);
+    harness_counter(st, "check_skipped_steps", check->skipped + check->skipped_after, HARNESS_COUNTER_PLAIN);
+}
+
 // The check of tuned variant v (config cfg, its source opened) against the baseline: *wrong
 // and the message when it failed. 0, or -1 with the error set.
 static int check_variant(HarnessState *st, const Practice *p, const PracticeVariant *v, const CoreConfig *cfg,
@@ -84,12 +95,7 @@ static int check_variant(HarnessState *st, const Practice *p, const PracticeVari
     practice_check_batches_free(&cb);
     TRY(rc);
     *wrong = practice_check_failed(p->tolerance, check, k, msg, size);
-    harness_counter(st, "wrong", *wrong, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "check_rel_diff", check->rel, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "check_tolerance", p->tolerance, HARNESS_COUNTER_PLAIN);  // 0: bit for bit
-    harness_counter(st, "check_worst_tensor_rel_diff", check->worst_rel, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "check_baseline_moved", check->base_moved, HARNESS_COUNTER_PLAIN);
-    harness_counter(st, "check_skipped_steps", check->skipped + check->skipped_after, HARNESS_COUNTER_PLAIN);
+    check_counters(st, p, check, *wrong);
     return 0;
 }
 
@@ -143,89 +149,166 @@ static int warm_up(HarnessState *st, Core *core, const CoreConfig *cfg, const Pr
     return 1;
 }
 
-void practice_run_throughput(HarnessState *st, const Practice *p, const PracticeVariant *v,
-                             CoreConfig *cfg, const PracticeSource *src)
+// A throughput row's run, prepared once: its batches' source opened, a tuned variant
+// checked against the baseline, its core made and warmed up. On a CPU backend with the
+// driver's synthetic batches the harness keeps it between the runs of the instance
+// (harness_keep), so that the row's later repetitions time steps and nothing else, as
+// the PyTorch side's do (docs/statistics.md, "What a repetition is"). Elsewhere each run
+// prepares its own: on CUDA device_used_bytes counts from a core's creation (another
+// kept core would count in it), and a loader's workers must not stay behind another
+// row's repetitions.
+typedef struct ThroughputRun {
+    Synthetic synthetic;      // the driver's sources' state (src.ctx points into here)
+    Images images;
+    PracticeSource src;
+    bool opened, own_synthetic;
+    CoreConfig cfg;           // the run's config as prepared (self-test, the source's shape)
+    Core *core;
+    float *scratch;           // the self-test skip_all's copy of the parameters
+    Selftest selftest;
+    int micro;
+    bool checked;             // a tuned row, checked against the baseline (check: its figures)
+    CheckResult check;
+    WarmUp w;
+    int driver_skipped;       // over the core's life, as its CoreStats
+    int64_t timed_steps;      // over every run of the core
+} ThroughputRun;
+
+static void throughput_run_free(void *obj)
+{
+    ThroughputRun *r = obj;
+    if (!r) return;
+    core_free(r->core);
+    free(r->scratch);
+    if (r->opened) r->src.close(r->src.ctx);
+    free(r);
+}
+
+// A new run of p: its batches (the practice's own source, JPEGs through the loader with
+// --data=images or a practice on images, else synthetic ones) and config. NULL when out of
+// memory (the error set).
+static ThroughputRun *throughput_run_new(const Practice *p, const CoreConfig *cfg)
+{
+    ThroughputRun *r = calloc(1, sizeof *r);
+    if (!r) {
+        error_set(ERROR_OUT_OF_MEMORY, "out of memory (host)");
+        return NULL;
+    }
+    int steps = p->steps > 0 ? p->steps : 10;
+    const char *data = harness_common()->data;
+    if (p->source) {
+        r->src = *p->source;
+    } else if (p->images || (data && strcmp(data, "images") == 0)) {
+        r->images = (Images){.steps = steps, .dataset_preset = p->dataset_preset};
+        r->src = practice_images_source(&r->images);
+    } else {
+        r->synthetic = (Synthetic){.steps = steps};
+        r->src = practice_synthetic_source(&r->synthetic);
+        r->own_synthetic = true;
+    }
+    r->cfg = *cfg;
+    return r;
+}
+
+// Prepares r for variant v: 1 ready; 0 the run ended (failed or skipped, with the reason).
+static int throughput_run_prepare(HarnessState *st, const Practice *p, const PracticeVariant *v,
+                                  ThroughputRun *r)
 {
     int warmup = p->warmup_steps > 0 ? p->warmup_steps : 3;
     const PracticeVariant *base = baseline_of(p);
     // every variant but the baseline: a tuned one, or a reference (measured, no speedup claimed)
     bool checked = p->check == PRACTICE_CHECK_PARAMS && v->role != HARNESS_BASELINE && base;
-    Selftest selftest = SELFTEST_NONE;
-    if (practice_training_selftest_mode(&selftest) != 0) {
+    if (practice_training_selftest_mode(&r->selftest) != 0) {
         practice_fail_or_skip(st, "the self-test");
-        return;
+        return 0;
     }
-    if (!checked) selftest = SELFTEST_NONE;  // the self-test breaks what a check must catch
-    practice_selftest_config(selftest, cfg);
-    if (src->open(src->ctx, cfg, v->source_arg) != 0) {
+    if (!checked) r->selftest = SELFTEST_NONE;  // the self-test breaks what a check must catch
+    practice_selftest_config(r->selftest, &r->cfg);
+    if (r->src.open(r->src.ctx, &r->cfg, v->source_arg) != 0) {
         practice_fail_or_skip(st, "preparing the batches");
-        return;
+        return 0;
     }
+    r->opened = true;
     // The check first, on cores of its own made as this run's, on this run's first batches.
-    CheckResult check = {.identical = true};
-    char check_msg[600] = "";
-    bool wrong = false;
-    if (checked && check_variant(st, p, v, cfg, src, selftest, &check, &wrong, check_msg, sizeof check_msg) != 0) {
-        practice_fail_or_skip(st, "checking against the baseline");
-        src->close(src->ctx);
-        return;
+    if (checked) {
+        char msg[600] = "";
+        bool wrong = false;
+        if (check_variant(st, p, v, &r->cfg, &r->src, r->selftest, &r->check, &wrong, msg, sizeof msg) != 0) {
+            practice_fail_or_skip(st, "checking against the baseline");
+            return 0;
+        }
+        if (wrong) {  // a wrong answer is not timed
+            harness_fail(st, msg);
+            return 0;
+        }
+        r->checked = true;
     }
-    if (wrong) {  // a wrong answer is not timed
-        harness_fail(st, check_msg);
-        src->close(src->ctx);
-        return;
-    }
-    Core *core = NULL;
-    float *scratch = NULL;
-    int micro = micro_of(p, v);
-    int made = practice_make_core(st, p, cfg, micro, selftest, &core);
-    if (made == 0 && selftest == SELFTEST_SKIP_ALL &&  // where the driver puts parameters back
-        !(scratch = malloc(core_param_count(core) * sizeof(float))))
+    r->micro = micro_of(p, v);
+    int made = practice_make_core(st, p, &r->cfg, r->micro, r->selftest, &r->core);
+    if (made == 0 && r->selftest == SELFTEST_SKIP_ALL &&  // where the driver puts parameters back
+        !(r->scratch = malloc(core_param_count(r->core) * sizeof(float))))
         made = error_set(ERROR_OUT_OF_MEMORY, "self-test: out of memory (host)");
     if (made != 0) {
         practice_fail_or_skip(st, "creating the core");
-        core_free(core);
-        src->close(src->ctx);
-        return;
+        return 0;
     }
-    bool fp16 = cfg->precision == CORE_PRECISION_FP16;
-    int driver_skipped = 0;
-    WarmUp w;
-    int rc = warm_up(st, core, cfg, src, warmup, micro, selftest, scratch, &driver_skipped, &w);
-    if (rc <= 0) {
-        if (rc < 0) practice_fail_or_skip(st, "warm-up");
-        core_free(core);
-        free(scratch);
-        src->close(src->ctx);
-        return;
+    int rc = warm_up(st, r->core, &r->cfg, &r->src, warmup, r->micro, r->selftest, r->scratch,
+                     &r->driver_skipped, &r->w);
+    if (rc < 0) practice_fail_or_skip(st, "warm-up");
+    return rc > 0;
+}
+
+void practice_run_throughput(HarnessState *st, const Practice *p, const PracticeVariant *v,
+                             const CoreConfig *cfg)
+{
+    ThroughputRun *r = harness_take_kept(st);
+    bool first = !r;
+    if (first) {
+        if (!(r = throughput_run_new(p, cfg))) {
+            practice_fail_or_skip(st, "preparing the run");
+            return;
+        }
+        if (!throughput_run_prepare(st, p, v, r)) {
+            throughput_run_free(r);
+            return;
+        }
+    } else if (r->checked) {
+        check_counters(st, p, &r->check, false);
     }
-    rc = 0;
+    const CoreConfig *rc_cfg = &r->cfg;
+    const PracticeSource *src = &r->src;
+    bool fp16 = rc_cfg->precision == CORE_PRECISION_FP16;
+    int rc = 0;
     CoreBatch b;
     if (src->start) src->start(src->ctx);
     int64_t steps = 0, images = 0;
     double t0 = clock_seconds();
     while (rc >= 0 && harness_keep_running(st)) {
         while ((rc = src->next(src->ctx, &b)) > 0) {
-            if (practice_run_step(core, cfg, &b, micro, selftest, scratch, &driver_skipped) != 0) {
+            if (practice_run_step(r->core, rc_cfg, &b, r->micro, r->selftest, r->scratch, &r->driver_skipped) != 0) {
                 rc = -1;
                 break;
             }
             steps++;
             images += b.n;
         }
-        if (rc >= 0 && core_sync(core) != 0) rc = -1;
+        if (rc >= 0 && core_sync(r->core) != 0) rc = -1;
     }
     double seconds = clock_seconds() - t0;
+    r->timed_steps += steps;
     CoreStats cs;
-    if (rc >= 0 && core_stats(core, &cs) != 0) rc = -1;
+    bool ok = false;
+    if (rc >= 0 && core_stats(r->core, &cs) != 0) rc = -1;
     if (rc < 0) {
         practice_fail_or_skip(st, "training");
     } else {
         // A run that skips steps does less work and looks faster: after the start-up (in the
-        // warm-up), only an overflow after a growth is explained.
-        int64_t taken = w.taken + steps;
-        int skipped = cs.skipped_steps + driver_skipped;
-        int64_t explained = w.startup + practice_growth_skips_max(cfg, taken - w.startup);
+        // warm-up), only an overflow after a growth is explained. Over the core's life: its
+        // warm-up and every run's timed steps.
+        const WarmUp *w = &r->w;
+        int64_t taken = w->taken + r->timed_steps;
+        int skipped = cs.skipped_steps + r->driver_skipped;
+        int64_t explained = w->startup + practice_growth_skips_max(rc_cfg, taken - w->startup);
         harness_set_items_processed(st, images);
         harness_counter(st, "images_per_second", (double)images, HARNESS_COUNTER_RATE);
         harness_counter(st, "step_ms", steps ? 1e3 * seconds / steps : 0, HARNESS_COUNTER_PLAIN);
@@ -235,31 +318,34 @@ void practice_run_throughput(HarnessState *st, const Practice *p, const Practice
             harness_counter(st, "skipped_steps_explained", (double)explained, HARNESS_COUNTER_PLAIN);
         }
         if (src->report) src->report(src->ctx, st, seconds, steps);
-        char extra[320], micro_text[96] = "", warm_text[96] = "";
-        if (micro > 1)
+        char extra[360], micro_text[96] = "", warm_text[96] = "";
+        if (r->micro > 1)
             snprintf(micro_text, sizeof micro_text, "; each step %d accumulated micro-batches of %d",
-                     micro, cfg->batch_size / micro);
+                     r->micro, rc_cfg->batch_size / r->micro);
         if (fp16)
-            snprintf(warm_text, sizeof warm_text, " (fp16: until %d in a row updated; %d skipped)", warmup,
-                     w.skipped);
-        snprintf(extra, sizeof extra, "%d untimed warm-up steps%s%s%s%s", w.taken, warm_text, micro_text,
+            snprintf(warm_text, sizeof warm_text, " (fp16: until %d in a row updated; %d skipped)",
+                     p->warmup_steps > 0 ? p->warmup_steps : 3, w->skipped);
+        snprintf(extra, sizeof extra, "%d untimed warm-up steps%s%s%s%s", w->taken, warm_text, micro_text,
                  p->label ? "; " : "", p->label ? p->label : "");
-        core_counters(st, core, &cs, cfg, extra);
+        core_counters(st, r->core, &cs, rc_cfg, extra);
         if (skipped > explained) {
             char msg[400];
             snprintf(msg, sizeof msg, "skipped %d of %lld steps (warm-up and timed; overflow): GradScaler's "
                      "start-up explains the %d of the warm-up, growth every %d updating steps %lld more",
-                     skipped, (long long)taken, w.startup, fp16 ? cfg->scaler.growth_interval : 0,
-                     (long long)(explained - w.startup));
+                     skipped, (long long)taken, w->startup, fp16 ? rc_cfg->scaler.growth_interval : 0,
+                     (long long)(explained - w->startup));
             harness_fail(st, msg);
-        } else if (practice_in_effect(st, cfg, &cs) && p->hooks && p->hooks->finish) {
-            PracticeOutcome o = {.steps = steps, .seconds = seconds, .stats = cs};
-            p->hooks->finish(p->hooks->ctx, st, core, cfg, v, &o);
+        } else if (practice_in_effect(st, rc_cfg, &cs)) {
+            ok = true;
+            if (p->hooks && p->hooks->finish) {
+                PracticeOutcome o = {.steps = steps, .seconds = seconds, .stats = cs, .first = first};
+                p->hooks->finish(p->hooks->ctx, st, r->core, rc_cfg, v, &o);
+                ok = !harness_run_failed(st);
+            }
         }
     }
-    core_free(core);
-    free(scratch);
-    src->close(src->ctx);
+    if (ok && r->own_synthetic && cs.backend != CORE_BACKEND_CUDA) harness_keep(st, r, throughput_run_free);
+    else throughput_run_free(r);
 }
 
 // ---- time to accuracy --------------------------------------------------------------------------
