@@ -274,7 +274,9 @@ previous_of() { # folder name
 }
 # From the rows' minimum times: each row runs its repetitions of its min_time each
 # (statistics.md), plus ~0.2 s of set-up; a row without a min_time in its name gets Google
-# Benchmark's 0.5 s; --benchmark_min_time among the arguments wins. Repetitions the
+# Benchmark's 0.5 s; --benchmark_min_time among the arguments wins. A row that will skip
+# here (a GPU row on a machine without a usable GPU) is named min_time:0.000 by its
+# program (harness.h's gpu_only; the PyTorch side's CUDA rows likewise): 0.01 s. Repetitions the
 # precision target adds are not in it: under BENCH_BUDGET they come from each program's
 # share, without one they cost up to 2x more (each row group at most 3x its first block).
 estimate_from_min_times() { # listing-file program-args...
@@ -283,6 +285,7 @@ estimate_from_min_times() { # listing-file program-args...
   for a in "$@"; do [[ $a == --benchmark_min_time=* ]] && forced=${a#*=}; done
   forced=${forced%s}
   awk -v reps="$repetitions" -v forced="$forced" '
+    /\/min_time:0\.000\// { s += 0.01; next }
     /\// { t = 0.5
            if (match($0, /min_time:[0-9.]+/)) t = substr($0, RSTART + 9, RLENGTH - 9) + 0
            if (forced != "") t = forced + 0

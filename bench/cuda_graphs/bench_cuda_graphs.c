@@ -313,7 +313,7 @@ static void register_custom(const char *practice, const char *variant, HarnessRo
 {
     HarnessSpec spec = {.practice = practice, .variant = variant, .role = role,
                         .timing = HARNESS_TIMING_MANUAL, .fn = fn, .user = (void *)user,
-                        .unit = HARNESS_MS, .iterations = 1};
+                        .unit = HARNESS_MS, .iterations = 1, .gpu_only = true};
     harness_register_axes(&spec, axes);
 }
 

@@ -461,7 +461,9 @@ static void register_custom(const char *practice, const char *variant, HarnessRo
                         .fn = fn, .user = (void *)user, .unit = unit, .iterations = 1,
                         // the regret micro times each algorithm on warm caches, as cudnnFind does
                         .cache = timing == HARNESS_TIMING_CUDA_EVENTS ? HARNESS_CACHE_WARM
-                                                                      : HARNESS_CACHE_UNSTATED};
+                                                                      : HARNESS_CACHE_UNSTATED,
+                        // cuDNN's: every family but the fast CPU backend's reference
+                        .gpu_only = fn != bench_dynamic_cpu};
     harness_register_axes(&spec, axes);
 }
 

@@ -25,6 +25,7 @@
 #include "bench/driver/harness.h"
 #include "bench/driver/harness_internal.h"
 #include "kernels/error.h"
+#include "kernels/gpu_device.h"
 
 namespace harness {
 
@@ -78,6 +79,14 @@ benchmark::TimeUnit gb_unit(HarnessUnit u)
 namespace {
 
 // Registers the instances of every benchmark with Google Benchmark; "" or why not.
+// Whether a CUDA device is usable here (asked once).
+bool gpu_usable()
+{
+    static int usable = -1;
+    if (usable < 0) usable = gpu_device_available(nullptr, 0) ? 1 : 0;
+    return usable == 1;
+}
+
 std::string register_instances()
 {
     Globals &G = g();
@@ -121,16 +130,20 @@ std::string register_instances()
             // every repetition runs it whole, however many there are (each repetition
             // measures enough work of its own; else the library's 0.5 s)
             raw->gb_name = raw->name;
-            if (b->iterations > 0) {
+            // a row that will skip here (it needs a GPU, none is usable) takes no time: named
+            // so, for the time plan; it runs no iteration whatever its count
+            bool skips_here = b->gpu_only && !gpu_usable();
+            if (b->iterations > 0 && !skips_here) {
                 gb->Iterations(b->iterations);
-            } else if (!G.user_min_time && b->min_time > 0) {
-                double min_time = b->min_time;
+            } else if (skips_here || (!G.user_min_time && b->min_time > 0)) {
+                double min_time = skips_here ? 1e-9 : b->min_time;
                 gb->MinTime(min_time);
                 char suffix[64];
                 snprintf(suffix, sizeof suffix, "/min_time:%0.3f", min_time);
                 raw->gb_name += suffix;
             }
-            if (b->iterations > 0) raw->gb_name += "/iterations:" + std::to_string((long long)b->iterations);
+            if (b->iterations > 0 && !skips_here)
+                raw->gb_name += "/iterations:" + std::to_string((long long)b->iterations);
             raw->gb_name += b->timing == HARNESS_TIMING_WALL ? "/real_time" : "/manual_time";
             size_t i = 0;  // next point of the product, the last axis fastest
             for (i = b->axes.size(); i > 0; i--) {
@@ -190,6 +203,7 @@ HarnessBench *harness_register(const HarnessSpec *spec)
     b->min_time = spec->min_time;
     b->iterations = spec->iterations;
     b->cache = spec->cache;
+    b->gpu_only = spec->gpu_only || spec->timing == HARNESS_TIMING_CUDA_EVENTS;
     for (int i = 0; i < HARNESS_MAX_AXES && spec->axes[i].name; i++) {
         if (!spec->axes[i].values) {
             fprintf(stderr, "harness: axis %s of %s/%s has no values\n", spec->axes[i].name,

@@ -82,6 +82,10 @@ typedef struct {
     int64_t iterations;    // fixed iterations, whatever --benchmark_min_time says (e.g. 1
                            // for a run to a target); 0: the library chooses
     HarnessCache cache;    // GPU micro benchmarks: cold or warm L2 (see HarnessCache)
+    bool gpu_only;         // needs a CUDA device (CUDA-event timing implies it): on a machine
+                           // without a usable one its rows skip, and are named min_time:0.000
+                           // (no fixed iterations), so that make bench's time plan counts
+                           // them as the skips they are
 } HarnessSpec;
 
 // The flags every practice program takes, parsed once by harness_init.

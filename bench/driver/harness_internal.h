@@ -51,6 +51,7 @@ struct HarnessBench {
     double min_time;
     int64_t iterations;
     HarnessCache cache;
+    bool gpu_only;
 };
 
 namespace harness {

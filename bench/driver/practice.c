@@ -206,6 +206,6 @@ void practice_register(const Practice *p)
             .user = r,
             .axes = {{"preset", p->presets, true}, {"batch", p->batches ? p->batches : "0", false}},
             .unit = tta ? HARNESS_S : HARNESS_MS, .min_time = p->min_time,
-            .iterations = tta ? 1 : 0});
+            .iterations = tta ? 1 : 0, .gpu_only = p->gpu_only});
     }
 }

@@ -197,7 +197,7 @@ static void register_family(const char *practice, const InferVariant *variants, 
                             .role = as_reference ? HARNESS_REFERENCE : variants[i].role,
                             .timing = HARNESS_TIMING_MANUAL, .fn = fn,
                             .user = (void *)&variants[i], .unit = HARNESS_MS,
-                            .iterations = iterations};
+                            .iterations = iterations, .gpu_only = variants[i].gpu_only};
         harness_register_axes(&spec, axes);
     }
 }

@@ -104,7 +104,7 @@ static void register_micro(const char *practice, const char *variant, HarnessRol
     harness_register(&(HarnessSpec){
         .practice = practice, .variant = variant, .role = role, .timing = HARNESS_TIMING_MANUAL,
         .fn = bench_micro, .user = (void *)v, .axes = {{"bytes", "4096:268435456:*4"}},
-        .unit = HARNESS_US, .min_time = 0.1, .cache = HARNESS_CACHE_WARM});
+        .unit = HARNESS_US, .min_time = 0.1, .cache = HARNESS_CACHE_WARM, .gpu_only = true});
 }
 
 static const TensorBuild built_on_host = BUILT_HOST_PAGEABLE, built_on_device = BUILT_DEVICE;

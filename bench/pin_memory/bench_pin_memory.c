@@ -110,7 +110,8 @@ static void register_steps(const char *practice, const char *variant, HarnessRol
     harness_register(&(HarnessSpec){
         .practice = practice, .variant = variant, .role = role, .timing = HARNESS_TIMING_WALL,
         .fn = bench_steps, .user = (void *)steps,
-        .axes = {{"bytes", "4194304:67108864:*4"}, {"fma", "64:4096:*8"}}, .unit = HARNESS_MS});
+        .axes = {{"bytes", "4194304:67108864:*4"}, {"fma", "64:4096:*8"}}, .unit = HARNESS_MS,
+        .gpu_only = true});
 }
 
 int main(int argc, char **argv)

@@ -160,7 +160,7 @@ static void register_micro(const char *practice, const char *variant, HarnessRol
     harness_register(&(HarnessSpec){
         .practice = practice, .variant = variant, .role = role, .timing = HARNESS_TIMING_MANUAL,
         .fn = bench_micro, .user = (void *)&micro_variants[v], .axes = {{"kernels", "4,16,64"}},
-        .unit = HARNESS_US, .min_time = 0.2, .cache = HARNESS_CACHE_WARM});
+        .unit = HARNESS_US, .min_time = 0.2, .cache = HARNESS_CACHE_WARM, .gpu_only = true});
 }
 
 int main(int argc, char **argv)
