@@ -254,7 +254,7 @@ while IFS= read -r d; do
   else other_hardware=$((other_hardware + 1)); fi
 done < <(bash "$here/results-dir.sh" runs "$results_root" 2>/dev/null)
 # What an earlier folder says of a program: "seconds rows repetitions", or nothing when
-# it did not run there in full (not run, partial) or ran it otherwise: another plan (the
+# it did not run there (not run) or ran it otherwise: another plan (the
 # quick pass against a full run), other BENCH_ARGS or other arguments of its own (a quick
 # pass's 0.05 s rows say nothing of a full run's 0.5 s ones, whatever the row counts).
 # Nor a run made before each repetition ran its whole minimum time (the precision rule,
@@ -268,7 +268,18 @@ previous_of() { # folder name
   [[ $(sed -n 's/^args: //p' "$cmd" 2>/dev/null) == "${BENCH_ARGS:-}" ]] || return 0
   [[ $(sed -n "s/^$var: //p" "$cmd" 2>/dev/null) == "${!var:-}" ]] || return 0
   reps=$(sed -n 's/^repetitions: \([0-9]*\).*/\1/p' "$cmd" 2>/dev/null)
+  # A program cut at its share (partial: "cut at ...: DONE of PLANNED rows", repetitions of
+  # its instances) needed at least its time scaled to the whole plan: a lower bound, and
+  # under a budget most programs are cut, so a full run's history would rarely exist.
   awk -F'\t' -v n="$2" -v reps="${reps:-5}" '
+    NR > 1 && $1 == n && $2 == "partial" && match($7, /[0-9]+ of [0-9]+ rows/) {
+      split(substr($7, RSTART, RLENGTH), w, " ")
+      if (w[1] > 0 && w[3] > 0) {
+        f = w[3] > w[1] ? w[3] / w[1] : 1
+        printf "%d %d %d\n", $6 * f + 0.5, w[3] / reps + 0.5, reps
+      }
+      exit
+    }
     NR > 1 && $1 == n && $2 != "not run" && $2 != "partial" { print $6, $3 + $4 + $5, reps; exit }' \
     "$1/suite-status.tsv"
 }

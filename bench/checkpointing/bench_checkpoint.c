@@ -108,7 +108,6 @@ int main(int argc, char **argv)
     practice.presets = gpu ? "small,medium,resnet18" : "tiny,small";
     practice.batches = gpu ? "64,128,256" : "8,32";
     practice.tolerance = gpu ? CHECKPOINT_GPU_TOL : 0.0;
-    if (!gpu) practice.steps = 4;  // a CPU step of small at 32 takes a second or more
     practice_register(&practice);
     // The larger batch it enables: probed and timed on a GPU; estimated on a CPU, where the
     // rows time the estimate, not the practice, so they are references (no speedup).

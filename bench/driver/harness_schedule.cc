@@ -1,11 +1,10 @@
 // harness_schedule.cc: the order and the number of repetitions (docs/statistics.md,
 // "How many repetitions"). The selected instances are taken row group by row group: the
 // instances of one practice at one point of its axes (its baseline, its tuned variants,
-// any reference). A group runs in blocks, each one Google Benchmark call with the
-// group's instances and a repetition count, the library interleaving the group's
-// repetitions at random within the block, so that a tuned repetition and a baseline one
-// run next to each other (seconds apart, not minutes: the machine's drift is shared
-// by both and cancels in their ratio). The first block has --benchmark_repetitions;
+// any reference). A group runs in blocks of rounds, each round one Google Benchmark call
+// with one repetition of each of the group's instances in random order, so that the k-th
+// tuned repetition and the k-th baseline one run next to each other (a round apart at
+// most: the machine's drift is shared by both and cancels in their ratio). The first block has --benchmark_repetitions;
 // after each, the stopping rule (precision.h) reads the width of the group's intervals and
 // asks for another block or stops: target met, or capped at the most repetitions or at the
 // group's time. The group's time: its share of what is left of --harness_budget (shared
@@ -68,19 +67,24 @@ std::vector<Group> groups_of(const std::vector<Instance *> &selected)
     return groups;
 }
 
-// One block: `reps` repetitions of every member, in one library call.
+// One block: `reps` rounds, each one library call with one repetition of every member
+// (in random order under --benchmark_enable_random_interleaving), so that the k-th
+// repetitions of a group's rows, which the precision and the summary pair, ran next to
+// each other: within one round, not anywhere in a block of shuffled repetitions.
 void run_block(const Group &grp, int reps)
 {
     std::string spec = "^(";
     for (size_t i = 0; i < grp.members.size(); i++) {
         Instance *in = grp.members[i];
-        in->gb->Repetitions(reps);
-        in->block_done = 0;
+        in->gb->Repetitions(1);
         spec += (i ? "|" : "") + regex_escape(in->name);
     }
     spec += ")/";  // the name's own suffixes follow (min_time, repeats, real_time...)
-    benchmark::RunSpecifiedBenchmarks(the_tee, spec);
-    resolve_pending(nullptr, 0);  // the block's last run was a repetition
+    for (int r = 0; r < reps; r++) {
+        for (Instance *in : grp.members) in->block_done = 0;
+        benchmark::RunSpecifiedBenchmarks(the_tee, spec);
+        resolve_pending(nullptr, 0);  // the round's last run was a repetition
+    }
 }
 
 struct Reading {

@@ -200,12 +200,18 @@ void practice_register(const Practice *p)
         PracticeRun *r = &runs[nruns++];
         *r = (PracticeRun){p, i};
         bool tta = p->mode == PRACTICE_TIME_TO_ACCURACY;
+        // the driver's synthetic batches on a CPU backend: short repetitions (practice.h)
+        const char *data = harness_common()->data;
+        bool synthetic = !p->source && !p->images && !(data && strcmp(data, "images") == 0);
+        double min_time = p->min_time;
+        if (!tta && synthetic && !practice_on_gpu() && !(min_time > 0 && min_time <= PRACTICE_CPU_MIN_TIME))
+            min_time = PRACTICE_CPU_MIN_TIME;
         harness_register(&(HarnessSpec){
             .practice = p->name, .variant = p->variants[i].name, .role = p->variants[i].role,
             .timing = tta ? HARNESS_TIMING_MANUAL : HARNESS_TIMING_WALL, .fn = run_practice,
             .user = r,
             .axes = {{"preset", p->presets, true}, {"batch", p->batches ? p->batches : "0", false}},
-            .unit = tta ? HARNESS_S : HARNESS_MS, .min_time = p->min_time,
+            .unit = tta ? HARNESS_S : HARNESS_MS, .min_time = min_time,
             .iterations = tta ? 1 : 0, .gpu_only = p->gpu_only});
     }
 }

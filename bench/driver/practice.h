@@ -78,6 +78,15 @@ typedef enum {
 
 // A practice's own batches (e.g. the loader with N workers). Called in this order for
 // every run: open, next (warm-up), start, next..., report, close.
+// A throughput repetition on a CPU backend with the driver's synthetic batches runs at least
+// this long (or one step, when a step is longer) whatever the practice's min_time: there a
+// row's core is made, checked and warmed up once per row group (harness_keep), so short
+// repetitions cost their steps alone, and the harness pairs the k-th repetitions of
+// baseline and tuned within rounds: many short pairs cancel the machine's drift where a few
+// long ones cannot (docs/statistics.md, "What a repetition is", measured: checkpoint on
+// tiny, 58 s, +-0.8-1.3% from 100 pairs of 0.1 s against +-3.7-8% from 20 of 0.5 s).
+#define PRACTICE_CPU_MIN_TIME 0.1
+
 typedef struct PracticeSource {
     // Sets up a run of cfg for the variant's source_arg before the core exists (the loader
     // forks its workers here); it may change cfg (the class count of a dataset). 0 or -1
@@ -133,8 +142,10 @@ typedef struct Practice {
     PracticeMode mode;
     bool gpu_only;                    // meaningless on a CPU: skipped without a GPU
     int warmup_steps;                 // untimed steps before the clock (0: 3)
-    int steps;                        // training steps per timed iteration (0: 10)
-    double min_time;                  // default seconds per instance (0: the library's)
+    int steps;                        // training steps per timed iteration (0: 10; one on a
+                                      // CPU backend with synthetic batches: PRACTICE_CPU_MIN_TIME)
+    double min_time;                  // default seconds per repetition (0: the library's);
+                                      // see PRACTICE_CPU_MIN_TIME
     PracticeCheck check;
     double tolerance;                 // relative L2 of the update vs the baseline's, over all
                                       // parameters and per tensor, or 0 (bit-identical)

@@ -43,7 +43,7 @@ typedef struct Synthetic {
     bool device;
     float *images[SYNTH_BATCHES];
     int32_t *labels[SYNTH_BATCHES];
-    uint64_t next_index;
+    uint64_t served;        // batches handed out since open: they alternate across epochs
 } Synthetic;
 
 // JPEGs through the loader (--data=images, or a practice that always trains on them): the

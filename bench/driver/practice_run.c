@@ -202,6 +202,9 @@ static ThroughputRun *throughput_run_new(const Practice *p, const CoreConfig *cf
         r->images = (Images){.steps = steps, .dataset_preset = p->dataset_preset};
         r->src = practice_images_source(&r->images);
     } else {
+        // on a CPU a timed iteration is one step: nothing is queued to wait for at its end,
+        // and a repetition of short steps is PRACTICE_CPU_MIN_TIME long, not a whole epoch
+        if (cfg->backend != CORE_BACKEND_CUDA) steps = 1;
         r->synthetic = (Synthetic){.steps = steps};
         r->src = practice_synthetic_source(&r->synthetic);
         r->own_synthetic = true;

@@ -66,6 +66,7 @@ static int synthetic_open(void *ctx, CoreConfig *cfg, const void *arg)
     s->n = cfg->batch_size;
     s->device = cfg->backend == CORE_BACKEND_CUDA;
     s->taken = 0;
+    s->served = 0;
     size_t sample = (size_t)m->in_channels * m->image_size * m->image_size;
     int pool = s->n < SYNTH_POOL ? s->n : SYNTH_POOL;
     float *images = malloc((size_t)pool * sample * sizeof(float));
@@ -104,7 +105,8 @@ static int synthetic_next(void *ctx, CoreBatch *b)
         s->taken = 0;
         return 0;
     }
-    int i = s->taken++ % SYNTH_BATCHES;
+    s->taken++;
+    int i = (int)(s->served++ % SYNTH_BATCHES);  // an epoch of one step still alternates
     *b = (CoreBatch){s->images[i], s->labels[i], s->n,
                      s->device ? CORE_MEMORY_DEVICE : CORE_MEMORY_HOST};
     return 1;

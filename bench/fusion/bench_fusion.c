@@ -126,7 +126,6 @@ int main(int argc, char **argv)
     practice.presets = gpu ? "tiny,small,medium,resnet18" : "tiny,small";
     practice.tolerance = gpu ? FUSION_GPU_TOL : 0.0;
     // A CPU step of small takes a few hundred ms: 4 steps per timed iteration.
-    if (!gpu) practice.steps = 4;
     practice_register(&practice);
     return harness_run();
 }

@@ -77,7 +77,6 @@ int main(int argc, char **argv)
     practice.batches = gpu ? "0,512" : "0,256";
     practice.tolerance = gpu ? ACCUM_GPU_TOL : ACCUM_TOL;
     // A CPU step of small takes a few hundred ms: 4 steps per timed iteration.
-    if (!gpu) practice.steps = 4;
     practice_register(&practice);
     return harness_run();
 }

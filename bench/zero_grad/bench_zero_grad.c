@@ -101,7 +101,6 @@ int main(int argc, char **argv)
     steps.presets = presets;
     // A CPU step of small takes a few hundred ms: 4 steps per timed iteration keep the
     // 5 repetitions of `make bench` within a minute or two there.
-    if (!practice_on_gpu()) steps.steps = 4;
     practice_register(&steps);
     register_micro("zero_grad_memset", "per_tensor", HARNESS_BASELINE, &micros[0], presets);
     register_micro("zero_grad_memset", "flat_buffer", HARNESS_TUNED, &micros[1], presets);

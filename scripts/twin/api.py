@@ -38,7 +38,8 @@ rows are still timed). ctx.selftest names a deliberate bug the check must catch
 ("no_update": the tuned variant's optimiser step is skipped), for the self-tests.
 
 Row.min_time is the core row's minimum time per repetition (seconds; its program's
-declared min_time, else Google Benchmark's 0.5 s); Row.warmup the untimed steps before the
+declared min_time, else Google Benchmark's 0.5 s; on the CPU a Row.synthetic row's is
+CPU_MIN_TIME, as the core driver's PRACTICE_CPU_MIN_TIME); Row.warmup the untimed steps before the
 first repetition of each variant (the core's warm-up rule for that practice). Row.device
 is "cpu", "cuda" or "any"; Row.skip(ctx) returns a reason to skip (no CUDA in this torch,
 too little memory, no compiler for torch.compile...) or None.
@@ -46,6 +47,10 @@ too little memory, no compiler for torch.compile...) or None.
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
+
+# bench/driver/practice.h's PRACTICE_CPU_MIN_TIME: a training repetition on the CPU (the
+# model made, checked and warmed up once per row group), paired within rounds
+CPU_MIN_TIME = 0.1
 
 @dataclass
 class Context:
@@ -100,6 +105,9 @@ class Row:
     check: Optional[Callable[[Context], List[CheckResult]]] = None
     skip: Optional[Callable[[Context], Optional[str]]] = None
     differs: str = ""                           # what differs from the core's row, if anything
+    synthetic: bool = False                     # the core times it on its practice driver's
+                                                # synthetic batches: on the CPU its repetitions
+                                                # are CPU_MIN_TIME long, as the core's
     extra: Dict[str, object] = field(default_factory=dict)
 
     def params_text(self):

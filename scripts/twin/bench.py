@@ -194,6 +194,15 @@ def suite_context(o):
     return ctx
 
 
+def min_time_of(row, o):
+    """A repetition's minimum time: the core row's; on the CPU, for a row the core times on
+    its driver's synthetic batches (Row.synthetic), api.CPU_MIN_TIME, as the core's."""
+    from twin.api import CPU_MIN_TIME
+    if row.synthetic and o.get("run_device") == "cpu" and not (0 < row.min_time <= CPU_MIN_TIME):
+        return CPU_MIN_TIME
+    return row.min_time
+
+
 def instance_name(row, variant, o):
     """The instance's name, as the core's: practice/variant/axis:value.../min_time:S/real_time.
     A CUDA row where this torch sees no CUDA device runs for no time (it is a skip), and its
@@ -202,7 +211,7 @@ def instance_name(row, variant, o):
     parts = ["pytorch_" + row.practice, variant.name] + ["%s:%s" % kv for kv in row.params.items()]
     if o["min_time"] is None:
         runs_here = row.device != "cuda" or o.get("cuda", True)
-        parts.append("min_time:%0.3f" % (row.min_time if runs_here else 0.0))
+        parts.append("min_time:%0.3f" % (min_time_of(row, o) if runs_here else 0.0))
     return "/".join(parts + ["real_time"])
 
 
@@ -227,7 +236,7 @@ class Runner:
 
     def repetition(self, row, work, res):
         """Steps until at least min_time; the time per step (us) goes to the row."""
-        torch, min_time = self.torch, self.o["min_time"] or row.min_time
+        torch, min_time = self.torch, self.o["min_time"] or min_time_of(row, self.o)
         steps, c0, t0 = 0, time.process_time(), time.perf_counter()
         while True:
             work.step()
@@ -308,8 +317,13 @@ class Runner:
         done, block, cap, why = 0, o["repetitions"], 0.0, ""
         left = max(0.0, o["budget"] - (t0 - state["start"]))
         while True:
-            order = [(v, res, work) for v, res, work in live for _ in range(block)]
-            self.rng.shuffle(order)
+            # rounds: one repetition of each variant in random order, as the core's harness,
+            # so that the k-th repetitions the precision pairs ran next to each other
+            order = []
+            for _ in range(block):
+                one = list(live)
+                self.rng.shuffle(one)
+                order += one
             for v, res, work in order:
                 if res["status"] != "ok":  # failed earlier in this block
                     continue
@@ -436,6 +450,7 @@ def main(argv):
         tidy.write_all(o["csv"], o["out"], tidy.read_schema(), rows, context, 0.0)
         return 0
     o["cuda"] = o["device"] != "cpu" and torch.cuda.is_available()
+    o["run_device"] = o["device"] if o["device"] != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     rows = []
     for m in module_names(o):
         mod = load_module(m)

@@ -35,7 +35,7 @@ def trains(preset, batch):
 def sweep(preset, batch, device):
     variants = [Variant("sweep", "reference", lambda ctx: training.Train(ctx, preset, batch, True))]
     return Row(practice="batch_size", params=training.params_of(preset, batch), variants=variants,
-               min_time=0.2, warmup=3, device=device, check=trains(preset, batch),
+               min_time=0.2, synthetic=True, warmup=3, device=device, check=trains(preset, batch),
                differs="" if device == "cpu" else "The core's GPU sweep doubles the batch until the "
                                                   "device runs out of memory; the twin stops at 4096.")
 

@@ -67,7 +67,7 @@ def row(preset, batch, device="any"):
         return Variant(mode, role, lambda ctx: Checkpointed(ctx, preset, batch, mode))
     variants = [v("keep_all", "baseline"), v("checkpoint", "tuned"), v("checkpoint_sqrt", "tuned")]
     r = Row(practice="checkpoint", params=training.params_of(preset, batch), variants=variants,
-            min_time=0.5, warmup=3, device=device,
+            min_time=0.5, synthetic=True, warmup=3, device=device,
             differs="PyTorch's recompute runs BatchNorm's training-mode forward again, which updates "
                     "its running statistics a second time (the core's recompute does not); the "
                     "parameters' update, which the check compares, is unaffected.")

@@ -16,7 +16,7 @@ def row(preset, device="any"):
     variants = [Variant("bias", "baseline", lambda ctx: training.Train(ctx, preset, 0, False, bias=True)),
                 Variant("no_bias", "tuned", lambda ctx: training.Train(ctx, preset, 0, True))]
     return Row(practice="conv_bias", params=training.params_of(preset, 0), variants=variants,
-               min_time=0.5, warmup=3, device=device,
+               min_time=0.5, synthetic=True, warmup=3, device=device,
                check=training.update_check(variants, preset, 0, CONV_BIAS_TOL),
                differs="The core's biases start at zero as here; PyTorch's Conv2d would draw them "
                        "at random, which the twin overrides so both variants start alike.")

@@ -50,7 +50,7 @@ def row(preset, device="any"):
     variants = [Variant("separate", "baseline", lambda ctx: training.Train(ctx, preset, 0, False)),
                 Variant("fused", "tuned", lambda ctx: Compiled(ctx, preset))]
     return Row(practice="fusion", params=training.params_of(preset, 0), variants=variants,
-               min_time=0.5, warmup=3, device=device, skip=why_not,
+               min_time=0.5, synthetic=True, warmup=3, device=device, skip=why_not,
                check=training.update_check(variants, preset, 0, FUSION_TOL),
                differs="torch.compile fuses what Inductor chooses (more than BN+ReLU and add+ReLU, "
                        "the core's pairs) and sums in its own order: checked within the core's "

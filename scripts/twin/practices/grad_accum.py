@@ -73,7 +73,7 @@ def check_of(preset, batch):
 def row(preset, batch, device="any"):
     return Row(practice="grad_accum", params=training.params_of(preset, batch),
                variants=[variant(preset, batch, k) for k in (1,) + KS],
-               min_time=0.5, warmup=3, device=device, check=check_of(preset, batch))
+               min_time=0.5, synthetic=True, warmup=3, device=device, check=check_of(preset, batch))
 
 
 ROWS = [row(p, b) for p in ("mlp", "tiny") for b in (0, 256)] + \

@@ -71,7 +71,7 @@ def row(preset):
         return lambda ctx: Step(ctx, preset, 0, set_to_none)
     return Row(practice="zero_grad", params={"preset": preset, "batch": 0},
                variants=[Variant("memset", "baseline", make(False)), Variant("set_to_none", "tuned", make(True))],
-               min_time=0.5, warmup=1, device="any",
+               min_time=0.5, synthetic=True, warmup=1, device="any",
                check=lambda ctx: check_update(make(False), [("set_to_none", make(True))], ctx, TOLERANCE),
                differs="PyTorch's SGD and autograd (oneDNN/ATen kernels) against the core's; the same model, "
                        "batch, optimiser settings and threads")
