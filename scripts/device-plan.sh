@@ -178,7 +178,7 @@ plan_print() { # BUDGET TEST_SHARE TWIN_SHARE CPU_TEST_SHARE
     est=${plan_program_estimate[$name]}
     remaining=$((deadline10 - now - finish10))
     share=$((remaining * est / weight_left))
-    limit=$((i < n ? 2 * share : remaining))
+    limit=$((i < n ? share + share / 4 : remaining))
     ((limit > remaining - 50 * (n - i))) && limit=$((remaining - 50 * (n - i)))
     weight_left=$((weight_left - est))
     line=""

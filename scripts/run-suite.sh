@@ -24,7 +24,7 @@
 #   RESULTS_ROOT   make that new folder here instead of in results/
 #   BENCH_NO_CHARTS=1  skip the charts (a machine without gnuplot; `make charts` later)
 #   BENCH_DEADLINE     a time (seconds since the epoch) by which everything, summary and
-#                      report included, must be done: each program gets at most twice its
+#                      report included, must be done: each program gets at most 5/4 of its
 #                      share of what is left (and at most BENCH_TIMEOUT); one that cannot
 #                      start in time is "not run"
 #   BENCH_AFTER_PROGRAM  a shell command run after each program (e.g. to archive what
@@ -486,11 +486,12 @@ for prog in "${programs[@]}"; do
       weight_left=$((weight_left - weight))
       continue
     fi
-    # Its share of what is left (by weight), and at most twice that, so one slow program
-    # cannot starve the rest (time a quick or skipping one leaves goes on); never so much
-    # that a later program gets under 5 s.
+    # Its share of what is left (by weight), and at most a quarter more, so that a slow
+    # program cannot starve the rest (time a quick or skipping one leaves goes on; one
+    # allowed twice its share left the last programs, the PyTorch side among them, half
+    # theirs); never so much that a later program gets under 5 s.
     share=$((remaining * weight / weight_left))
-    limit=$((left > 1 ? 2 * share : remaining))
+    limit=$((left > 1 ? share + share / 4 : remaining))
     floor_rest=$((5 * (left - 1)))
     ((limit > remaining - floor_rest)) && limit=$((remaining - floor_rest))
     ((limit < 5)) && limit=$((remaining < 5 ? remaining : 5))
@@ -513,7 +514,7 @@ for prog in "${programs[@]}"; do
   # SIGINT first (the harness keeps what it measured), SIGKILL kill_after seconds later.
   # In the background, so that a stop signal is handled at once (bash runs a trap only
   # after a foreground command ends); verbose: the log on the terminal as it grows.
-  # the program's share is its time for added repetitions (the limit, up to twice the
+  # the program's share is its time for added repetitions (the limit, up to 5/4 of the
   # share, is a safety margin for its first ones)
   # (the share, and never closer to the limit than an eighth of it, at least 5 s: the
   # program's start-up and its last block end before the limit cuts it)

@@ -81,20 +81,44 @@ static const InferVariant precision_variants[] = {
 
 // ---- inference_grad ----------------------------------------------------------------------------
 
-// no_grad's logits against grad_on's on one core (both plans in turn) for batch b.
-static int check_grad(HarnessState *st, const InferVariant *v, const CoreConfig *cfg,
-                      const CoreBatch *b)
+// A row's batch, core and (a tuned row's) check logits, made at its first run and on a CPU
+// kept between its runs (harness_keep: its repetitions time forwards alone, as a training
+// row's, docs/statistics.md "What a repetition is"); on CUDA each run makes its own
+// (device_used_mib counts from a core's creation).
+typedef struct GradRun {
+    PracticeBatch pb;
+    bool batch_made;
+    Core *core;
+    float *on, *off;  // the check's logits: grad_on's and no_grad's on one core
+} GradRun;
+
+static void grad_run_free(void *obj)
 {
-    float *on = infer_logits_alloc(cfg, b->n), *off = infer_logits_alloc(cfg, b->n);
-    Core *core = NULL;
-    int rc = on && off ? core_create(cfg, &core) : -1;
-    if (rc == 0) rc = core_infer(core, b, CORE_GRAD_ON, on, NULL);
-    if (rc == 0) rc = core_infer(core, b, CORE_GRAD_OFF, off, NULL);
-    if (rc == 0) rc = infer_check_logits(st, v, on, off, b->n, cfg->model.num_classes, "grad_on's");
-    core_free(core);
-    free(on);
-    free(off);
-    return rc;
+    GradRun *g = obj;
+    if (!g) return;
+    core_free(g->core);
+    if (g->batch_made) practice_batch_free(&g->pb);
+    free(g->on);
+    free(g->off);
+    free(g);
+}
+
+// no_grad's logits against grad_on's on one core (both plans in turn) for batch b: computed
+// at the row's first run, compared (and the counters given) at every run.
+static int check_grad(HarnessState *st, const InferVariant *v, const CoreConfig *cfg,
+                      const CoreBatch *b, GradRun *g)
+{
+    if (!g->on) {
+        g->on = infer_logits_alloc(cfg, b->n);
+        g->off = infer_logits_alloc(cfg, b->n);
+        Core *core = NULL;
+        int rc = g->on && g->off ? core_create(cfg, &core) : -1;
+        if (rc == 0) rc = core_infer(core, b, CORE_GRAD_ON, g->on, NULL);
+        if (rc == 0) rc = core_infer(core, b, CORE_GRAD_OFF, g->off, NULL);
+        core_free(core);
+        TRY(rc);
+    }
+    return infer_check_logits(st, v, g->on, g->off, b->n, cfg->model.num_classes, "grad_on's");
 }
 
 static void bench_grad(HarnessState *st, void *user)
@@ -102,22 +126,34 @@ static void bench_grad(HarnessState *st, void *user)
     const InferVariant *v = user;
     CoreConfig cfg;
     if (!infer_run_config(st, v, &cfg)) return;
-    PracticeBatch pb;
-    if (infer_batch_make(&pb, &cfg, false) != 0) {
+    GradRun *g = harness_take_kept(st);
+    bool first = !g;
+    if (first && !(g = calloc(1, sizeof *g))) {
+        error_set(ERROR_OUT_OF_MEMORY, "out of memory (host)");
         practice_fail_or_skip(st, "preparing the batch");
         return;
     }
-    CoreBatch b = practice_batch_view(&pb, pb.n);
-    Core *core = NULL;
-    int rc = v->role == HARNESS_TUNED ? check_grad(st, v, &cfg, &b) : 0;
+    if (first) {
+        if (infer_batch_make(&g->pb, &cfg, false) != 0) {
+            practice_fail_or_skip(st, "preparing the batch");
+            grad_run_free(g);
+            return;
+        }
+        g->batch_made = true;
+    }
+    CoreBatch b = practice_batch_view(&g->pb, g->pb.n);
+    int rc = v->role == HARNESS_TUNED ? check_grad(st, v, &cfg, &b, g) : 0;
     if (rc != 0) {  // > 0: the check failed the row
         if (rc < 0) practice_fail_or_skip(st, "checking against grad_on");
-        practice_batch_free(&pb);
+        grad_run_free(g);
         return;
     }
-    rc = core_create(&cfg, &core);
+    if (first) rc = core_create(&cfg, &g->core);
     CoreStats s;
-    if (!infer_timed_forwards(st, rc, core, &b, v->grad, infer_warmup(&cfg), &pb, &s)) return;
+    if (!infer_timed_forwards(st, rc, g->core, &b, v->grad, first ? infer_warmup(&cfg) : 0, &s)) {
+        grad_run_free(g);
+        return;
+    }
     harness_counter(st, "peak_mib", infer_mib(s.peak_bytes), HARNESS_COUNTER_PLAIN);
     if (cfg.backend == CORE_BACKEND_CUDA)
         harness_counter(st, "device_used_mib", infer_mib(s.device_used_bytes), HARNESS_COUNTER_PLAIN);
@@ -128,6 +164,8 @@ static void bench_grad(HarnessState *st, void *user)
              v->grad == CORE_GRAD_ON ? "the training plan's arena (autograd on)"
                                      : "the inference plan (no_grad)");
     harness_set_label(st, label);
+    if (cfg.backend == CORE_BACKEND_CUDA) grad_run_free(g);
+    else harness_keep(st, g, grad_run_free);
 }
 
 // ---- inference_precision ------------------------------------------------------------------------
@@ -175,7 +213,10 @@ static void bench_precision(HarnessState *st, void *user)
     Core *core = NULL;
     int rc = core_create(&cfg, &core);
     CoreStats s;
-    if (!infer_timed_forwards(st, rc, core, &b, CORE_GRAD_OFF, infer_warmup(&cfg), &pb, &s)) return;
+    bool timed = infer_timed_forwards(st, rc, core, &b, CORE_GRAD_OFF, infer_warmup(&cfg), &s);
+    core_free(core);
+    practice_batch_free(&pb);
+    if (!timed) return;
     if (!practice_in_effect(st, &cfg, &s)) return;  // tf32, fp16, bf16, nhwc really ran
     char label[300];
     snprintf(label, sizeof label, "%s (%s, %s): no_grad forward of a batch of %d; checked on %s",
@@ -190,14 +231,16 @@ static void bench_precision(HarnessState *st, void *user)
 // as_reference: the rows time something that is not the practice's speed (the largest-batch
 // probe), so no speedup is computed from them: every variant a yardstick.
 static void register_family(const char *practice, const InferVariant *variants, int count,
-                            HarnessFn fn, const HarnessAxis *axes, int64_t iterations, bool as_reference)
+                            HarnessFn fn, const HarnessAxis *axes, int64_t iterations, bool as_reference,
+                            double min_time)
 {
     for (int i = 0; i < count; i++) {
         HarnessSpec spec = {.practice = practice, .variant = variants[i].name,
                             .role = as_reference ? HARNESS_REFERENCE : variants[i].role,
                             .timing = HARNESS_TIMING_MANUAL, .fn = fn,
                             .user = (void *)&variants[i], .unit = HARNESS_MS,
-                            .iterations = iterations, .gpu_only = variants[i].gpu_only};
+                            .iterations = iterations, .gpu_only = variants[i].gpu_only,
+                            .min_time = min_time};
         harness_register_axes(&spec, axes);
     }
 }
@@ -220,27 +263,29 @@ int main(int argc, char **argv)
     const HarnessAxis grad_axes[] = {{"preset", presets, true},
                                      {"batch", gpu ? "1:1024:*4" : "1:256:*4", false},
                                      {NULL, NULL, false}};
-    register_family("inference_grad", grad_variants, COUNT(grad_variants), bench_grad, grad_axes, 0, false);
+    // a CPU keeps a row's core between its runs: short repetitions, as a training row's
+    register_family("inference_grad", grad_variants, COUNT(grad_variants), bench_grad, grad_axes, 0, false,
+                    gpu ? 0 : PRACTICE_CPU_MIN_TIME);
     const HarnessAxis max_axes[] = {{"preset", presets, true}, {"batch", "0", false}, {NULL, NULL, false}};
     register_family("inference_grad_max_batch", grad_variants, COUNT(grad_variants),
-                    infer_bench_max_batch, max_axes, 1, true);
+                    infer_bench_max_batch, max_axes, 1, true, 0);
     const HarnessAxis serving_axes[] = {{"preset", presets, true},
                                         {"batch", gpu ? "1:256:*2" : "1:32:*2", false},
                                         {NULL, NULL, false}};
     register_family("inference_serving", infer_serving_variants, infer_serving_variant_count,
-                    infer_bench_serving, serving_axes, 1, false);
+                    infer_bench_serving, serving_axes, 1, false, 0);
     const HarnessAxis precision_axes[] = {{"preset", presets, true}, {"batch", "0", false},
                                           {NULL, NULL, false}};
     register_family("inference_precision", precision_variants, COUNT(precision_variants),
-                    bench_precision, precision_axes, 0, false);
+                    bench_precision, precision_axes, 0, false, 0);
     // GPU only: without a GPU every row skips with the reason, over the GPU's presets.
     const HarnessAxis graph_axes[] = {{"preset", "tiny,small,resnet18", true},
                                       {"batch", "1,2,4,8,16", false}, {NULL, NULL, false}};
     register_family("inference_graphs", infer_graph_variants, infer_graph_variant_count,
-                    infer_bench_graphs, graph_axes, 1, false);
+                    infer_bench_graphs, graph_axes, 1, false, 0);
     const HarnessAxis cudnn_axes[] = {{"preset", "tiny,small,resnet18", true}, {"batch", "0", false},
                                       {"shapes", "fixed,varying", true}, {NULL, NULL, false}};
     register_family("inference_cudnn", infer_cudnn_variants, infer_cudnn_variant_count,
-                    infer_bench_cudnn, cudnn_axes, 1, false);
+                    infer_bench_cudnn, cudnn_axes, 1, false, 0);
     return harness_run();
 }

@@ -102,19 +102,14 @@ float *infer_logits_alloc(const CoreConfig *cfg, int n)
     return p;
 }
 
-// The timed forwards of one run (practice_time_forwards, after its warm-up) once its core
-// is made (rc: the set-up's status; nothing is timed after an error) and their counters:
-// ms_per_batch, images_per_second, activation_mib. Frees core and pb; false (the run ended
-// as a failure or skip) on an error, else *s holds the core's stats.
+// The timed forwards of one run (infer_family.h). The caller frees the core.
 bool infer_timed_forwards(HarnessState *st, int rc, Core *core, const CoreBatch *b,
-                          CoreGradMode grad, int warmups, PracticeBatch *pb, CoreStats *s)
+                          CoreGradMode grad, int warmups, CoreStats *s)
 {
     int64_t batches = 0;
     double seconds = 0.0;
     if (rc == 0) rc = practice_time_forwards(st, core, b, grad, warmups, &batches, &seconds);
     if (rc == 0) rc = core_stats(core, s);
-    core_free(core);
-    practice_batch_free(pb);
     if (rc != 0) {
         practice_fail_or_skip(st, "timing the forward");
         return false;

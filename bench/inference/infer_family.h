@@ -78,12 +78,12 @@ CoreBatch infer_request_batch(const PracticeBatch *pb);
 // Host memory for the logits of n images of cfg's model; NULL with the error set.
 float *infer_logits_alloc(const CoreConfig *cfg, int n);
 
-// The timed forwards of one run (practice_time_forwards, after its warm-up) once its core
-// is made (rc: the set-up's status; nothing is timed after an error) and their counters:
-// ms_per_batch, images_per_second, activation_mib. Frees core and pb; false (the run ended
-// as a failure or skip) on an error, else *s holds the core's stats.
+// The timed forwards of one run (practice_time_forwards, after `warmups` untimed ones) once
+// its core is made (rc: the set-up's status; nothing is timed after an error) and their
+// counters: ms_per_batch, images_per_second, activation_mib. False (the run ended as a
+// failure or skip) on an error, else *s holds the core's stats. The caller frees the core.
 bool infer_timed_forwards(HarnessState *st, int rc, Core *core, const CoreBatch *b,
-                          CoreGradMode grad, int warmups, PracticeBatch *pb, CoreStats *s);
+                          CoreGradMode grad, int warmups, CoreStats *s);
 
 // ---- family entry points (user: the row's const InferVariant *) --------------------------------
 

@@ -105,8 +105,10 @@ class Row:
     check: Optional[Callable[[Context], List[CheckResult]]] = None
     skip: Optional[Callable[[Context], Optional[str]]] = None
     differs: str = ""                           # what differs from the core's row, if anything
-    synthetic: bool = False                     # the core times it on its practice driver's
-                                                # synthetic batches: on the CPU its repetitions
+    synthetic: bool = False                     # the core times it on synthetic batches with
+                                                # its core kept between repetitions (the
+                                                # practice driver's training rows,
+                                                # inference_grad): on the CPU its repetitions
                                                 # are CPU_MIN_TIME long, as the core's
     extra: Dict[str, object] = field(default_factory=dict)
 

@@ -23,7 +23,7 @@ def row(preset, batch, device, warmup):
     variants = [v("grad_on", "baseline", torch.enable_grad), v("no_grad", "tuned", torch.no_grad),
                 v("inference_mode", "tuned", torch.inference_mode, core=False)]
     return Row(practice="inference_grad", params=training.params_of(preset, batch), variants=variants,
-               min_time=0.5, warmup=warmup, device=device,
+               min_time=0.5, synthetic=True, warmup=warmup, device=device,
                check=training.logits_check(variants, preset, batch, GRAD_CHECK_TOL),
                differs="grad_on keeps what autograd saves for a backward (PyTorch's graph); the core "
                        "keeps its training plan's arena. inference_mode is PyTorch's alone.")
