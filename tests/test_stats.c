@@ -389,7 +389,10 @@ static void test_harness_budget_bounds_added_repetitions(void **state)
     }
     assert_true(rows >= 6);
     printf("%d rows in %.1f s under a 2 s budget\n", rows, seconds);
-    assert_true(seconds < 2 + 8); // the budget, and the program's start-up (generous: a shared machine)
+    // the budget, and what it does not bound: the program's start-up and each group's first
+    // block (6 rounds, each a library call that estimates its iterations again); without
+    // the budget the rows would run 1000 repetitions each (generous: a shared machine)
+    assert_true(seconds < 2 + 14);
     free(tidy);
 }
 
