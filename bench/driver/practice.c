@@ -201,10 +201,8 @@ void practice_register(const Practice *p)
         *r = (PracticeRun){p, i};
         bool tta = p->mode == PRACTICE_TIME_TO_ACCURACY;
         // the driver's synthetic batches on a CPU backend: short repetitions (practice.h)
-        const char *data = harness_common()->data;
-        bool synthetic = !p->source && !p->images && !(data && strcmp(data, "images") == 0);
         double min_time = p->min_time;
-        if (!tta && synthetic && !practice_on_gpu() && !(min_time > 0 && min_time <= PRACTICE_CPU_MIN_TIME))
+        if (!tta && practice_uses_synthetic(p) && !practice_on_gpu() && !(min_time > 0 && min_time <= PRACTICE_CPU_MIN_TIME))
             min_time = PRACTICE_CPU_MIN_TIME;
         harness_register(&(HarnessSpec){
             .practice = p->name, .variant = p->variants[i].name, .role = p->variants[i].role,

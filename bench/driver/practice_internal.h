@@ -57,6 +57,9 @@ typedef struct Images {
     double cpu0;
 } Images;
 
+// Whether p's runs train on the driver's synthetic batches (not its own source, not JPEGs:
+// neither Practice.images nor --data=images).
+bool practice_uses_synthetic(const Practice *p);
 // The source of synthetic batches, over s (set .steps first).
 PracticeSource practice_synthetic_source(Synthetic *s);
 // The source of JPEGs through the loader, over im (set .steps and .dataset_preset first).

@@ -195,10 +195,9 @@ static ThroughputRun *throughput_run_new(const Practice *p, const CoreConfig *cf
         return NULL;
     }
     int steps = p->steps > 0 ? p->steps : 10;
-    const char *data = harness_common()->data;
     if (p->source) {
         r->src = *p->source;
-    } else if (p->images || (data && strcmp(data, "images") == 0)) {
+    } else if (!practice_uses_synthetic(p)) {
         r->images = (Images){.steps = steps, .dataset_preset = p->dataset_preset};
         r->src = practice_images_source(&r->images);
     } else {

@@ -96,6 +96,12 @@ static int synthetic_open(void *ctx, CoreConfig *cfg, const void *arg)
     return rc;
 }
 
+bool practice_uses_synthetic(const Practice *p)
+{
+    const char *data = harness_common()->data;
+    return !p->source && !p->images && !(data && strcmp(data, "images") == 0);
+}
+
 static void synthetic_start(void *ctx) { ((Synthetic *)ctx)->taken = 0; }
 
 static int synthetic_next(void *ctx, CoreBatch *b)
