@@ -31,8 +31,9 @@
 #                      has finished so far; scripts/device-check.sh uses it)
 #   BENCH_COMMAND      the command recorded in command.txt (default: make bench ...)
 #   BENCH_BUDGET       seconds the whole run may take (summary and report included): sets
-#                      BENCH_DEADLINE to now + BENCH_BUDGET; each program's share is its
-#                      estimated time (the time plan), or its BENCH_PLAN share
+#                      BENCH_DEADLINE to now + BENCH_BUDGET; each program's share is by
+#                      the number of its practices that take time here (docs/statistics.md,
+#                      "Under a budget"), or its BENCH_PLAN share
 #   BENCH_VERBOSE=1    the full Google Benchmark console of every program on the terminal
 #                      (it always goes to logs/<name>.log, gzipped when the program
 #                      ends: logs/<name>.log.gz); without it the terminal gets the
@@ -312,7 +313,7 @@ stopped_in_plan() {
   echo "run-suite: stopped by SIG$stop_signal while planning: no program ran, no results folder" >&2
   exit "$(stop_status)"
 }
-listed_of=() estimate_of=() source_of=()
+listed_of=() estimate_of=() source_of=() practices_of=()
 plan_total=0 from_previous=""
 for prog in "${programs[@]}"; do
   name=$(basename "$prog"); name=${name#bench_}
@@ -325,6 +326,8 @@ for prog in "${programs[@]}"; do
   [[ -n $stop_signal ]] && stopped_in_plan
   grep / "$listing.all" >"$listing"
   listed=$(grep -c / "$listing")
+  # the practices that take time here (a row named min_time:0.000 skips at once)
+  practices_of+=("$(grep -v 'min_time:0\.000/' "$listing" | awk -F/ '{ print $1 }' | sort -u | grep -c .)")
   est="" src=""
   # An earlier run with the same rows and repetitions first, else the newest with the
   # program, scaled by rows and repetitions.
@@ -400,8 +403,11 @@ printf '%s\n' "$context" >"$out/context.txt"
 grep -q '^no_gpu_reason=' "$out/context.txt" &&
   echo "run-suite: $(sed -n 's/^no_gpu_reason=//p' "$out/context.txt"): GPU benchmarks will be skipped"
 
-# Each program's weight: its plan share, else the plan's mean share; without a plan, its
-# estimated time (so a budget is shared as the time plan expects).
+# Each program's weight: its plan share, else the plan's mean share; without a plan, the
+# number of its practices that take time here (docs/statistics.md, "Under a budget"): a
+# budget is shared equally by the practices, whatever their rows cost, and each program
+# shares its part equally over its practices, each spending it precision first. A program
+# whose rows all skip here weighs nothing (it takes no time).
 weights=() weight_total=0
 for ((k = 0; k < nprog; k++)); do
   name=$(basename "${programs[k]}"); name=${name#bench_}
@@ -411,13 +417,14 @@ for ((k = 0; k < nprog; k++)); do
     if ((${#plan_share[@]})); then
       w=0; for v in "${plan_share[@]}"; do w=$((w + v)); done
       w=$((w / ${#plan_share[@]}))
+      ((w > 0)) || w=1
     elif [[ -n $deadline ]]; then
-      w=${estimate_of[k]}
+      w=${practices_of[k]}
     fi
   fi
-  ((w > 0)) || w=1
   weights+=("$w"); weight_total=$((weight_total + w))
 done
+((weight_total > 0)) || weight_total=1
 
 # The rows of a tidy CSV by status: "ok skipped errors partial first-reason".
 csv_counts() {
@@ -490,7 +497,7 @@ for prog in "${programs[@]}"; do
     # program cannot starve the rest (time a quick or skipping one leaves goes on; one
     # allowed twice its share left the last programs, the PyTorch side among them, half
     # theirs); never so much that a later program gets under 5 s.
-    share=$((remaining * weight / weight_left))
+    share=$((weight_left > 0 ? remaining * weight / weight_left : remaining))
     limit=$((left > 1 ? share + share / 4 : remaining))
     floor_rest=$((5 * (left - 1)))
     ((limit > remaining - floor_rest)) && limit=$((remaining - floor_rest))

@@ -353,10 +353,13 @@ static void test_harness_stops_on_precision(void **state)
     }
 }
 
-// Under --harness_budget a program adds repetitions only within its time: with a target it
-// cannot meet, every group still runs its first block (no row partial, none under the
-// least repetitions), stops at its time ("capped at N s"), and the program ends within
-// the budget and its start-up.
+// Under --harness_budget (docs/statistics.md, "Under a budget") each practice gets an equal
+// share of what is left and spends it precision first: its first group runs its first
+// block and then adds repetitions until the share is spent (a target it cannot meet:
+// "capped at N s"); a later group of the practice that would start with the share spent is
+// not run (a visible skip naming the share), never measured loosely; the next practice
+// gets its own share, so both practices have figures; the program ends within the budget
+// and its start-up.
 static void test_harness_budget_bounds_added_repetitions(void **state)
 {
     (void)state;
@@ -364,35 +367,50 @@ static void test_harness_budget_bounds_added_repetitions(void **state)
     snprintf(csv, sizeof csv, "%s/budget/zg.csv", test_dir);
     double t0 = test_now_s();
     assert_int_equal(test_run("mkdir -p '%s/budget' && '%s/bench_zero_grad' --backend=cpu "
-                              "--benchmark_filter='zero_grad_memset/' --benchmark_repetitions=6 "
+                              "--benchmark_filter='zero_grad_(memset|wgrad)/' --benchmark_repetitions=6 "
                               "--benchmark_min_time=0.005 --harness_precision=0.000001 --harness_max_repetitions=1000 "
-                              "--harness_budget=2 --harness_csv='%s' >'%s/budget/out.txt' 2>&1",
+                              "--harness_budget=3 --harness_csv='%s' >'%s/budget/out.txt' 2>&1",
                               test_dir, test_build_dir(), csv, test_dir),
                      0);
     double seconds = test_now_s() - t0;
     char *tidy = test_read_file(csv, NULL);
     assert_non_null(tidy);
-    int rows = 0;
+    int rows = 0, ran = 0, not_run = 0, ran_of[2] = {0, 0};
     for (const char *p = strchr(tidy, '\n'); p && p[1]; p = strchr(p + 1, '\n')) {
-        char line[4096];
+        char line[4096], status[32], stop[256], reason[256], practice[64], params[128];
         size_t n = strcspn(p + 1, "\n");
         assert_true(n < sizeof line);
         memcpy(line, p + 1, n);
         line[n] = '\0';
-        expect_field(tidy, line, "status", "ok");
-        assert_true(numf(tidy, line, "repetitions") >= 6);
-        char stop[256];
-        test_csv_named_field(tidy, line, "stop", stop, sizeof stop);
-        if (!strstr(stop, "target not met: capped at") || !strstr(stop, " s ("))
-            fail_msg("row %d stopped: %s", rows + 1, stop);
         rows++;
+        test_csv_named_field(tidy, line, "status", status, sizeof status);
+        test_csv_named_field(tidy, line, "practice", practice, sizeof practice);
+        test_csv_named_field(tidy, line, "params", params, sizeof params);
+        int k = strcmp(practice, "zero_grad_memset") == 0 ? 0 : 1;
+        if (strcmp(status, "ok") == 0) {
+            assert_true(numf(tidy, line, "repetitions") >= 6);  // never under the least
+            test_csv_named_field(tidy, line, "stop", stop, sizeof stop);
+            if (!strstr(stop, "target not met: capped at") || !strstr(stop, " s ("))
+                fail_msg("%s %s stopped: %s", practice, params, stop);
+            ran++;
+            ran_of[k]++;
+        } else {
+            assert_string_equal(status, "skipped");
+            test_csv_named_field(tidy, line, "reason", reason, sizeof reason);
+            if (!strstr(reason, "not run: its practice's share of --harness_budget"))
+                fail_msg("%s %s skipped: %s", practice, params, reason);
+            if (strstr(params, "preset:tiny")) fail_msg("%s: its first group was not run", practice);
+            not_run++;
+        }
     }
-    assert_true(rows >= 6);
-    printf("%d rows in %.1f s under a 2 s budget\n", rows, seconds);
-    // the budget, and what it does not bound: the program's start-up and each group's first
-    // block (6 rounds, each a library call that estimates its iterations again); without
-    // the budget the rows would run 1000 repetitions each (generous: a shared machine)
-    assert_true(seconds < 2 + 14);
+    assert_int_equal(rows, 12);  // 2 practices x 3 presets x 2 variants
+    assert_true(ran_of[0] >= 2 && ran_of[1] >= 2);  // each practice: its first group at least
+    assert_true(not_run >= 2);  // 1000 repetitions of every group cannot fit in 3 s
+    printf("%d rows run, %d not run, in %.1f s under a 3 s budget\n", ran, not_run, seconds);
+    // the budget, and what it does not bound: the program's start-up and each practice's
+    // first block (6 rounds, each a library call that estimates its iterations again);
+    // without the budget the rows would run 1000 repetitions each (generous: a shared machine)
+    assert_true(seconds < 3 + 14);
     free(tidy);
 }
 

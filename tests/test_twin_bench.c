@@ -5,6 +5,8 @@
 // - fairness: torch.get_num_threads() is --threads (ctx_torch_threads), the first repetition
 //   excludes the warm-up (a fixture whose first step sleeps 0.5 s; without a warm-up step
 //   the same fixture's first repetition shows it), zero_grad tiny's batch is the core's;
+// - under --harness_budget each practice gets an equal share, spent precision first (a
+//   later group with the share spent is a visible skip; a CUDA-only group takes none);
 // - its tidy CSV's header is the core's (bench_zero_grad's, the same schema);
 // - a PyTorch variant that does not train fails its row (--practice_selftest=no_update:
 //   an error row naming the check, exit status 1), the baseline's row stays ok;
@@ -227,6 +229,55 @@ static void test_threads_and_warmup(void **state)
     free(reps);
 }
 
+// Under --harness_budget each practice gets an equal share of what is left and spends it
+// precision first, as the core's harness (tests/test_stats.c): its first group adds
+// repetitions until the share is spent ("capped at N s"), a later group that would start
+// with the share spent is a visible skip naming it, the next practice still gets its
+// figures, and a CUDA-only group on a machine without CUDA takes no share.
+static void test_budget_is_shared_by_practices(void **state)
+{
+    (void)state;
+    REQUIRE_TORCH();
+    char fixture[4096], args[4400];
+    snprintf(fixture, sizeof fixture, "%s/tests/fixtures/twin_budget_fixture.py", test_suite_root());
+    snprintf(args, sizeof args, "--twin_modules='%s' --device=cpu --benchmark_repetitions=3 "
+             "--harness_precision=0.000001 --harness_max_repetitions=1000 --harness_budget=2", fixture);
+    double t0 = test_now_s();
+    assert_int_equal(twin("budget", args), 0);
+    double seconds = test_now_s() - t0;
+    char *csv = read_out("budget.csv");
+    const char *practices[] = {"pytorch_fixture_budget_a", "pytorch_fixture_budget_b"};
+    const char *presets[] = {"tiny", "mlp", "small"};
+    int not_run = 0;
+    for (int p = 0; p < 2; p++) {
+        for (int k = 0; k < 3; k++) {
+            char pv[96], params[64], status[32], why[256];
+            snprintf(pv, sizeof pv, "%s,base", practices[p]);
+            snprintf(params, sizeof params, "preset:%s;batch:0", presets[k]);
+            value_of(csv, pv, params, "status", status, sizeof status);
+            if (k == 0 || strcmp(status, "ok") == 0) {
+                assert_string_equal(status, "ok");  // a practice's first group always runs
+                value_of(csv, pv, params, "stop", why, sizeof why);
+                if (!strstr(why, "target not met: capped at") || !strstr(why, " s ("))
+                    fail_msg("%s %s stopped: %s", pv, params, why);
+            } else {
+                assert_string_equal(status, "skipped");
+                value_of(csv, pv, params, "reason", why, sizeof why);
+                if (!strstr(why, "not run: its practice's share of --harness_budget"))
+                    fail_msg("%s %s skipped: %s", pv, params, why);
+                not_run++;
+            }
+        }
+    }
+    char status[32];
+    value_of(csv, "pytorch_fixture_budget_a,base", "preset:gpu_only;batch:0", "status", status, sizeof status);
+    assert_string_equal(status, "skipped");
+    assert_true(not_run >= 2);  // 1000 repetitions of every group cannot fit in 2 s
+    printf("%d groups not run; %.1f s under a 2 s budget (Python and torch start-up included)\n", not_run, seconds);
+    assert_true(seconds < 2 + 20);
+    free(csv);
+}
+
 // zero_grad tiny: the batch is the core's (batch 0: the preset's default), the header is the
 // core's, the context names the torch; then the self-test fails the tuned row.
 static void test_zero_grad_batch_header_and_selftest(void **state)
@@ -365,6 +416,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_flags, test_setup_dir, test_teardown_dir),
         cmocka_unit_test_setup_teardown(test_run_suite_twin_off_and_no_torch, test_setup_dir, test_teardown_dir),
         cmocka_unit_test_setup_teardown(test_threads_and_warmup, test_setup_dir, test_teardown_dir),
+        cmocka_unit_test_setup_teardown(test_budget_is_shared_by_practices, test_setup_dir, test_teardown_dir),
         cmocka_unit_test_setup_teardown(test_zero_grad_batch_header_and_selftest, test_setup_dir, test_teardown_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -132,7 +132,7 @@ std::string register_instances()
             raw->gb_name = raw->name;
             // a row that will skip here (it needs a GPU, none is usable) takes no time: named
             // so, for the time plan; it runs no iteration whatever its count
-            bool skips_here = b->gpu_only && !gpu_usable();
+            bool skips_here = raw->skips_here = b->gpu_only && !gpu_usable();
             if (b->iterations > 0 && !skips_here) {
                 gb->Iterations(b->iterations);
             } else if (skips_here || (!G.user_min_time && b->min_time > 0)) {

@@ -262,9 +262,12 @@ void print_help()
            "                           auto: 0.02 with a usable GPU, else 0.05; 0 (default): exactly\n"
            "                           --benchmark_repetitions (docs/statistics.md)\n"
            "  --harness_max_repetitions=N  at most N repetitions a row (default 30)\n"
-           "  --harness_budget=SECONDS the program's time for added repetitions, shared over its\n"
-           "                           rows as they run (default 0: a row at most 3x the time of\n"
-           "                           its first --benchmark_repetitions)\n",
+           "  --harness_budget=SECONDS the program's time: each practice an equal share of what is\n"
+           "                           left, its row groups in order, each until its target within\n"
+           "                           what is left of the share; a group that would start with the\n"
+           "                           share spent is not run (a skip saying so; a practice's first\n"
+           "                           group always runs). Default 0: a group at most 3x the time\n"
+           "                           of its first --benchmark_repetitions, every group runs\n",
            G.prog.c_str());
     if (!G.options.empty()) {
         printf("\nOptions of this program (environment variable read when the flag is absent):\n");

@@ -62,6 +62,8 @@ struct Instance {
     std::vector<std::pair<std::string, std::string>> params; // axis name -> value, in order
     std::string name;                                        // practice/variant/axis:value...
     std::string gb_name;      // the name Google Benchmark filters on (name + its suffixes)
+    bool skips_here = false;  // it needs a GPU and none is usable: it runs no iteration
+    std::string not_run;      // the schedule did not run it (why): a skip
     int calls = 0;            // runs so far (curve rows)
     int repetitions_done = 0; // finished repetitions written so far
     int block_done = 0;       // of them, in the block of repetitions now running

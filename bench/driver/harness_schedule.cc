@@ -7,9 +7,10 @@
 // most: the machine's drift is shared by both and cancels in their ratio). The first block has --benchmark_repetitions;
 // after each, the stopping rule (precision.h) reads the width of the group's intervals and
 // asks for another block or stops: target met, or capped at the most repetitions or at the
-// group's time. The group's time: its share of what is left of --harness_budget (shared
-// over the groups still to run, and leaving the later groups time for their first blocks),
-// else 3x its first block's.
+// group's time. The group's time, under --harness_budget: what is left of its practice's
+// share (each practice an equal part of what is left of the budget; its groups in order,
+// precision first; a group that would start with the share spent is not run, a skip);
+// without a budget 3x its first block's (docs/statistics.md, "Under a budget").
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -169,18 +170,48 @@ void run_schedule(TidyCsvTee &tee, const std::vector<Instance *> &selected)
     for (const Instance *in : selected) width = std::max(width, in->gb_name.size());
     tee.set_name_width(width);
     std::vector<Group> groups = groups_of(selected);
-    double start = now_s(), first_blocks_s = 0;
-    size_t rows_left = selected.size(), rows_run = 0;
+    // the groups that take time: a group whose rows all skip here (they need a GPU and none
+    // is usable) runs at once, and is no share of the budget
+    std::vector<bool> timed(groups.size(), false);
+    std::map<std::string, int> timed_of_practice;  // a practice's timed groups not yet run
+    for (size_t gi = 0; gi < groups.size(); gi++) {
+        for (const Instance *in : groups[gi].members)
+            if (!in->skips_here) timed[gi] = true;
+        if (timed[gi]) timed_of_practice[groups[gi].members[0]->bench->practice]++;
+    }
+    size_t practices_left = timed_of_practice.size();
+    double start = now_s();
+    std::string practice;
+    double practice_t0 = 0, share = 0;
+    int practice_groups_run = 0;
     for (size_t gi = 0; gi < groups.size(); gi++) {
         const Group &grp = groups[gi];
         double t0 = now_s();
-        // the group's time cap: its share of what is left of the budget, else 3x its first
-        // block; under a budget never so much that the groups after it could not run their
-        // first blocks (a row's first block as long as the rows' so far, on average)
-        double cap = 0, left = std::max(0.0, G.budget_s - (t0 - start));
-        size_t groups_left = groups.size() - gi;
-        rows_left -= grp.members.size();
-        rows_run += grp.members.size();
+        // Under a budget each practice gets an equal share of what is left of it (what one
+        // leaves goes to the next), and spends it precision first: its groups in order, each
+        // until its target or its most repetitions, within what is left of the share; a
+        // group that would start once the share is spent is not run (a visible skip), never
+        // measured loosely. A practice's first group always runs.
+        const std::string &p = grp.members[0]->bench->practice;
+        if (timed[gi] && p != practice) {
+            practice = p;
+            practice_t0 = t0;
+            practice_groups_run = 0;
+            share = G.budget_s > 0 ? std::max(1e-3, G.budget_s - (t0 - start)) / (double)std::max<size_t>(practices_left, 1) : 0;
+            if (practices_left > 0) practices_left--;
+        }
+        if (timed[gi] && share > 0 && practice_groups_run > 0 && t0 - practice_t0 >= share) {
+            char why[160];
+            snprintf(why, sizeof why, "not run: its practice's share of --harness_budget (%.0f s) was spent", share);
+            for (Instance *in : grp.members) in->not_run = why;
+            run_block(grp, 1);
+            for (Instance *in : grp.members) in->stop = "";
+            tee.finish_group(grp.members, "");
+            continue;
+        }
+        if (timed[gi]) practice_groups_run++;
+        // the group's time cap: what is left of its practice's share, else 3x its first block
+        double cap = 0, left = std::max(0.0, share - (t0 - practice_t0));
         int done = 0, block = G.repetitions;
         std::string why, text;
         for (;;) {
@@ -188,14 +219,8 @@ void run_schedule(TidyCsvTee &tee, const std::vector<Instance *> &selected)
             done += block;
             double used = now_s() - t0;
             if (done == G.repetitions) {
-                first_blocks_s += used;
-                if (G.budget_s <= 0) {
-                    cap = 3 * used;
-                } else {
-                    double row_first_block = first_blocks_s / (double)rows_run;
-                    cap = std::min(left / (double)groups_left, left - (double)rows_left * row_first_block);
-                    cap = std::max(cap, used); // no more than it has: the first block is run in any case
-                }
+                if (share <= 0) cap = 3 * used;
+                else cap = std::max(left, used); // no more than it has: the first block is run in any case
             }
             Reading rd = read_group(tee, grp);
             text = rd.text;

@@ -133,8 +133,13 @@ void run_one(benchmark::State &gb, Instance *in)
     // device) must not turn this run's failure into a skip.
     error_clear();
     GpuState before{}, after{};
-    bool sampled = g().gpu_state && context_gpu_state(&before);
-    in->bench->fn(&st, in->bench->user);
+    bool sampled = false;
+    if (!in->not_run.empty()) {
+        skip_with_error(&st, kSkipPrefix + in->not_run);
+    } else {
+        sampled = g().gpu_state && context_gpu_state(&before);
+        in->bench->fn(&st, in->bench->user);
+    }
     if (sampled && context_gpu_state(&after)) {
         gpu_state_counters(gb, before, "before");
         gpu_state_counters(gb, after, "after");

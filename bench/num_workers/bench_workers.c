@@ -21,7 +21,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#define LOADER_MIN_TIME 2.0  // seconds: a few epochs per instance; the VM's noise is large
+// seconds: two or more epochs of the default set per repetition; the VM's drift is large
+// but slow, and short repetitions next to each other (rounds) cancel it in a pair's ratio.
+// It is also enough for the per-core ratio with workers, which needs
+// WORKER_CPU_MIN_SECONDS_EACH of every worker's CPU: an epoch takes 2 workers ~0.25 s.
+#define LOADER_MIN_TIME 1.0
 // The large-source family: one epoch (1000 500x375 JPEGs, over a second) per repetition,
 // so that it adds little to a default run.
 #define LARGE_SOURCE_MIN_TIME 0.5
@@ -158,12 +162,16 @@ static void bench_raw_decode(HarnessState *st, void *user)
 // off by up to a 10 ms tick, 4% of this at worst (the spread between repetitions is
 // larger); one large-source epoch per repetition has enough.
 #define WORKER_CPU_MIN_SECONDS_EACH 0.25
+// The raw-decode reference decodes one file in this many (see bench_loader).
+#define RAW_SAMPLE_EVERY 4
 
 // Loader alone: each iteration is one epoch over the dataset. For num_workers <=
-// RATIO_MAX_WORKERS the same files are also raw-decoded on this core, untimed and
-// interleaved with the loader so that both see the same machine load: with 0 workers the
-// files of each batch right after it; with workers (which would go on working meanwhile)
-// the whole dataset after each epoch.
+// RATIO_MAX_WORKERS a sample of the same files (one in RAW_SAMPLE_EVERY) is also
+// raw-decoded on this core, untimed and interleaved with the loader so that both see the
+// same machine load: with 0 workers the files of every RAW_SAMPLE_EVERY-th batch right
+// after it; with workers (which would go on working meanwhile) that share of the dataset
+// after each epoch. A sample, not every file: the reference is a rate, and decoding all
+// of them again doubled every repetition's time.
 static void bench_loader(HarnessState *st, void *user)
 {
     const Variant *v = user;
@@ -193,20 +201,21 @@ static void bench_loader(HarnessState *st, void *user)
     int64_t epoch = 0, images = 0, wrong_epochs = 0;
     LoaderBatch b;
     int rc = 0, raw_rc = 0;
+    int64_t batches_seen = 0;
     while (harness_keep_running(st)) {
         if (loader_begin_epoch(l, epoch++) != 0) { rc = -1; break; }
         int64_t n = 0;
         while ((rc = loader_next_batch(l, &b)) == 1) {
             n += b.count;
-            if (ratio && v->workers == 0 &&
+            if (ratio && v->workers == 0 && batches_seen++ % RAW_SAMPLE_EVERY == 0 &&
                 (raw_rc = raw_decode_untimed(st, d, &raw, b.indices, b.count)) != 0)
                 break;
         }
         if (rc < 0 || raw_rc != 0) break;
         wrong_epochs += n != d->num_samples;
         images += n;
-        if (ratio && v->workers > 0 &&
-            (raw_rc = raw_decode_untimed(st, d, &raw, NULL, d->num_samples)) != 0)
+        int64_t sample = (d->num_samples + RAW_SAMPLE_EVERY - 1) / RAW_SAMPLE_EVERY;
+        if (ratio && v->workers > 0 && (raw_rc = raw_decode_untimed(st, d, &raw, NULL, sample)) != 0)
             break;
     }
     double wall = clock_seconds() - t0 - raw.wall; // the raw passes taken out
@@ -274,23 +283,13 @@ static Variant *add_variant(int workers, bool persistent, LoaderPinMode pin, con
     return v;
 }
 
-// The per-core ratio with workers needs WORKER_CPU_MIN_SECONDS_EACH of every worker's CPU
-// in each repetition, and make bench splits min_time over 5: an epoch of the default set
-// takes 2 workers ~0.2 s, so those rows get more time.
-#define RATIO_MIN_TIME 5.0
-static bool ratio_needs_time(const char *practice, const Variant *v)
-{
-    return strcmp(practice, "num_workers") == 0 && v->workers >= 1 && v->workers <= RATIO_MAX_WORKERS;
-}
-
 static void register_loader(const char *practice, Variant *v, HarnessRole role, HarnessFn fn,
                             const char *batch)
 {
     harness_register(&(HarnessSpec){
         .practice = practice, .variant = v->name, .role = role, .timing = HARNESS_TIMING_WALL,
         .fn = fn, .user = v, .axes = {{"batch", batch}}, .unit = HARNESS_MS,
-        .min_time = v->source == &large_source ? LARGE_SOURCE_MIN_TIME
-                    : ratio_needs_time(practice, v) ? RATIO_MIN_TIME : LOADER_MIN_TIME});
+        .min_time = v->source == &large_source ? LARGE_SOURCE_MIN_TIME : LOADER_MIN_TIME});
 }
 
 // The old environment names of the axes' defaults, checked as the options are.

@@ -39,8 +39,12 @@ USAGE = """usage: bench.py [flags]   (the PyTorch side of make bench; docs/pytor
                            the median, for a row without one) is within +-F; auto: 0.02 on
                            CUDA, else 0.05; 0 (default): exactly --benchmark_repetitions
   --harness_max_repetitions=N  at most N repetitions a row (default 30)
-  --harness_budget=S       seconds for added repetitions, shared over the row groups as they
-                           run (default 0: a group at most 3x its first block's time)
+  --harness_budget=S       the program's seconds: each practice an equal share of what is
+                           left, its row groups in order, each until its target within what
+                           is left of the share; a group that would start with the share
+                           spent is not run (a skip saying so; a practice's first group
+                           always runs). Default 0: a group at most 3x its first block's
+                           time, every group runs
   --threads=N              torch.set_num_threads (the core's --threads; default: the cores)
   --device=cpu|cuda|auto   where the rows run (default auto: CUDA when torch has it);
                            the core's --backend=auto|cpu|cpu-ref|cuda is read as --device
@@ -315,7 +319,7 @@ class Runner:
             return
         t0 = time.perf_counter()
         done, block, cap, why = 0, o["repetitions"], 0.0, ""
-        left = max(0.0, o["budget"] - (t0 - state["start"]))
+        left = max(0.0, state["budget"] - (t0 - state["start"]))
         while True:
             # rounds: one repetition of each variant in random order, as the core's harness,
             # so that the k-th repetitions the precision pairs ran next to each other
@@ -336,9 +340,7 @@ class Runner:
             done += block
             used = time.perf_counter() - t0
             if done == o["repetitions"]:
-                state["first_blocks_s"] += used
-                cap = timing.group_cap(o["budget"], left, state["groups_left"], state["rows_left"], state["rows_run"],
-                                       state["first_blocks_s"], used)
+                cap = timing.group_cap(state["budget"], left, used)
             worst = self.read_group(live)
             if worst is None:
                 break
@@ -381,18 +383,40 @@ class Runner:
                     worst = res["precision_reached"]
         return worst
 
+    def timed(self, row):
+        """Whether the row group takes time here (a row for another device skips at once)."""
+        return row.device in ("any", self.device)
+
     def run(self, rows):
-        """rows: [(row, [(variant, result)])] of the selected instances."""
-        state = {"start": time.perf_counter(), "first_blocks_s": 0.0, "rows_left": sum(len(m) for _, m in rows),
-                 "rows_run": 0, "groups_left": len(rows)}
+        """rows: [(row, [(variant, result)])] of the selected instances. Under a budget each
+        practice gets an equal share of what is left of it (what one leaves goes to the next)
+        and spends it precision first, as the core's harness does (harness_schedule.cc): its
+        row groups in order, each until its target or its most repetitions within what is
+        left of the share; a group that would start once the share is spent is a visible
+        skip, never measured loosely. A practice's first group always runs, so every practice
+        gets its figures, not only the first ones."""
+        o = self.o
         for _, members in rows:
             self.results.extend(res for _, res in members)
-        for gi, (row, members) in enumerate(rows):
-            state["groups_left"] = len(rows) - gi
-            state["rows_left"] -= len(members)
-            state["rows_run"] += len(members)
-            self.torch.manual_seed(self.o["seed"])
-            self.run_group(row, members, state)
+        start = time.perf_counter()
+        practices_left = len({row.practice for row, _ in rows if self.timed(row)})
+        practice, t_practice, share, groups_run = None, 0.0, 0.0, 0
+        for row, members in rows:
+            t0 = time.perf_counter()
+            if self.timed(row) and row.practice != practice:
+                practice, t_practice, groups_run = row.practice, t0, 0
+                share = 0.0
+                if o["budget"] > 0:  # never 0, which would mean no budget at all
+                    share = max(1e-3, o["budget"] - (t0 - start)) / max(1, practices_left)
+                practices_left -= 1
+            if self.timed(row) and share > 0 and groups_run > 0 and t0 - t_practice >= share:
+                why = "not run: its practice's share of --harness_budget (%.0f s) was spent" % share
+                for _, res in members:
+                    res.update(status="skipped", reason=why, finished=True)
+            else:
+                groups_run += 1 if self.timed(row) else 0
+                self.torch.manual_seed(o["seed"])
+                self.run_group(row, members, {"start": t_practice, "budget": share})
             self.write()
             for _, res in members:
                 print(console_line(res), flush=True)

@@ -83,12 +83,11 @@ def precision_next(target, done, max_repetitions, seconds_used, seconds_cap, rea
     return GO_ON, add
 
 
-def group_cap(budget_s, left_s, groups_left, rows_left, rows_run, first_blocks_s, used_s):
-    """A row group's time cap after its first block (harness_schedule.cc run_schedule): its
-    share of what is left of the budget, never so much that the groups after it could not run
-    their first blocks; without a budget 3x its first block."""
-    if budget_s <= 0:
+def group_cap(share_s, left_s, used_s):
+    """A row group's time cap after its first block (harness_schedule.cc run_schedule): what
+    is left of its practice's share of the budget (precision first: the groups after it that
+    find the share spent are not run), never less than the first block took; without a
+    budget 3x its first block."""
+    if share_s <= 0:
         return 3 * used_s
-    row_first_block = first_blocks_s / rows_run
-    cap = min(left_s / groups_left, left_s - rows_left * row_first_block)
-    return max(cap, used_s)
+    return max(left_s, used_s)

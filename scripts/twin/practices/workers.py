@@ -160,15 +160,15 @@ def rows():
                         lambda ctx, w=w: TrainWork(ctx, w, w == 0 or ctx.selftest != "no_update"))
                 for w in [0] + counts]
     return [
-        # bench_workers: LOADER_MIN_TIME 2 s (5 s for the per-core ratio's rows), large 0.5 s
-        loader_row("num_workers", "bench", 128, [("workers_%d" % w, w, True) for w in [0] + counts], 2.0),
+        # bench_workers: LOADER_MIN_TIME 1 s, large source 0.5 s
+        loader_row("num_workers", "bench", 128, [("workers_%d" % w, w, True) for w in [0] + counts], 1.0),
         loader_row("num_workers_large_source", "imagenet", 224, [("workers_%d" % w, w, True) for w in large], 0.5),
-        Row("num_workers_train", {"preset": "mlp", "batch": BATCH}, train_vs, min_time=2.0, warmup=3,
+        Row("num_workers_train", {"preset": "mlp", "batch": BATCH}, train_vs, min_time=1.0, warmup=3,
             check=lambda ctx: check_train(ctx, counts), skip=no_dataset("bench"),
             differs=DIFFERS + "; the whole dataset, not the core's seeded 80% training split"),
         loader_row("persistent_workers", "bench", 128,
                    [("respawn_workers_%d" % WORKERS_MAX, WORKERS_MAX, False),
-                    ("persistent_workers_%d" % WORKERS_MAX, WORKERS_MAX, True)], 2.0),
+                    ("persistent_workers_%d" % WORKERS_MAX, WORKERS_MAX, True)], 1.0),
     ]
 
 
