@@ -17,7 +17,7 @@
 #   BENCH_PRECISION    add repetitions to a row until the 95% interval of its speedup (of its
 #                  median, for a row without one) is within +-this fraction (default auto:
 #                  0.02 on a GPU, 0.05 on a CPU; 0: exactly BENCH_REPETITIONS), at most
-#                  BENCH_MAX_REPETITIONS (default 30) and within the program's share of
+#                  BENCH_MAX_REPETITIONS (default 60) and within the program's share of
 #                  BENCH_BUDGET (without one: 3x the time of a row's first repetitions)
 #   BENCH_TIMEOUT  seconds one program may run before it is stopped (default 1800; 0: no limit)
 #   RESULTS_DIR    write here instead of a new folder results/<slug>_<date>-<suffix>
@@ -151,7 +151,7 @@ if [[ $precision != auto && ! $precision =~ ^(0|0?\.[0-9]+)$ ]]; then
   echo "run-suite: BENCH_PRECISION='$precision' is not auto or a fraction below 1 (0.05: +-5%)" >&2
   exit 1
 fi
-max_repetitions=${BENCH_MAX_REPETITIONS:-30}
+max_repetitions=${BENCH_MAX_REPETITIONS:-60}
 if [[ ! $max_repetitions =~ ^[0-9]+$ ]] || ((max_repetitions < repetitions)); then
   echo "run-suite: BENCH_MAX_REPETITIONS='$max_repetitions' is not a whole number >= BENCH_REPETITIONS ($repetitions)" >&2
   exit 1

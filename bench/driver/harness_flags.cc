@@ -261,7 +261,7 @@ void print_help()
            "                           median (a row without one) is within +-F, e.g. 0.05;\n"
            "                           auto: 0.02 with a usable GPU, else 0.05; 0 (default): exactly\n"
            "                           --benchmark_repetitions (docs/statistics.md)\n"
-           "  --harness_max_repetitions=N  at most N repetitions a row (default 30)\n"
+           "  --harness_max_repetitions=N  at most N repetitions a row (default 60)\n"
            "  --harness_budget=SECONDS the program's time: each practice an equal share of what is\n"
            "                           left, its row groups in order, each until its target within\n"
            "                           what is left of the share; a group that would start with the\n"

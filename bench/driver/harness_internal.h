@@ -140,7 +140,7 @@ struct Globals {
     // `repetitions`), at most max_repetitions, within budget_s seconds for the program
     // (0: each row group at most 3x its first block's time).
     double precision = 0;
-    int max_repetitions = 30;
+    int max_repetitions = 60;
     double budget_s = 0;
     // The last run of an instance in its first repetition: Google Benchmark may still
     // run it again with more iterations (a trial), so it is written only once the next

@@ -38,7 +38,7 @@ USAGE = """usage: bench.py [flags]   (the PyTorch side of make bench; docs/pytor
   --harness_precision=F|auto  add repetitions until the 95% interval of each speedup (of
                            the median, for a row without one) is within +-F; auto: 0.02 on
                            CUDA, else 0.05; 0 (default): exactly --benchmark_repetitions
-  --harness_max_repetitions=N  at most N repetitions a row (default 30)
+  --harness_max_repetitions=N  at most N repetitions a row (default 60)
   --harness_budget=S       the program's seconds: each practice an equal share of what is
                            left, its row groups in order, each until its target within what
                            is left of the share; a group that would start with the share
@@ -82,7 +82,7 @@ def _int(flag, v, least):
 
 def parse_args(argv):
     o = dict(list=False, filter="", repetitions=1, min_time=None, out=None, csv=None, precision=0.0,
-             max_repetitions=30, budget=0.0, threads=os.cpu_count() or 1, device="auto", selftest=None,
+             max_repetitions=60, budget=0.0, threads=os.cpu_count() or 1, device="auto", selftest=None,
              modules=None, context_program=os.path.join(os.path.dirname(os.path.dirname(HERE)), "build", "context"),
              seed=1, help=False, presets=None)
     for a in argv:
@@ -526,7 +526,10 @@ def main(argv):
     try:
         runner.run(rows)
     except KeyboardInterrupt:
-        done, planned = sum(1 for r in runner.results if r["finished"]), len(runner.results)
+        # as the core's harness: repetitions done against rows x the least repetitions
+        # (run-suite's time plan scales a cut program's time by their ratio)
+        planned = len(runner.results) * o["repetitions"]
+        done = sum(len(r["reps"]) if r["status"] != "skipped" else o["repetitions"] for r in runner.results)
         # as the core's harness: a row still running is partial, one not started is not written
         runner.results = [r for r in runner.results if r["finished"] or r["reps"]]
         for r in runner.results:

@@ -90,8 +90,16 @@ class TrainWork(LoaderWork):
         loss.item()  # read back every step, as the core's default
 
 
+# The pixels' tolerance (normalised units; one 8-bit level is ~0.017): torch's bilinear
+# resize takes another vector path with one thread, as DataLoader's workers run, than with
+# the main process's threads, and rounds differently (measured: 7e-7 on the default set,
+# 4e-5 on the large source). A wrong sample, crop or flip is off by a level or more.
+PIXEL_TOLERANCE = 1e-4
+
+
 def check_batches(preset, size, variants):
-    """Each tuned loader's first batches against the baseline's: identical images and labels."""
+    """Each tuned loader's first batches against the baseline's: the same labels, and the
+    same images within PIXEL_TOLERANCE (fp32 rounding of the resize)."""
     base = LoaderWork(preset, size, variants[0][1], variants[0][2])
     try:
         want = [base.next_batch() for _ in range(CHECK_BATCHES)]
@@ -104,10 +112,12 @@ def check_batches(preset, size, variants):
             got = [w.next_batch() for _ in range(CHECK_BATCHES)]
         finally:
             w.close()
-        diff = max(float((a[0] - b[0]).abs().max()) + float((a[1] != b[1]).sum()) for a, b in zip(want, got))
-        out.append(CheckResult(name, diff == 0, diff, 0.0,
-                               "" if diff == 0 else "its batches differ from the baseline's (largest "
-                               "pixel or label difference %g)" % diff))
+        labels = sum(int((a[1] != b[1]).sum()) for a, b in zip(want, got))
+        diff = max(float((a[0] - b[0]).abs().max()) for a, b in zip(want, got))
+        ok = labels == 0 and diff <= PIXEL_TOLERANCE
+        out.append(CheckResult(name, ok, diff, PIXEL_TOLERANCE,
+                               "" if ok else "its batches differ from the baseline's (%d labels; largest pixel "
+                               "difference %g, tolerance %g)" % (labels, diff, PIXEL_TOLERANCE)))
     return out
 
 
