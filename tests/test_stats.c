@@ -356,8 +356,8 @@ static void test_harness_stops_on_precision(void **state)
 // Under --harness_budget (docs/statistics.md, "Under a budget") each practice gets an equal
 // share of what is left and spends it precision first: its first group runs its first
 // block and then adds repetitions until the share is spent (a target it cannot meet:
-// "capped at N s"); a later group of the practice that would start with the share spent is
-// not run (a visible skip naming the share), never measured loosely; the next practice
+// "capped at N s"); a later group of the practice that finds less of the share left than
+// the previous group took is not run (a visible skip naming the share), never measured loosely; the next practice
 // gets its own share, so both practices have figures; the program ends within the budget
 // and its start-up.
 static void test_harness_budget_bounds_added_repetitions(void **state)
@@ -397,7 +397,7 @@ static void test_harness_budget_bounds_added_repetitions(void **state)
         } else {
             assert_string_equal(status, "skipped");
             test_csv_named_field(tidy, line, "reason", reason, sizeof reason);
-            if (!strstr(reason, "not run: its practice's share of --harness_budget"))
+            if (!strstr(reason, "not run: less of its practice's share of --harness_budget"))
                 fail_msg("%s %s skipped: %s", practice, params, reason);
             if (strstr(params, "preset:tiny")) fail_msg("%s: its first group was not run", practice);
             not_run++;

@@ -6,7 +6,8 @@
 //   excludes the warm-up (a fixture whose first step sleeps 0.5 s; without a warm-up step
 //   the same fixture's first repetition shows it), zero_grad tiny's batch is the core's;
 // - under --harness_budget each practice gets an equal share, spent precision first (a
-//   later group with the share spent is a visible skip; a CUDA-only group takes none);
+//   later group that finds less of it left than the previous took is a visible skip; a
+//   CUDA-only group takes none);
 // - its tidy CSV's header is the core's (bench_zero_grad's, the same schema);
 // - a PyTorch variant that does not train fails its row (--practice_selftest=no_update:
 //   an error row naming the check, exit status 1), the baseline's row stays ok;
@@ -232,7 +233,7 @@ static void test_threads_and_warmup(void **state)
 // Under --harness_budget each practice gets an equal share of what is left and spends it
 // precision first, as the core's harness (tests/test_stats.c): its first group adds
 // repetitions until the share is spent ("capped at N s"), a later group that would start
-// with the share spent is a visible skip naming it, the next practice still gets its
+// with less of the share left than the previous group took is a visible skip naming it, the next practice still gets its
 // figures, and a CUDA-only group on a machine without CUDA takes no share.
 static void test_budget_is_shared_by_practices(void **state)
 {
@@ -263,7 +264,7 @@ static void test_budget_is_shared_by_practices(void **state)
             } else {
                 assert_string_equal(status, "skipped");
                 value_of(csv, pv, params, "reason", why, sizeof why);
-                if (!strstr(why, "not run: its practice's share of --harness_budget"))
+                if (!strstr(why, "not run: less of its practice's share of --harness_budget"))
                     fail_msg("%s %s skipped: %s", pv, params, why);
                 not_run++;
             }

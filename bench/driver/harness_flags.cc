@@ -264,9 +264,9 @@ void print_help()
            "  --harness_max_repetitions=N  at most N repetitions a row (default 60)\n"
            "  --harness_budget=SECONDS the program's time: each practice an equal share of what is\n"
            "                           left, its row groups in order, each until its target within\n"
-           "                           what is left of the share; a group that would start with the\n"
-           "                           share spent is not run (a skip saying so; a practice's first\n"
-           "                           group always runs). Default 0: a group at most 3x the time\n"
+           "                           what is left of the share; a group is not run (a skip saying\n"
+           "                           so) when less is left than the previous group took (a\n"
+           "                           practice's first group always runs). Default 0: a group at most 3x the time\n"
            "                           of its first --benchmark_repetitions, every group runs\n",
            G.prog.c_str());
     if (!G.options.empty()) {

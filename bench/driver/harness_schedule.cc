@@ -9,7 +9,8 @@
 // asks for another block or stops: target met, or capped at the most repetitions or at the
 // group's time. The group's time, under --harness_budget: what is left of its practice's
 // share (each practice an equal part of what is left of the budget; its groups in order,
-// precision first; a group that would start with the share spent is not run, a skip);
+// precision first; a group is not run, a skip, when less of the share is left than the
+// practice's previous group took);
 // without a budget 3x its first block's (docs/statistics.md, "Under a budget").
 #include <benchmark/benchmark.h>
 
@@ -182,7 +183,7 @@ void run_schedule(TidyCsvTee &tee, const std::vector<Instance *> &selected)
     size_t practices_left = timed_of_practice.size();
     double start = now_s();
     std::string practice;
-    double practice_t0 = 0, share = 0;
+    double practice_t0 = 0, share = 0, previous_group_s = 0;
     int practice_groups_run = 0;
     for (size_t gi = 0; gi < groups.size(); gi++) {
         const Group &grp = groups[gi];
@@ -190,8 +191,10 @@ void run_schedule(TidyCsvTee &tee, const std::vector<Instance *> &selected)
         // Under a budget each practice gets an equal share of what is left of it (what one
         // leaves goes to the next), and spends it precision first: its groups in order, each
         // until its target or its most repetitions, within what is left of the share; a
-        // group that would start once the share is spent is not run (a visible skip), never
-        // measured loosely. A practice's first group always runs.
+        // group is not run (a visible skip), never measured loosely, when what is left of
+        // the share is less than the practice's previous group took (the points go from
+        // small presets and batches to large: the next costs at least as much). A
+        // practice's first group always runs.
         const std::string &p = grp.members[0]->bench->practice;
         if (timed[gi] && p != practice) {
             practice = p;
@@ -200,9 +203,9 @@ void run_schedule(TidyCsvTee &tee, const std::vector<Instance *> &selected)
             share = G.budget_s > 0 ? std::max(1e-3, G.budget_s - (t0 - start)) / (double)std::max<size_t>(practices_left, 1) : 0;
             if (practices_left > 0) practices_left--;
         }
-        if (timed[gi] && share > 0 && practice_groups_run > 0 && t0 - practice_t0 >= share) {
+        if (timed[gi] && share > 0 && practice_groups_run > 0 && share - (t0 - practice_t0) < previous_group_s) {
             char why[160];
-            snprintf(why, sizeof why, "not run: its practice's share of --harness_budget (%.0f s) was spent", share);
+            snprintf(why, sizeof why, "not run: less of its practice's share of --harness_budget (%.0f s) was left than its previous group took", share);
             for (Instance *in : grp.members) in->not_run = why;
             run_block(grp, 1);
             for (Instance *in : grp.members) in->stop = "";
@@ -261,6 +264,7 @@ void run_schedule(TidyCsvTee &tee, const std::vector<Instance *> &selected)
             in->stop = why;
             release_kept(in);  // its core and batches: the next group's rows make their own
         }
+        if (timed[gi]) previous_group_s = now_s() - t0;
         std::string line;
         if (!why.empty() && G.precision > 0) {
             char head[200];

@@ -41,9 +41,9 @@ USAGE = """usage: bench.py [flags]   (the PyTorch side of make bench; docs/pytor
   --harness_max_repetitions=N  at most N repetitions a row (default 60)
   --harness_budget=S       the program's seconds: each practice an equal share of what is
                            left, its row groups in order, each until its target within what
-                           is left of the share; a group that would start with the share
-                           spent is not run (a skip saying so; a practice's first group
-                           always runs). Default 0: a group at most 3x its first block's
+                           is left of the share; a group is not run (a skip saying so) when
+                           less is left than the previous group took (a practice's first
+                           group always runs). Default 0: a group at most 3x its first block's
                            time, every group runs
   --threads=N              torch.set_num_threads (the core's --threads; default: the cores)
   --device=cpu|cuda|auto   where the rows run (default auto: CUDA when torch has it);
@@ -392,15 +392,15 @@ class Runner:
         practice gets an equal share of what is left of it (what one leaves goes to the next)
         and spends it precision first, as the core's harness does (harness_schedule.cc): its
         row groups in order, each until its target or its most repetitions within what is
-        left of the share; a group that would start once the share is spent is a visible
-        skip, never measured loosely. A practice's first group always runs, so every practice
-        gets its figures, not only the first ones."""
+        left of the share; a group is a visible skip, never measured loosely, when less of
+        the share is left than the practice's previous group took. A practice's first group
+        always runs, so every practice gets its figures, not only the first ones."""
         o = self.o
         for _, members in rows:
             self.results.extend(res for _, res in members)
         start = time.perf_counter()
         practices_left = len({row.practice for row, _ in rows if self.timed(row)})
-        practice, t_practice, share, groups_run = None, 0.0, 0.0, 0
+        practice, t_practice, share, groups_run, previous_s = None, 0.0, 0.0, 0, 0.0
         for row, members in rows:
             t0 = time.perf_counter()
             if self.timed(row) and row.practice != practice:
@@ -409,14 +409,17 @@ class Runner:
                 if o["budget"] > 0:  # never 0, which would mean no budget at all
                     share = max(1e-3, o["budget"] - (t0 - start)) / max(1, practices_left)
                 practices_left -= 1
-            if self.timed(row) and share > 0 and groups_run > 0 and t0 - t_practice >= share:
-                why = "not run: its practice's share of --harness_budget (%.0f s) was spent" % share
+            if self.timed(row) and share > 0 and groups_run > 0 and share - (t0 - t_practice) < previous_s:
+                why = ("not run: less of its practice's share of --harness_budget (%.0f s) was left than its "
+                       "previous group took" % share)
                 for _, res in members:
                     res.update(status="skipped", reason=why, finished=True)
             else:
                 groups_run += 1 if self.timed(row) else 0
                 self.torch.manual_seed(o["seed"])
                 self.run_group(row, members, {"start": t_practice, "budget": share})
+                if self.timed(row):
+                    previous_s = time.perf_counter() - t0
             self.write()
             for _, res in members:
                 print(console_line(res), flush=True)

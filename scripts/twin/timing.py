@@ -86,7 +86,7 @@ def precision_next(target, done, max_repetitions, seconds_used, seconds_cap, rea
 def group_cap(share_s, left_s, used_s):
     """A row group's time cap after its first block (harness_schedule.cc run_schedule): what
     is left of its practice's share of the budget (precision first: the groups after it that
-    find the share spent are not run), never less than the first block took; without a
+    find less of the share left than it took are not run), never less than the first block took; without a
     budget 3x its first block."""
     if share_s <= 0:
         return 3 * used_s
