@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -174,17 +175,16 @@ void run_schedule(TidyCsvTee &tee, const std::vector<Instance *> &selected)
     // the groups that take time: a group whose rows all skip here (they need a GPU and none
     // is usable) runs at once, and is no share of the budget
     std::vector<bool> timed(groups.size(), false);
-    std::map<std::string, int> timed_of_practice;  // a practice's timed groups not yet run
+    std::set<std::string> timed_practices;
     for (size_t gi = 0; gi < groups.size(); gi++) {
         for (const Instance *in : groups[gi].members)
             if (!in->skips_here) timed[gi] = true;
-        if (timed[gi]) timed_of_practice[groups[gi].members[0]->bench->practice]++;
+        if (timed[gi]) timed_practices.insert(groups[gi].members[0]->bench->practice);
     }
-    size_t practices_left = timed_of_practice.size();
+    size_t practices_left = timed_practices.size();
     double start = now_s();
     std::string practice;
-    double practice_t0 = 0, share = 0, previous_group_s = 0;
-    int practice_groups_run = 0;
+    double practice_t0 = 0, share = 0, previous_group_s = 0;  // 0 before a practice's first group
     for (size_t gi = 0; gi < groups.size(); gi++) {
         const Group &grp = groups[gi];
         double t0 = now_s();
@@ -199,11 +199,11 @@ void run_schedule(TidyCsvTee &tee, const std::vector<Instance *> &selected)
         if (timed[gi] && p != practice) {
             practice = p;
             practice_t0 = t0;
-            practice_groups_run = 0;
+            previous_group_s = 0;
             share = G.budget_s > 0 ? std::max(1e-3, G.budget_s - (t0 - start)) / (double)std::max<size_t>(practices_left, 1) : 0;
             if (practices_left > 0) practices_left--;
         }
-        if (timed[gi] && share > 0 && practice_groups_run > 0 && share - (t0 - practice_t0) < previous_group_s) {
+        if (timed[gi] && share > 0 && share - (t0 - practice_t0) < previous_group_s) {
             char why[160];
             snprintf(why, sizeof why, "not run: less of its practice's share of --harness_budget (%.0f s) was left than its previous group took", share);
             for (Instance *in : grp.members) in->not_run = why;
@@ -212,7 +212,6 @@ void run_schedule(TidyCsvTee &tee, const std::vector<Instance *> &selected)
             tee.finish_group(grp.members, "");
             continue;
         }
-        if (timed[gi]) practice_groups_run++;
         // the group's time cap: what is left of its practice's share, else 3x its first block
         double cap = 0, left = std::max(0.0, share - (t0 - practice_t0));
         int done = 0, block = G.repetitions;

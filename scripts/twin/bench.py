@@ -400,22 +400,21 @@ class Runner:
             self.results.extend(res for _, res in members)
         start = time.perf_counter()
         practices_left = len({row.practice for row, _ in rows if self.timed(row)})
-        practice, t_practice, share, groups_run, previous_s = None, 0.0, 0.0, 0, 0.0
+        practice, t_practice, share, previous_s = None, 0.0, 0.0, 0.0  # previous_s: 0 before a first group
         for row, members in rows:
             t0 = time.perf_counter()
             if self.timed(row) and row.practice != practice:
-                practice, t_practice, groups_run = row.practice, t0, 0
+                practice, t_practice, previous_s = row.practice, t0, 0.0
                 share = 0.0
                 if o["budget"] > 0:  # never 0, which would mean no budget at all
                     share = max(1e-3, o["budget"] - (t0 - start)) / max(1, practices_left)
                 practices_left -= 1
-            if self.timed(row) and share > 0 and groups_run > 0 and share - (t0 - t_practice) < previous_s:
+            if self.timed(row) and share > 0 and share - (t0 - t_practice) < previous_s:
                 why = ("not run: less of its practice's share of --harness_budget (%.0f s) was left than its "
                        "previous group took" % share)
                 for _, res in members:
                     res.update(status="skipped", reason=why, finished=True)
             else:
-                groups_run += 1 if self.timed(row) else 0
                 self.torch.manual_seed(o["seed"])
                 self.run_group(row, members, {"start": t_practice, "budget": share})
                 if self.timed(row):
