@@ -14,6 +14,8 @@ needs=(
   "/usr/include/turbojpeg.h           libturbojpeg0-dev"
   "/usr/include/jpeglib.h             libjpeg62-turbo-dev"
   "/usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h libopenblas-dev"
+  "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 libjemalloc2"
+  "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 libtcmalloc-minimal4"
   "gnuplot                            gnuplot-nox"
   "mpicc                              libopenmpi-dev"
   "mpirun                             openmpi-bin"
