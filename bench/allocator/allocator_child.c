@@ -2,7 +2,6 @@
 // allocators' libraries, starting this program again with LD_PRELOAD naming one, and the
 // request/reply exchange over a socket pair (allocator.h).
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>

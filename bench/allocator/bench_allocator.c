@@ -35,7 +35,6 @@
 #include "bench/driver/harness.h"
 #include "bench/driver/image_data.h"
 #include "bench/driver/practice.h"
-#include "loaders/loader.h"
 
 #define LOADER_WORKERS 2
 #define LOADER_SIZE 128
