@@ -5,7 +5,7 @@
 // Micro (tensor_cores_gemm/*): one square cuBLAS GEMM, fp16 inputs and output with fp32
 //   accumulation (cublasGemmEx), m = n = k = `size` (a multiple of 8: aligned, tuned) or
 //   size - 1 (misaligned, baseline); CUDA events around the call alone, warm caches. The
-//   two do different work (< 0.1% apart at 1024 and up), so the fair figure is the rate,
+//   two do different work (0.3% apart at 1024, 0.07% at 4096), so the fair figure is the rate,
 //   the counter tflops (2 m n k / time); 16 sampled entries of C are checked against the
 //   exact product (wrong = 1 fails the row).
 // Macro (tensor_cores_width/*): fp16 training steps of the small preset with model.width
