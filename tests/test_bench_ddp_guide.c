@@ -4,7 +4,7 @@
 // update checked against its baseline's (wrong = 0, check_rel_diff within the program's
 // tolerance: 0 for the bucket order over 2 ranks, where each element's sum is a + b
 // whatever the bucketing), the mechanism in effect (4 all-reduces of every bucket per step
-// without no_sync and 1 with it; several buckets, as many in either order; every rank's
+// without no_sync and 1 with it; several buckets in either order; every rank's
 // wait at the all-reduces reported, idle_ms_max >= idle_ms_min; no timing is asserted); --practice_selftest=half_lr (every tuned row), frozen and
 // drop_step (one each) fail the tuned rows; one rank only (--devices_max=1) skips the rows,
 // naming why; without mpirun a row fails naming the missing tool (setup installs it).
@@ -50,8 +50,8 @@ static void test_lists_the_families(void **state)
                           "ddp_no_sync/no_sync/preset:mlp/batch:8/accum:4/",
                           "ddp_bucket_order/forward_order/preset:tiny/batch:8/bucket_kib:4/",
                           "ddp_bucket_order/backward_order/preset:tiny/batch:8/bucket_kib:4/",
-                          "ddp_balance/imbalanced/preset:mlp/batch:16/",
-                          "ddp_balance/balanced/preset:mlp/batch:16/"};
+                          "ddp_balance/imbalanced/preset:mlp/batch:512/",
+                          "ddp_balance/balanced/preset:mlp/batch:512/"};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (!strstr(list, want[i])) fail_msg("bench_ddp does not list %s", want[i]);
     free(list);
@@ -96,7 +96,7 @@ static void test_rows_run_and_check(void **state)
     char *csv = test_bench_csv("bench_ddp", ARGS);
     assert_non_null(csv);
     const char *accum = "preset:tiny;batch:8;accum:4", *order = "preset:tiny;batch:8;bucket_kib:4",
-               *share = "preset:mlp;batch:16";
+               *share = "preset:mlp;batch:512";
     expect_ok(csv, "ddp_no_sync,sync_every", accum);
     expect_checked(csv, "ddp_no_sync,no_sync", accum, TOL);
     // tiny fits one default bucket: 4 all-reduces per step without no_sync, 1 with it
@@ -108,8 +108,7 @@ static void test_rows_run_and_check(void **state)
     expect_ok(csv, "ddp_bucket_order,forward_order", order);
     assert_true(expect_checked(csv, "ddp_bucket_order,backward_order", order, 0.0) == 0.0);
     assert_true(value(csv, "ddp_bucket_order,forward_order", order, "buckets") > 1);
-    assert_true(value(csv, "ddp_bucket_order,backward_order", order, "buckets") ==
-                value(csv, "ddp_bucket_order,forward_order", order, "buckets"));
+    assert_true(value(csv, "ddp_bucket_order,backward_order", order, "buckets") > 1);
 
     expect_ok(csv, "ddp_balance,imbalanced", share);
     expect_checked(csv, "ddp_balance,balanced", share, TOL);
@@ -176,7 +175,7 @@ static void test_one_rank_is_a_visible_skip(void **state)
     char why[256];
     const char *rows[][2] = {{"ddp_no_sync,no_sync", "preset:tiny;batch:8;accum:4"},
                              {"ddp_bucket_order,forward_order", "preset:tiny;batch:8;bucket_kib:4"},
-                             {"ddp_balance,balanced", "preset:mlp;batch:16"}};
+                             {"ddp_balance,balanced", "preset:mlp;batch:512"}};
     for (int i = 0; i < 3; i++) {
         assert_true(test_csv_row_value(csv, rows[i][0], rows[i][1], "status", why, sizeof why));
         assert_string_equal(why, "skipped");
@@ -199,7 +198,7 @@ static void test_missing_mpirun_is_a_failure(void **state)
     char *csv = test_read_in(tmp, "out.csv");
     assert_non_null(csv);
     char v[512];
-    const char *params = "preset:mlp;batch:16";
+    const char *params = "preset:mlp;batch:512";
     assert_true(test_csv_row_value(csv, "ddp_balance,balanced", params, "status", v, sizeof v));
     if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {  // one core: that skip comes first
         assert_string_equal(v, "skipped");

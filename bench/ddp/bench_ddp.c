@@ -121,7 +121,8 @@ int main(int argc, char **argv)
                    (HarnessAxis[]){{"preset", gpu ? "small" : "tiny", true}, {"batch", gpu ? "64" : "8", false},
                                    {"bucket_kib", gpu ? "1024" : "4", false}, {NULL, NULL, false}});
     register_guide("ddp_balance", ddp_bench_balance, "imbalanced", &guide_imbalanced, "balanced", &guide_balanced,
-                   (HarnessAxis[]){{"preset", "mlp", true}, {"batch", gpu ? "256" : "16", false}, {NULL, NULL, false}});
+                   (HarnessAxis[]){{"preset", gpu ? "mlp,small" : "mlp", true}, {"batch", gpu ? "256" : "512", false},
+                                   {NULL, NULL, false}});
     harness_register(&(HarnessSpec){.practice = "allreduce", .variant = "out_of_place", .role = HARNESS_REFERENCE,
                                     .timing = HARNESS_TIMING_MANUAL, .fn = ddp_bench_allreduce, .user = (void *)&no,
                                     .axes = {{"bytes", bytes_axis, false}}, .unit = HARNESS_US, .iterations = 1});

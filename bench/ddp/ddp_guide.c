@@ -5,7 +5,13 @@
 // ranks train both from the same start before the timed iterations, ddp_check.c), the
 // self-test (--practice_selftest breaks the tuned run, whose check must then fail) and
 // the counters every family reports. Each family's file adds its own counters and label.
+// CPU ranks wait in MPI yielding the core (Open MPI's mpi_yield_when_idle=1, unless the
+// environment sets it): each rank has a communication thread beside its compute thread, one
+// rank per core, so the cores are oversubscribed, which Open MPI cannot see; a busy-polling
+// wait then takes the core from a compute thread (on the 2-core VM the repetitions' CV was
+// 0.4-2.0 with busy polling, 0.07-0.4 yielding).
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bench/ddp/ddp_practice.h"
@@ -100,7 +106,11 @@ bool ddp_guide_run(HarnessState *st, const GuideFamily *f, const GuideVariant *v
         snprintf(args + len, sizeof args - len, " --check-steps=%d --check-sync-every=%d --check-forward-order=%d "
                  "--check-imbalanced=%d%s%s", CHECK_STEPS, b->sync_every, b->forward_order, b->imbalanced,
                  breaks ? " --break=" : "", breaks ? breaks : "");
-    if (ddp_bench_run_workers(*devices, backend, args, r) != 0 || r->iterations != iterations || !r->ranks_reported) {
+    bool yield = backend != CORE_BACKEND_CUDA && !getenv("OMPI_MCA_mpi_yield_when_idle");
+    if (yield) setenv("OMPI_MCA_mpi_yield_when_idle", "1", 1);
+    int rc = ddp_bench_run_workers(*devices, backend, args, r);
+    if (yield) unsetenv("OMPI_MCA_mpi_yield_when_idle");
+    if (rc != 0 || r->iterations != iterations || !r->ranks_reported) {
         if (error_kind() == ERROR_NONE)
             error_set(ERROR_LIBRARY, "the ranks reported %d of %d iterations%s", r->iterations, iterations,
                       r->ranks_reported ? "" : " and no per-rank figures");
