@@ -32,7 +32,7 @@ static int train_baseline(const WorkerArgs *a, const DistEnv *env, DistComm *com
     int n = 0, first = 0;
     int global = ddp_bench_micro_batches(cfg, a, &a->check_against, env, &images, &labels, micro);
     int rc = global > 0 ? ddp_bench_share(a->local_batch, env->world, env->rank, a->check_against.imbalanced, &n, &first) : -1;
-    DdpConfig dc = ddp_bench_ddp_config(a, &a->check_against, n, env->world);
+    DdpConfig dc = ddp_bench_ddp_config(a, &a->check_against, n);
     if (rc == 0) rc = core_create(cfg, &core);
     if (rc == 0) rc = ddp_create(core, comm, &dc, &ddp);
     if (rc == 0 && core_param_count(core) != np)

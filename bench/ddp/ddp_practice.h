@@ -66,7 +66,7 @@ int ddp_bench_share(int local_batch, int world, int rank, bool imbalanced, int *
 int ddp_bench_micro_batches(const CoreConfig *cfg, const WorkerArgs *a, const WorkerVariant *v, const DistEnv *env,
                             float **images, int32_t **labels, CoreBatch *micro);
 // The DDP configuration of variant v for this rank's share of `n` samples of each global batch.
-DdpConfig ddp_bench_ddp_config(const WorkerArgs *a, const WorkerVariant *v, int n, int world);
+DdpConfig ddp_bench_ddp_config(const WorkerArgs *a, const WorkerVariant *v, int n);
 // The check of the timed run against the baseline variant (a->check_against), before the
 // timed iterations: ref_cfg's own core trains the baseline for a->check_steps steps, then
 // the timed run's core and ddp (from the same start) as many on micro; rank 0 prints

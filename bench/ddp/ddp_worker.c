@@ -131,14 +131,15 @@ int ddp_bench_micro_batches(const CoreConfig *cfg, const WorkerArgs *a, const Wo
     return global * a->accumulation;
 }
 
-DdpConfig ddp_bench_ddp_config(const WorkerArgs *a, const WorkerVariant *v, int n, int world)
+DdpConfig ddp_bench_ddp_config(const WorkerArgs *a, const WorkerVariant *v, int n)
 {
     return (DdpConfig){.bucket_cap_bytes = (size_t)(a->bucket_mib * 1048576.0),
                        .first_bucket_bytes = (size_t)(a->first_bucket_mib * 1048576.0), .overlap = a->overlap,
                        .accumulation_steps = a->accumulation, .sync_every_micro_batch = v->sync_every,
                        .bucket_order_forward = v->forward_order,
-                       // uneven shares: DDP's mean over ranks of share-weighted means is the global mean
-                       .loss_weight = v->imbalanced ? (float)n * world / (a->local_batch * world) : 0.0f};
+                       // uneven shares: share x world / global batch (= share / local_batch), so that
+                       // DDP's mean over ranks of the weighted means is the global batch's mean
+                       .loss_weight = v->imbalanced ? (float)n / a->local_batch : 0.0f};
 }
 
 static int write_params(Core *core, const char *path)
@@ -231,7 +232,7 @@ static int worker_train(const WorkerArgs *a, const DistEnv *env, DistComm *comm)
     int n = 0, first = 0;
     int global = ddp_bench_micro_batches(&cfg, a, &a->variant, env, &images, &labels, micro);
     int rc = global > 0 ? ddp_bench_share(a->local_batch, env->world, env->rank, a->variant.imbalanced, &n, &first) : -1;
-    DdpConfig dc = ddp_bench_ddp_config(a, &a->variant, n, env->world);
+    DdpConfig dc = ddp_bench_ddp_config(a, &a->variant, n);
     if (rc == 0 && core_create(&timed_cfg, &core) == 0 && ddp_create(core, comm, &dc, &ddp) == 0) {
         if (a->check_steps > 0) rc = ddp_bench_check_update(a, env, comm, &cfg, core, ddp, micro, global);
         // an untimed iteration first, as the in-process variants do (also the bucket rebuild)
