@@ -4,8 +4,9 @@
 // Buckets follow PyTorch's rebuild: the first step reduces every gradient at once after
 // backward and records the order in which backward reported the gradients; the buckets
 // are then cut from that order (reverse parameter order), as PyTorch rebuilds its buckets
-// after the first iteration. Each bucket is one contiguous range of the core's flat
-// gradient buffer, reduced in place (PyTorch's gradient_as_bucket_view), so no copies.
+// after the first iteration (bucket_order_forward: cut from the reverse of that order).
+// Each bucket is one contiguous range of the core's flat gradient buffer, reduced in place
+// (PyTorch's gradient_as_bucket_view), so no copies.
 #include "dist/ddp.h"
 
 #include <cuda_runtime_api.h>
@@ -32,8 +33,10 @@ struct Ddp {
     DistComm *comm;
     DdpConfig cfg;
     bool cuda;
-    float scale;                     // 1 / (world x accumulation_steps)
+    float scale;                     // 1 / (world x accumulation_steps); sync every micro-batch: 1 / world
+    float loss_weight;               // each micro-batch's (sync every micro-batch: / accumulation_steps)
     float *grads;                    // the core's gradient buffer (from the hooks)
+    void *stream;                    // CUDA: the core's compute stream (from the hooks)
     bool sync;                       // this backward all-reduces (not a no_sync micro-step)
     // the first step's record of the ready order, then the buckets cut from it
     size_t unit_lo[MAX_UNITS], unit_hi[MAX_UNITS];
@@ -54,6 +57,7 @@ struct Ddp {
     ErrorKind fail_kind;
     char fail_message[512];
     double comm_ms, wait_ms;
+    long long allreduces;
     int steps;
 };
 
@@ -87,6 +91,7 @@ static void *comm_thread(void *arg)
         double spent = now_ms() - t0;
         pthread_mutex_lock(&d->mu);
         d->comm_ms += spent;
+        d->allreduces++;
         if (rc != 0 && !d->failed) {
             d->failed = true;
             d->fail_kind = error_kind();
@@ -109,6 +114,7 @@ static int launch_ready(Ddp *d)
             TRY(dist_comm_allreduce(d->comm, d->grads + b->lo, d->grads + b->lo, b->hi - b->lo, d->scale,
                                     d->comm_stream));
             d->next_launch++;
+            d->allreduces++;
         } else {
             pthread_mutex_lock(&d->mu);
             d->next_launch++;
@@ -139,6 +145,7 @@ static int on_ready(void *user, const CoreGradReady *r)
 {
     Ddp *d = user;
     d->grads = r->grads;
+    d->stream = r->stream;
     if (!d->sync) return 0;
     if (!d->buckets) {  // the first step: record the order
         if (d->units >= MAX_UNITS)
@@ -171,11 +178,12 @@ static int build_buckets(Ddp *d)
     if (!buckets) return error_set(ERROR_OUT_OF_MEMORY, "DDP buckets: out of memory");
     int n = 0;
     size_t covered = 0;
-    for (int u = 0; u < d->units; u++) {
+    for (int k = 0; k < d->units; k++) {
+        int u = d->cfg.bucket_order_forward ? d->units - 1 - k : k;  // forward: the first layers first
         size_t cap = n == 0 && d->cfg.first_bucket_bytes ? d->cfg.first_bucket_bytes : d->cfg.bucket_cap_bytes;
         Bucket *b = &buckets[n];
         if (b->hi == b->lo) { b->lo = d->unit_lo[u]; b->hi = d->unit_hi[u]; }
-        else if (d->unit_hi[u] == b->lo) b->lo = d->unit_lo[u];      // reverse order: grows down
+        else if (d->unit_hi[u] == b->lo) b->lo = d->unit_lo[u];      // backward order: grows down
         else if (d->unit_lo[u] == b->hi) b->hi = d->unit_hi[u];
         else {
             free(buckets);
@@ -223,12 +231,14 @@ static int wait_thread(Ddp *d)
     return 0;
 }
 
-static int before_update(void *user, float *grads, size_t count, void *stream)
+// The end of a backward that all-reduces: the update's (before_update) or, with
+// sync_every_micro_batch, each micro-batch's, ordered before the next backward.
+static int finish_allreduces(Ddp *d, float *grads, size_t count, void *stream)
 {
-    Ddp *d = user;
     d->grads = grads;
     double t0 = now_ms();
     if (!d->buckets || !d->cfg.overlap) {  // one all-reduce of everything after backward
+        d->allreduces++;
         TRY(dist_comm_allreduce(d->comm, grads, grads, count, d->scale, stream));
         if (!d->buckets) TRY(build_buckets(d));
         if (d->cuda) TRY(dist_comm_wait(d->comm, stream));
@@ -248,12 +258,19 @@ static int before_update(void *user, float *grads, size_t count, void *stream)
     return 0;
 }
 
+static int before_update(void *user, float *grads, size_t count, void *stream)
+{
+    return finish_allreduces(user, grads, count, stream);
+}
+
 int ddp_create(Core *core, DistComm *comm, const DdpConfig *cfg, Ddp **out)
 {
     *out = NULL;
     int rank = dist_comm_rank(comm);
     if (cfg->accumulation_steps < 1)
         return error_set(ERROR_BAD_USAGE, "rank %d: DDP: accumulation_steps must be >= 1", rank);
+    if (!(cfg->loss_weight >= 0.0f))
+        return error_set(ERROR_BAD_USAGE, "rank %d: DDP: loss_weight must be >= 0 (0: 1)", rank);
     CoreStats st;
     TRY(core_stats(core, &st));
     bool cuda = st.backend == CORE_BACKEND_CUDA;
@@ -266,7 +283,9 @@ int ddp_create(Core *core, DistComm *comm, const DdpConfig *cfg, Ddp **out)
     d->comm = comm;
     d->cfg = *cfg;
     d->cuda = cuda;
-    d->scale = 1.0f / ((float)dist_comm_world(comm) * (float)cfg->accumulation_steps);
+    float steps = (float)cfg->accumulation_steps, world = (float)dist_comm_world(comm);
+    d->scale = cfg->sync_every_micro_batch ? 1.0f / world : 1.0f / (world * steps);
+    d->loss_weight = (cfg->loss_weight > 0.0f ? cfg->loss_weight : 1.0f) / (cfg->sync_every_micro_batch ? steps : 1.0f);
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->work, NULL);
     pthread_cond_init(&d->done, NULL);
@@ -323,14 +342,18 @@ int ddp_step(Ddp *d, const CoreBatch *micro, int global_batch, CoreStepResult *r
     TRY(ddp_broadcast_buffers(d));
     for (int a = 0; a < steps; a++) {
         bool last = a == steps - 1;
-        d->sync = last;  // no_sync() for every micro-batch but the last
-        if (last) {
+        // no_sync() for every micro-batch but the last, unless each one all-reduces
+        d->sync = last || d->cfg.sync_every_micro_batch;
+        if (d->sync) {
             for (int i = 0; i < d->n_buckets; i++) d->buckets[i].pending = d->buckets[i].hi - d->buckets[i].lo;
             pthread_mutex_lock(&d->mu);
             d->next_launch = d->completed = 0;
             pthread_mutex_unlock(&d->mu);
         }
-        if (core_forward_backward(d->core, &micro[a], a > 0) != 0) {
+        int rc = core_forward_backward_weighted(d->core, &micro[a], a > 0, d->loss_weight);
+        // not the last: its all-reduces must end before the next backward adds to them
+        if (rc == 0 && d->sync && !last) rc = finish_allreduces(d, d->grads, core_param_count(d->core), d->stream);
+        if (rc != 0) {
             d->sync = false;
             return error_wrap("rank %d: micro-batch %d", dist_comm_rank(d->comm), a);
         }
@@ -356,6 +379,7 @@ void ddp_stats(const Ddp *d, DdpStats *s)
     }
     s->comm_ms = d->comm_ms;
     s->wait_ms = d->wait_ms;
+    s->allreduces = d->allreduces;
     s->steps = d->steps;
 }
 

@@ -12,6 +12,19 @@
 // ranks is DataParallel's maths over N chunks, not one process's over the global batch.
 // no_sync: accumulation_steps micro-batches, only the
 // last one all-reduces (divided by world x accumulation_steps: the large batch's mean).
+// sync_every_micro_batch is what training without no_sync does: every micro-batch's
+// backward all-reduces (bucketed, overlapped) into the gradients accumulated so far, each
+// micro-batch's loss weighted 1 / accumulation_steps and every all-reduce divided by world
+// (the mean over ranks of (reduced so far + local) is reduced so far + the mean of the
+// local ones, since the reduced part is the same on every rank): the same gradient in exact
+// arithmetic, accumulation_steps all-reduces of every gradient per step instead of one.
+// bucket_order_forward cuts the buckets in forward (parameter) order, what DDP keeps when
+// it never rebuilds its buckets (find_unused_parameters=True) and the constructor's layer
+// order is the reverse of the execution order: the first bucket then holds the first
+// layers, whose gradients backward writes last, so no all-reduce starts before backward
+// ends. Each element's sum is the same whatever the bucketing.
+// loss_weight (uneven shares of a global batch): each micro-batch's loss times it, e.g.
+// local batch x world / global batch, so that DDP's mean over ranks is the global mean.
 #ifndef DIST_DDP_H
 #define DIST_DDP_H
 
@@ -37,6 +50,13 @@ typedef struct DdpConfig {
                                // BatchNorm running statistics. false (the default, as
                                // broadcast_buffers=True): rank 0's are broadcast to every rank
                                // at construction and before each step's first forward
+    bool sync_every_micro_batch; // false (no_sync): only the last micro-batch all-reduces;
+                                 // true: every one does (training without no_sync)
+    bool bucket_order_forward; // false: buckets in backward order (PyTorch after its first
+                               // iteration's rebuild); true: in forward order (never rebuilt,
+                               // constructor order the reverse of execution)
+    float loss_weight;         // each micro-batch's loss x this (0: 1); uneven shares of a
+                               // global batch: local batch x world / global batch
 } DdpConfig;
 
 // PyTorch's defaults: 25 MiB buckets, 1 MiB first bucket, overlapped, no accumulation.
@@ -46,7 +66,9 @@ typedef struct DdpStats {
     int buckets;             // bucket count
     size_t largest_bucket;   // bytes
     double comm_ms;          // CPU: time the communication thread spent in all-reduces
-    double wait_ms;          // time the update waited for the last all-reduce (exposed)
+    double wait_ms;          // time the update waited for the last all-reduce (exposed),
+                             // and with sync_every_micro_batch each micro-batch's end too
+    long long allreduces;    // all-reduce calls made (buckets, or one of every gradient)
     int steps;
 } DdpStats;
 
@@ -56,8 +78,9 @@ typedef struct Ddp Ddp;
 // 0's parameters to every rank and installs the core's gradient hooks.
 int ddp_create(Core *core, DistComm *comm, const DdpConfig *cfg, Ddp **out);
 // One optimizer step from this rank's micro-batches (cfg.accumulation_steps of them):
-// forward/backward each, all-reducing only during the last, then the update at the LR of
-// global_batch images (the sum of every rank's micro-batches).
+// forward/backward each, all-reducing only during the last (every one with
+// sync_every_micro_batch), then the update at the LR of global_batch images (the sum of
+// every rank's micro-batches).
 int ddp_step(Ddp *ddp, const CoreBatch *micro_batches, int global_batch, CoreStepResult *result);
 // broadcast_buffers: rank 0's BatchNorm running statistics to every rank now (what the
 // next step's forward does first); a no-op without BN or with keep_local_buffers.

@@ -8,7 +8,11 @@
 //   the worst seen here is 1.5e-8 while the weights move by 1e-2)
 // for overlapped and non-overlapped all-reduce, many buckets, the default (one bucket for
 // this model) and all-in-one, no_sync accumulation against one large batch, and clipping
-// with the GradScaler path (both must see the reduced gradients).
+// with the GradScaler path (both must see the reduced gradients). The options of the
+// tuning guide's distributed items: accumulation that all-reduces every micro-batch
+// (sync_every_micro_batch, no no_sync: A all-reduces of every bucket per step, counted),
+// buckets in forward order (bucket_order_forward) and uneven shares of the global batch
+// weighted by loss_weight = share x world / global batch all match the same reference.
 // BatchNorm (the `tiny` ResNet): each DDP rank normalises its own local batch with its
 // own batch statistics (DDP is not SyncBatchNorm), so DDP over N ranks is NOT one process
 // on the global batch; it is DataParallel over N replicas whose chunk r is rank r's batch.
@@ -59,18 +63,35 @@ typedef struct Variant {
                        // unscale must see the reduced gradients too
     const char *preset; // NULL: the BN-free mlp against one process; a BN preset: against
                         // DataParallel over `world` replicas
+    bool sync_every;    // DdpConfig.sync_every_micro_batch
+    bool forward_order; // DdpConfig.bucket_order_forward
+    bool uneven;        // rank 0 takes half the others' shares more of each global batch
+                        // (contiguous shares), weighted by DdpConfig.loss_weight (mlp, A = 1)
 } Variant;
 
 static const Variant variants[] = {
-    {"overlap_16KiB_buckets", true, 16 << 10, 4 << 10, 1, 0.0f, false, NULL},
-    {"overlap_default_buckets", true, DDP_DEFAULT_BUCKET_CAP_BYTES, DDP_DEFAULT_FIRST_BUCKET_BYTES, 1, 0.0f, false, NULL},
-    {"overlap_all_in_one", true, 0, 0, 1, 0.0f, false, NULL},
-    {"not_overlapped", false, 16 << 10, 4 << 10, 1, 0.0f, false, NULL},
-    {"no_sync_accumulate_3", true, 64 << 10, 8 << 10, 3, 0.0f, false, NULL},
-    {"clip_and_grad_scaler", true, 16 << 10, 4 << 10, 1, 0.25f, true, NULL},
-    {"batchnorm_overlap_8KiB_buckets", true, 8 << 10, 2 << 10, 1, 0.0f, false, "tiny"},
-    {"batchnorm_not_overlapped", false, 0, 0, 1, 0.0f, false, "tiny"},
+    {"overlap_16KiB_buckets", true, 16 << 10, 4 << 10, 1, 0.0f, false, NULL, false, false, false},
+    {"overlap_default_buckets", true, DDP_DEFAULT_BUCKET_CAP_BYTES, DDP_DEFAULT_FIRST_BUCKET_BYTES, 1, 0.0f, false, NULL, false, false, false},
+    {"overlap_all_in_one", true, 0, 0, 1, 0.0f, false, NULL, false, false, false},
+    {"not_overlapped", false, 16 << 10, 4 << 10, 1, 0.0f, false, NULL, false, false, false},
+    {"no_sync_accumulate_3", true, 64 << 10, 8 << 10, 3, 0.0f, false, NULL, false, false, false},
+    {"clip_and_grad_scaler", true, 16 << 10, 4 << 10, 1, 0.25f, true, NULL, false, false, false},
+    {"batchnorm_overlap_8KiB_buckets", true, 8 << 10, 2 << 10, 1, 0.0f, false, "tiny", false, false, false},
+    {"batchnorm_not_overlapped", false, 0, 0, 1, 0.0f, false, "tiny", false, false, false},
+    {"sync_every_accumulate_3", true, 16 << 10, 4 << 10, 3, 0.0f, false, NULL, true, false, false},
+    {"sync_every_not_overlapped", false, 0, 0, 2, 0.0f, false, NULL, true, false, false},
+    {"forward_order_16KiB_buckets", true, 16 << 10, 4 << 10, 1, 0.0f, false, NULL, false, true, false},
+    {"uneven_shares_weighted", true, 16 << 10, 4 << 10, 1, 0.0f, false, NULL, false, false, true},
 };
+
+// Rank r's share of a global batch of `big` and where it starts in it: uneven, rank 0 takes
+// big - (world - 1) x local / 2 and every other rank local / 2 (local: the even share).
+static void uneven_share(int big, int world, int rank, int local, int *share, int *start)
+{
+    int rest = local / 2, first = big - (world - 1) * rest;
+    *share = rank == 0 ? first : rest;
+    *start = rank == 0 ? 0 : first + (rank - 1) * rest;
+}
 
 static void make_config(CoreConfig *cfg, const Variant *v)
 {
@@ -170,8 +191,13 @@ static int run_variant(DistComm *comm, const DistEnv *env, const Variant *v, int
     Core *core = NULL, *ref = NULL;
     DataParallel *dp = NULL;
     Ddp *ddp = NULL;
+    int share = local, start = 0;
+    if (v->uneven) uneven_share(big, world, rank, local, &share, &start);
     DdpConfig dc = {.bucket_cap_bytes = v->cap, .first_bucket_bytes = v->first, .overlap = v->overlap,
-                    .accumulation_steps = A};
+                    .accumulation_steps = A, .sync_every_micro_batch = v->sync_every,
+                    .bucket_order_forward = v->forward_order,
+                    .loss_weight = v->uneven ? (float)share * world / big : 0.0f};
+    long long allreduces_after_first = 0;
     int rc = 1;
     if (!my_idx || !global_idx || !chunk_idx || !images || !labels || !micro) { fprintf(stderr, "rank %d: out of memory\n", rank); goto out; }
     if (dist_sampler_indices(&mine, 0, my_idx) != 0 || dist_sampler_global(&all, 0, global_idx) != 0 ||
@@ -192,8 +218,17 @@ static int run_variant(DistComm *comm, const DistEnv *env, const Variant *v, int
             fill_batch(&task, my_idx + pos + (size_t)a * local, local, images + (size_t)a * local * per, labels + a * local);
             micro[a] = (CoreBatch){images + (size_t)a * local * per, labels + a * local, local, CORE_MEMORY_HOST};
         }
+        if (v->uneven) {  // this rank's contiguous share of the one process's global batch
+            fill_batch(&task, global_idx + pos * world + start, share, images, labels);
+            micro[0] = (CoreBatch){images, labels, share, CORE_MEMORY_HOST};
+        }
         if (bn && s == STEPS - 1 && corrupt_buffers(core, rank) != 0) goto out;
         if (ddp_step(ddp, micro, big, NULL) != 0) { fail_rank(rank, v->name); goto out; }
+        if (s == 0) {
+            DdpStats first;
+            ddp_stats(ddp, &first);
+            allreduces_after_first = first.allreduces;
+        }
         if (kill_rank >= 0) continue;
         CoreBatch whole = {images, labels, big, CORE_MEMORY_HOST};
         if (dp) {
@@ -224,11 +259,16 @@ static int run_variant(DistComm *comm, const DistEnv *env, const Variant *v, int
         free(init);
         DdpStats st;
         ddp_stats(ddp, &st);
+        // after the first step (one all-reduce of everything, then the buckets are cut):
+        // a bucket's all-reduce per synced backward, or one of everything without overlap;
+        // one synced backward per step under no_sync, A with sync_every_micro_batch
+        long long per_step = (long long)(v->overlap ? st.buckets : 1) * (v->sync_every ? A : 1);
+        long long allreduces = st.allreduces - allreduces_after_first;
         printf("rank %d/%d %s: %d buckets (largest %zu B), max |ddp - %s| = %.3g, %zu of %zu outside "
-               "tolerance, reference moved by up to %.3g\n",
+               "tolerance, reference moved by up to %.3g; %lld all-reduces in %d steps (%lld expected)\n",
                rank, world, v->name, st.buckets, st.largest_bucket, dp ? "data_parallel" : "single", worst, bad,
-               np, moved);
-        rc = bad == 0 && moved > 1e-3 ? 0 : 1;
+               np, moved, allreduces, STEPS - 1, per_step * (STEPS - 1));
+        rc = bad == 0 && moved > 1e-3 && allreduces == per_step * (STEPS - 1) ? 0 : 1;
         if (rc == 0 && dp) rc = check_buffers(ddp, core, dp, rank);
     }
     free(p);

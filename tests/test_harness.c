@@ -23,14 +23,14 @@
 #include "kernels/gpu_device.h"
 #include "tests/support.h"
 
-// the schema's version (TIDY_SCHEMA_VERSION) only
-#define TIDY_PARAM(name)
+// the schema's version (TIDY_SCHEMA_VERSION) and its sweep axes, in order
+#define TIDY_PARAM(name) "param_" #name,
 #define TIDY_COUNTER(name)
 #define TIDY_CONTEXT(name)
+static const char *const kSchemaParams[] = {
 #include "bench/driver/tidy_columns.def"
-#undef TIDY_PARAM
-#undef TIDY_COUNTER
-#undef TIDY_CONTEXT
+};
+enum { SCHEMA_PARAMS = sizeof kSchemaParams / sizeof kSchemaParams[0] };
 
 static char *tmp_dir;
 static char *csv_text, *json_text;
@@ -206,9 +206,7 @@ static void test_csv_has_fixed_param_counter_and_context_columns(void **state)
     assert_non_null(find_row("slow", "n:4000", line, sizeof line));
     char f[64];
     field_of(line, "ctx_tidy_schema", f, sizeof f);
-    char version[16];
-    snprintf(version, sizeof version, "%d", TIDY_SCHEMA_VERSION);
-    assert_string_equal(f, version);
+    assert_int_equal(atoi(f), TIDY_SCHEMA_VERSION);
 }
 
 static void test_one_row_per_instance_with_role_and_aggregates(void **state)
@@ -289,10 +287,15 @@ static void test_reference_role_string_axis_options_and_curves(void **state)
     snprintf(path, sizeof path, "%s/unit.curves.csv", tmp_dir);
     char *curves = test_read_file(path, NULL);
     assert_non_null(curves);
-    // the schema's axes (19, tidy_columns.def), then this program's own
+    char want[512];  // the schema's axes (tidy_columns.def), then this program's own
     assert_non_null(strstr(curves, "practice,variant,role,params,param_batch,"));
-    assert_non_null(strstr(curves, ",param_sizes,param_kind,param_n,run,metric,step,images,seconds,value\n"));
-    assert_non_null(strstr(curves, "unit_ref,yardstick,reference,kind:a,,,,,,,,,,,,,,,,,,,,a,,1,accuracy,2,20,1,0.5\n"));
+    snprintf(want, sizeof want, ",%s,param_kind,param_n,run,metric,step,images,seconds,value\n",
+             kSchemaParams[SCHEMA_PARAMS - 1]);
+    assert_non_null(strstr(curves, want));
+    int len = snprintf(want, sizeof want, "unit_ref,yardstick,reference,kind:a,");
+    for (int i = 0; i < SCHEMA_PARAMS; i++) want[len++] = ',';  // an empty field per schema axis
+    snprintf(want + len, sizeof want - len, "a,,1,accuracy,2,20,1,0.5\n");
+    assert_non_null(strstr(curves, want));
     free(curves);
 }
 

@@ -14,6 +14,16 @@
 //   (tuned) or after it (baseline), per bucket cap (1, 5, 25 MiB, 0 = all in one);
 //   hidden_ms = the non-overlapped step - the overlapped one, both measured by the same
 //   ranks in the overlapped run (not_overlapped_step_ms, right after its timed iterations).
+// The distributed items of PyTorch's tuning guide, each over the most devices (at least 2,
+// else a visible skip), every tuned row's update checked against its baseline's inside its
+// own run (the ranks train both from the same start first; --practice_selftest breaks the
+// tuned one, whose check must then fail):
+// ddp_no_sync/*: gradient accumulation over `accum` micro-batches, all-reduce after every
+//   micro-batch (baseline) or only the last (tuned: no_sync); allreduces_per_step, comm_ms.
+// ddp_bucket_order/*: buckets of `bucket_kib` in forward order (baseline: never rebuilt,
+//   constructor order the reverse of execution) or backward order (tuned); exposed_comm_ms.
+// ddp_balance/*: rank 0 takes 3/4 of each global batch over 2 ranks (baseline) or every rank
+//   an equal share (tuned), the losses weighted by share; idle_ms_max, idle_ms_min.
 // allreduce/*: one all-reduce of 8 B .. max bytes over NCCL (GPU) or Open MPI (CPU), in
 //   place and out of place: time, algbw = bytes / time, busbw = algbw x 2(n-1)/n, and a
 //   data check of every element (wrong). With one GPU, NCCL's world is 1 (busbw 0).
@@ -21,8 +31,10 @@
 // `--ddp-worker=...` through the local spawner (mpirun for CPU ranks; forked ranks with a
 // TCP rendezvous for NCCL); each rank times from a barrier, rank 0 reports.
 // The parts, one file each (ddp_practice.h declares them): the rank worker and its launcher
-// (ddp_worker.c), ddp_scaling (ddp_scaling.c), ddp_overlap (ddp_overlap.c) and the
-// all-reduce micro with its rank side (ddp_allreduce.c). This file registers them.
+// (ddp_worker.c), ddp_scaling (ddp_scaling.c), ddp_overlap (ddp_overlap.c), the
+// all-reduce micro with its rank side (ddp_allreduce.c), and the tuning guide's families
+// (ddp_no_sync.c, ddp_bucket_order.c, ddp_balance.c over ddp_guide.c, their check's rank
+// side in ddp_check.c). This file registers them.
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +47,24 @@
 
 static const ScaleVariant scale_single = SCALE_SINGLE, scale_dp = SCALE_DATA_PARALLEL, scale_ddp = SCALE_DDP;
 static const bool yes = true, no = false;
+static const WorkerVariant sync_every = {.sync_every = true}, forward_order = {.forward_order = true},
+                           imbalanced = {.imbalanced = true};
+static const GuideVariant guide_sync_every = {sync_every, NULL}, guide_no_sync = {{0}, &sync_every},
+                          guide_forward_order = {forward_order, NULL}, guide_backward_order = {{0}, &forward_order},
+                          guide_imbalanced = {imbalanced, NULL}, guide_balanced = {{0}, &imbalanced};
+
+// One family of the tuning guide: its baseline and tuned variants over the same axes.
+static void register_guide(const char *practice, HarnessFn fn, const char *baseline, const GuideVariant *base,
+                           const char *tuned, const GuideVariant *tune, const HarnessAxis *axes)
+{
+    HarnessSpec spec = {.practice = practice, .timing = HARNESS_TIMING_MANUAL, .fn = fn, .unit = HARNESS_MS,
+                        .iterations = 3};
+    for (int i = 0; i < HARNESS_MAX_AXES && axes[i].name; i++) spec.axes[i] = axes[i];
+    spec.variant = baseline; spec.role = HARNESS_BASELINE; spec.user = (void *)base;
+    harness_register(&spec);
+    spec.variant = tuned; spec.role = HARNESS_TUNED; spec.user = (void *)tune;
+    harness_register(&spec);
+}
 
 int main(int argc, char **argv)
 {
@@ -43,7 +73,10 @@ int main(int argc, char **argv)
     harness_option_int("steps", 20, 1, 10000, NULL, "ddp_scaling: training steps per timed iteration");
     harness_option_int("overlap_steps", 5, 1, 10000, NULL, "ddp_overlap: training steps per timed iteration");
     harness_option_int("devices_max", 0, 0, 4096, NULL,
-                       "devices for ddp_overlap and allreduce (0: all GPUs, or every CPU core; CPU all-reduce uses at least 2 ranks)");
+                       "devices for ddp_overlap, allreduce, ddp_no_sync, ddp_bucket_order and ddp_balance (0: all GPUs, "
+                       "or every CPU core; CPU all-reduce uses at least 2 ranks; the last three need 2)");
+    harness_option_int("guide_steps", 10, 1, 10000, NULL,
+                       "ddp_no_sync, ddp_bucket_order, ddp_balance: training steps per timed iteration");
     harness_option_int("timeout", 120, 1, 86400, NULL, "seconds a collective may take before the ranks abort (the watchdog)");
     harness_option_int("allreduce_max_bytes", 0, 0, (int64_t)1 << 31, NULL,
                        "largest all-reduce (0: 1 GiB on a GPU, 16 MiB on the CPU)");
@@ -80,6 +113,16 @@ int main(int argc, char **argv)
                                     .timing = HARNESS_TIMING_MANUAL, .fn = ddp_bench_overlap, .user = (void *)&yes,
                                     .axes = {{"preset", "small", true}, {"batch", gpu ? "64" : "4", false}, {"bucket_mib", "1,5,25,0", false}},
                                     .unit = HARNESS_MS, .iterations = 3});
+    register_guide("ddp_no_sync", ddp_bench_no_sync, "sync_every", &guide_sync_every, "no_sync", &guide_no_sync,
+                   (HarnessAxis[]){{"preset", gpu ? "small" : "tiny,mlp", true}, {"batch", gpu ? "32" : "8", false},
+                                   {"accum", "4", false}, {NULL, NULL, false}});
+    register_guide("ddp_bucket_order", ddp_bench_bucket_order, "forward_order", &guide_forward_order, "backward_order",
+                   &guide_backward_order,
+                   (HarnessAxis[]){{"preset", gpu ? "small" : "tiny", true}, {"batch", gpu ? "64" : "8", false},
+                                   {"bucket_kib", gpu ? "1024" : "4", false}, {NULL, NULL, false}});
+    register_guide("ddp_balance", ddp_bench_balance, "imbalanced", &guide_imbalanced, "balanced", &guide_balanced,
+                   (HarnessAxis[]){{"preset", gpu ? "mlp,small" : "mlp", true}, {"batch", gpu ? "256" : "512", false},
+                                   {NULL, NULL, false}});
     harness_register(&(HarnessSpec){.practice = "allreduce", .variant = "out_of_place", .role = HARNESS_REFERENCE,
                                     .timing = HARNESS_TIMING_MANUAL, .fn = ddp_bench_allreduce, .user = (void *)&no,
                                     .axes = {{"bytes", bytes_axis, false}}, .unit = HARNESS_US, .iterations = 1});
