@@ -48,7 +48,6 @@ static void finish(void *ctx, HarnessState *st, Core *core, const CoreConfig *cf
                    const PracticeVariant *v, const PracticeOutcome *o)
 {
     (void)v;
-    (void)o;
     DebugMode mode = *(const DebugMode *)ctx;
     bool on = is_on(cfg);
     DebugCounts c = on ? debug_hooks_counts(core) : (DebugCounts){0};

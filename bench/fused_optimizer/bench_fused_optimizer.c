@@ -137,7 +137,7 @@ static void bench_update(HarnessState *st, void *user)
         snprintf(label, sizeof label, "%s: %s %s, %d parameter tensors, %d %s per update; %s",
                  core_backend_name(cfg.backend), kind == OPTIM_SGD ? "SGD momentum+wd" : "AdamW",
                  way->multi_tensor ? "multi-tensor" : "per tensor", optim_update_tensors(u), launches,
-                 gpu ? "kernel launches" : "threaded calls", gpu ? "CUDA events" : "wall clock");
+                 gpu ? "kernel launch(es)" : "threaded call(s)", gpu ? "CUDA events" : "wall clock");
         harness_set_label(st, label);
     }
     optim_update_free(u);
