@@ -197,7 +197,7 @@ static void test_csv_has_fixed_param_counter_and_context_columns(void **state)
     assert_non_null(find_row("slow", "n:4000", line, sizeof line));
     char f[64];
     field_of(line, "ctx_tidy_schema", f, sizeof f);
-    assert_string_equal(f, "1");
+    assert_string_equal(f, "2");  // TIDY_SCHEMA_VERSION
 }
 
 static void test_one_row_per_instance_with_role_and_aggregates(void **state)
@@ -278,10 +278,10 @@ static void test_reference_role_string_axis_options_and_curves(void **state)
     snprintf(path, sizeof path, "%s/unit.curves.csv", tmp_dir);
     char *curves = test_read_file(path, NULL);
     assert_non_null(curves);
-    // the schema's axes (19, tidy_columns.def), then this program's own
+    // the schema's axes (20, tidy_columns.def), then this program's own
     assert_non_null(strstr(curves, "practice,variant,role,params,param_batch,"));
-    assert_non_null(strstr(curves, ",param_sizes,param_kind,param_n,run,metric,step,images,seconds,value\n"));
-    assert_non_null(strstr(curves, "unit_ref,yardstick,reference,kind:a,,,,,,,,,,,,,,,,,,,,a,,1,accuracy,2,20,1,0.5\n"));
+    assert_non_null(strstr(curves, ",param_sizes,param_optimizer,param_kind,param_n,run,metric,step,images,seconds,value\n"));
+    assert_non_null(strstr(curves, "unit_ref,yardstick,reference,kind:a,,,,,,,,,,,,,,,,,,,,,a,,1,accuracy,2,20,1,0.5\n"));
     free(curves);
 }
 
