@@ -214,6 +214,9 @@ static void test_docs_pages_exist(void **state)
         "docs/practices/layout.md", "docs/practices/num_workers.md",
         "docs/practices/on_device.md", "docs/practices/pin_memory.md",
         "docs/practices/sync.md", "docs/practices/zero_grad.md",
+        "docs/practices/cpu_threads.md", "docs/practices/allocator.md",
+        "docs/practices/debug_apis.md", "docs/practices/fused_optimizer.md",
+        "docs/practices/prealloc.md", "docs/practices/tensor_cores.md",
     };
     char *readme = test_read_in(test_suite_root(), "README.md");
     assert_non_null(readme);
