@@ -6,7 +6,8 @@
 // its unpinned row lets the worker run anywhere; --practice_selftest=half_lr fails the tuned
 // rows; on a one-node machine numa's rows are skips that say so, and on a two-node fixture
 // their bound path runs. Below the program: CPU lists and NUMA folders parsed, and the
-// pool's binding (cpu_pool_bind) applied, counted and undone.
+// pool's binding (cpu_pool_bind) applied, counted and undone; the loader's worker_cpus
+// binds its worker processes, and one naming no CPU of the machine is refused.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -20,6 +21,7 @@
 
 #include "bench/cpu_threads/cpu_topology.h"
 #include "kernels/cpu_pool.h"
+#include "tests/loader_support.h"
 #include "tests/support.h"
 
 // The program's THREADS_TOL.
@@ -242,12 +244,45 @@ static void test_pool_bind(void **state)
     assert_true((cpu_pool_cpus_used() & ~usable) == 0);
 }
 
+static void test_loader_worker_cpus(void **state)
+{
+    (void)state;
+    uint64_t usable = cpu_usable_mask();
+    uint64_t last = (uint64_t)1 << (63 - __builtin_clzll(usable));  // the highest usable CPU
+    char root[600];
+    Dataset ds;
+    assert_int_equal(testutil_make_dataset(test_dir, 2, 4, 40, 36, root, sizeof root), 0);
+    assert_int_equal(dataset_scan(root, &ds), 0);
+    LoaderConfig cfg = loader_default_config(&ds, 4);
+    cfg.num_workers = 1;
+    cfg.augment = augment_default_config(16);
+    cfg.worker_cpus = last;
+    Loader *l = NULL;
+    assert_int_equal(loader_create(&cfg, &l), 0);
+    LoaderBatch b;
+    assert_int_equal(loader_next_batch(l, &b), 1);  // the worker ran, on its CPU
+    cpu_set_t set;
+    assert_int_equal(sched_getaffinity(loader_worker_pid(l, 0), sizeof set, &set), 0);
+    assert_int_equal(CPU_COUNT(&set), 1);
+    assert_true(CPU_ISSET(__builtin_ctzll(last), &set));
+    loader_destroy(l);
+    long cpus = sysconf(_SC_NPROCESSORS_CONF);
+    if (cpus > 0 && cpus < 63) {  // a CPU the machine does not have
+        cfg.worker_cpus = (uint64_t)1 << 63;
+        assert_int_equal(loader_create(&cfg, &l), -1);
+        assert_int_equal(error_kind(), ERROR_BAD_USAGE);
+        assert_non_null(strstr(error_message(), "worker_cpus"));
+    }
+    dataset_free(&ds);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cpu_list_parse),
         cmocka_unit_test_setup_teardown(test_numa_nodes_fixture, test_setup_dir, test_teardown_dir),
         cmocka_unit_test(test_pool_bind),
+        cmocka_unit_test_setup_teardown(test_loader_worker_cpus, test_setup_dir, test_teardown_dir),
         cmocka_unit_test(test_lists_families),
         cmocka_unit_test(test_tiny_rows),
         cmocka_unit_test(test_numa_skips_on_one_node),
