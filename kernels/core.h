@@ -151,6 +151,18 @@ typedef struct CoreConfig {
                                 // at tight tolerances; benchmarks leave it false, as PyTorch's
                                 // torch.backends.cudnn.deterministic = False)
     uint64_t seed;              // weight initialisation
+    int cpu_threads;            // fast CPU backend: compute threads of this core (0:
+                                // core_cpu_threads(), the process-wide setting, as
+                                // torch.set_num_threads / OMP_NUM_THREADS); results are the
+                                // same for any count. The reference and CUDA backends ignore it
+    uint64_t cpu_affinity;      // fast CPU backend: nonzero binds its compute threads to these
+                                // CPUs (bit i: CPU i, the first 64), as GOMP_CPU_AFFINITY: the
+                                // thread calling the core on the lowest, pool thread k on the
+                                // next, cyclically (cpu_pool_bind: process-wide, set before
+                                // each of this core's passes); 0: where the process may run (a
+                                // binding another core made is undone at this core's next
+                                // pass; a core that bound undoes it when destroyed). The
+                                // reference and CUDA backends ignore it
     bool cuda_graph;            // CUDA backend: capture the whole training step of core_step
                                 // as a CUDA graph and replay it (torch.cuda.graphs); the
                                 // first step of each (batch, image size) runs eagerly (conv

@@ -9,6 +9,8 @@
 #ifndef CPU_POOL_H
 #define CPU_POOL_H
 
+#include <stdint.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -21,6 +23,19 @@ typedef void (*CpuTaskFn)(void *ctx, int task);
 // start on first use (a failure to start one just means fewer threads). Safe to call
 // from several threads: a call made while another is running runs its tasks inline.
 void cpu_pool_run(int threads, int count, CpuTaskFn fn, void *ctx);
+
+// Binds the compute threads to CPUs, as GOMP_CPU_AFFINITY (KMP_AFFINITY=compact): cpus != 0
+// (bit i: CPU i, the first 64) puts the calling thread on the lowest CPU of cpus and pool
+// worker k on the (k+1)-th, cyclically (workers started later too); cpus = 0 gives the calling
+// thread and the workers back the CPUs the calling thread had at the first binding. A call
+// asking for the binding already in force costs no system call. 0, or -1 with errno (EINVAL:
+// none of the CPUs may be used here).
+int cpu_pool_bind(uint64_t cpus);
+
+// The CPUs (bit i: CPU i, the first 64) that cpu_pool_run's tasks ran on since the last
+// call, on any thread (inline runs included; sampled once per thread per run), then forgets
+// them: what a binding did, for a counter.
+uint64_t cpu_pool_cpus_used(void);
 
 #ifdef __cplusplus
 }

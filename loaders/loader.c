@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { LOADER_ERROR_LEN = 1024 };
 
@@ -51,6 +52,16 @@ LoaderConfig loader_default_config(const Dataset *ds, int batch_size)
     return c;
 }
 
+// worker_cpus must name a CPU of this machine (one the process may not use makes every
+// worker exit at start, WORKER_EXIT_NO_CPUS: the calling thread's own binding is no guide).
+static int check_worker_cpus(uint64_t cpus)
+{
+    long n = sysconf(_SC_NPROCESSORS_CONF);
+    if (!cpus || n <= 0 || n >= 64 || cpus & (((uint64_t)1 << n) - 1)) return 0;
+    return error_set(ERROR_BAD_USAGE, "loader: worker_cpus 0x%llx names no CPU of this machine's %ld",
+                     (unsigned long long)cpus, n);
+}
+
 static int check_config(const LoaderConfig *c)
 {
     if (!c->dataset || c->dataset->num_samples < 1)
@@ -70,6 +81,7 @@ static int check_config(const LoaderConfig *c)
     if (c->max_image_pixels < 0)
         return error_set(ERROR_BAD_USAGE, "loader: max_image_pixels must be >= 0 (0: the default, %lld)",
                          (long long)JPEG_DEFAULT_MAX_PIXELS);
+    if (check_worker_cpus(c->worker_cpus) != 0) return -1;
     return augment_check_config(&c->augment);
 }
 
@@ -168,6 +180,7 @@ int loader_create(const LoaderConfig *cfg, Loader **out)
         .ds = ds, .batch_size = cfg->batch_size, .nsamples = nsamples, .seed = cfg->seed,
         .augment = cfg->augment, .sample_bytes = augment_sample_bytes(&cfg->augment),
         .skip_bad_files = cfg->skip_bad_files, .max_image_pixels = cfg->max_image_pixels,
+        .worker_cpus = cfg->worker_cpus,
     };
     int64_t full = nsamples / cfg->batch_size;
     l->nbatches = cfg->drop_last || nsamples % cfg->batch_size == 0 ? full : full + 1;

@@ -51,6 +51,11 @@ typedef struct {
     AugmentConfig augment;
     int timeout_ms;           // >0: fail if a batch takes longer (workers only; the stuck
                               // worker is killed); 0: no limit
+    uint64_t worker_cpus;     // nonzero: each worker process runs on these CPUs only (bit i:
+                              // CPU i, the first 64; sched_setaffinity in the worker after
+                              // fork, as a launcher's core binding; workers only): one this
+                              // process may not use makes the worker fail at start (named).
+                              // 0: the CPUs of the thread that forks them
     int64_t max_image_pixels; // largest width x height decoded; 0: PIL's default
                               // (JPEG_DEFAULT_MAX_PIXELS); larger files are bad input
     // LOADER_PIN_COPY's buffers: NULL means cudaHostAlloc/cudaFreeHost; tests pass plain

@@ -6,6 +6,7 @@
 #include "kernels/rng.h"
 #include "loaders/sample.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -89,6 +90,16 @@ void worker_fill_slot(const BatchSpec *spec, Ring *ring, int slot, int64_t b, in
     }
 }
 
+// Runs this process on the CPUs of mask (bit i: CPU i) only. 0 or -1.
+static int bind_to_cpus(uint64_t mask)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    for (int i = 0; i < 64; i++)
+        if (mask >> i & 1) CPU_SET(i, &set);
+    return sched_setaffinity(0, sizeof set, &set);
+}
+
 _Noreturn void worker_main(const Ring *shared, const BatchSpec *spec, int w, pid_t parent)
 {
     // Die with the parent; leave Ctrl-C to the parent, which then shuts us down.
@@ -96,6 +107,7 @@ _Noreturn void worker_main(const Ring *shared, const BatchSpec *spec, int w, pid
     if (getppid() != parent) _exit(WORKER_EXIT_ORPHAN);
     signal(SIGINT, SIG_IGN);
     signal(SIGTERM, SIG_DFL);
+    if (spec->worker_cpus && bind_to_cpus(spec->worker_cpus) != 0) _exit(WORKER_EXIT_NO_CPUS);
     Ring ring;
     if (ring_map_again(shared, &ring) != 0) _exit(WORKER_EXIT_NO_RING);
     JpegDecoder *dec = jpeg_decoder_create();

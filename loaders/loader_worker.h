@@ -27,6 +27,7 @@ typedef struct {
     size_t sample_bytes;      // one augmented sample
     bool skip_bad_files;      // skip (and count) bad files instead of failing the batch
     int64_t max_image_pixels; // the decoder's limit (0: its default)
+    uint64_t worker_cpus;     // LoaderConfig.worker_cpus (0: not bound)
 } BatchSpec;
 
 // Fills ring slot `slot` with batch b of the epoch whose order is in the ring; worker -1
@@ -37,7 +38,8 @@ void worker_fill_slot(const BatchSpec *spec, Ring *ring, int slot, int64_t b, in
 // The body of worker process w (forked by worker_pool_start from parent): maps the ring
 // again, serves its task queue until told to stop or its parent goes, never returns.
 // Its own early exits, by status (the pool's reports name them).
-enum { WORKER_EXIT_ORPHAN = 3, WORKER_EXIT_NO_RING = 4, WORKER_EXIT_NO_DECODER = 5 };
+enum { WORKER_EXIT_ORPHAN = 3, WORKER_EXIT_NO_RING = 4, WORKER_EXIT_NO_DECODER = 5,
+       WORKER_EXIT_NO_CPUS = 6 };
 _Noreturn void worker_main(const Ring *ring, const BatchSpec *spec, int w, pid_t parent);
 
 // The parent's handles on its worker processes.

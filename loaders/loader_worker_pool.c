@@ -110,7 +110,8 @@ static bool describe_exit(int status, char *buf, size_t size)
     int code = WEXITSTATUS(status);
     const char *why = code == WORKER_EXIT_ORPHAN ? " (its parent had gone)"
                     : code == WORKER_EXIT_NO_RING ? " (could not map the shared ring)"
-                    : code == WORKER_EXIT_NO_DECODER ? " (could not create its JPEG decoder)" : "";
+                    : code == WORKER_EXIT_NO_DECODER ? " (could not create its JPEG decoder)"
+                    : code == WORKER_EXIT_NO_CPUS ? " (could not run on worker_cpus)" : "";
     snprintf(buf, size, "exited with status %d%s", code, why);
     return code != 0;
 }

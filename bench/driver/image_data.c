@@ -60,6 +60,7 @@ int image_data_open(const ImageDataConfig *c, ImageData *d)
     tc.drop_last = true;
     tc.skip_bad_files = c->skip_bad_files;
     tc.pin = c->pin;
+    tc.worker_cpus = c->worker_cpus;
     tc.timeout_ms = c->timeout_ms;
     tc.max_image_pixels = c->max_image_pixels;
     tc.augment = augment_default_config(c->image_size);

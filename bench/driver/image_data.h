@@ -31,6 +31,7 @@ typedef struct ImageDataConfig {
     uint64_t seed;              // shuffle and augmentation
     int num_workers;            // training loader's worker processes (0: in the caller)
     LoaderPinMode pin;          // the training loader's pinning stage
+    uint64_t worker_cpus;       // the training loader's LoaderConfig.worker_cpus (0: unbound)
     bool skip_bad_files;
     float holdout;              // fraction of each class held out (0, 1)
     float crop_scale_min;       // smallest random-resized-crop area fraction

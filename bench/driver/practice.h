@@ -40,6 +40,7 @@ typedef struct PracticeVariant {
 typedef struct PracticeLoader {
     int num_workers;
     LoaderPinMode pin;
+    uint64_t worker_cpus;   // LoaderConfig.worker_cpus: 0 the forking thread's CPUs, else these
 } PracticeLoader;
 
 typedef enum {

@@ -135,6 +135,7 @@ static int images_open(void *ctx, CoreConfig *cfg, const void *arg)
     if (how) {
         ic.num_workers = how->num_workers;
         ic.pin = how->pin;
+        ic.worker_cpus = how->worker_cpus;
     }
     im->workers = ic.num_workers;
     im->taken = 0;

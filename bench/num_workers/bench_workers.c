@@ -271,7 +271,7 @@ static void train_size(CoreConfig *c) { c->model.image_size = (int)harness_optio
 static PracticeVariant train_variant(const char *name, int workers, LoaderPinMode pin, HarnessRole role)
 {
     PracticeLoader *how = &loaders[nloaders++];
-    *how = (PracticeLoader){workers, pin};
+    *how = (PracticeLoader){.num_workers = workers, .pin = pin};
     return (PracticeVariant){name, role, train_size, how};
 }
 

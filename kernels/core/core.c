@@ -90,6 +90,7 @@ int core_config_validate(const CoreConfig *c)
         (unsigned)c->readback > CORE_READBACK_DEFERRED || (unsigned)c->backend > CORE_BACKEND_CPU_REF ||
         (unsigned)c->pointwise > CORE_POINTWISE_FUSED)
         return BAD("enum field out of range");
+    if (c->cpu_threads < 0) return BAD("cpu_threads must be >= 0 (0: core_cpu_threads())");
     if (c->checkpoint_segments < 0) return BAD("checkpoint_segments must be >= 0 (0: off)");
     if (c->cuda_graph && (c->backend == CORE_BACKEND_CPU || c->backend == CORE_BACKEND_CPU_REF))
         return BAD("cuda_graph needs the CUDA backend (CUDA graphs replay device work)");

@@ -11,6 +11,7 @@
 // with CORE_POINTWISE_FUSED, fuses BN+ReLU and add+ReLU in its loops; the reference keeps
 // every tensor in its own buffer and every op separate, as it always has.
 // Layout NHWC only changes GPU storage and is ignored here.
+#include <errno.h>
 #include <math.h>
 #include <sched.h>
 #include <stdio.h>
@@ -22,6 +23,7 @@
 #include "kernels/conv_bias_cpu.h"
 #include "kernels/core_backends.h"
 #include "kernels/core_internal.h"
+#include "kernels/cpu_pool.h"
 #include "kernels/layers_cpu.h"
 #include "kernels/layers_cpu_fast.h"
 #include "kernels/model_plan.h"
@@ -232,7 +234,11 @@ const char *core_cpu_kernels(void)
 
 typedef struct CpuCore {
     const CpuLayers *layers;
-    bool fast;             // CORE_BACKEND_CPU: threads follow core_cpu_threads()
+    bool fast;             // CORE_BACKEND_CPU: threads follow cfg.cpu_threads, else
+                           // core_cpu_threads(); cfg.cpu_affinity binds them
+    int threads_wanted;    // cfg.cpu_threads (0: core_cpu_threads())
+    uint64_t affinity;     // cfg.cpu_affinity
+    bool bound;            // this core bound the compute threads (cpu_pool_bind)
     CpuWorkspace ws;       // threads and per-thread scratch (im2col, weight-gradient parts)
     float *params, *grads, *mom, *stats, *saved;
     ModelPlan plan;        // where activations and gradients live (model_plan.h)
@@ -325,10 +331,23 @@ static int ensure_capacity(Core *core, int n, bool inference)
 
 static const float *tensor(CpuCore *c, int t) { return t == 0 ? c->input : c->act[t]; }
 
+// The fast backend's compute threads where cfg.cpu_affinity asks, before every pass (another
+// core may have bound them elsewhere since; no system call when they are there already).
+static int bind_threads(CpuCore *c)
+{
+    if (!c->fast) return 0;
+    if (cpu_pool_bind(c->affinity) != 0)
+        return error_set(ERROR_BAD_USAGE, "cpu_affinity 0x%llx: cannot bind the compute threads: %s",
+                         (unsigned long long)c->affinity, strerror(errno));
+    c->bound |= c->affinity != 0;
+    return 0;
+}
+
 // Scratch for the thread count in force now (it may change between calls).
 static int ensure_workspace(CpuCore *c, const ModelGraph *g)
 {
-    int threads = c->fast ? core_cpu_threads() : 1;
+    TRY(bind_threads(c));
+    int threads = !c->fast ? 1 : c->threads_wanted > 0 ? c->threads_wanted : core_cpu_threads();
     // Scratch is laid out per convolution shape (chunks of images, not monotone in the
     // size): a new image size gets its own.
     if (c->ws.scratch && c->ws.threads == threads && g->shapes[0].h == c->ws_image_size) return 0;
@@ -681,6 +700,7 @@ static void cpu_destroy(Core *core)
 {
     CpuCore *c = cpu(core);
     if (!c) return;
+    if (c->bound) cpu_pool_bind(0);  // the threads go back where the process may run
     free_activations(c);
     cpu_workspace_free(&c->ws);
     free(c->params); free(c->grads); free(c->mom); free(c->stats); free(c->saved);
@@ -709,6 +729,8 @@ int core_cpu_init(Core *core)
     core->impl = c;
     core->ops = &cpu_ops;
     c->fast = core->backend == CORE_BACKEND_CPU;
+    c->threads_wanted = core->cfg.cpu_threads;
+    c->affinity = core->cfg.cpu_affinity;
     c->layers = c->fast ? &fast_layers : &ref_layers;
     if (c->fast) cpu_fast_init();
     const ModelGraph *g = &core->graph;

@@ -9,6 +9,7 @@
 
 #include "kernels/clock.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -27,6 +28,7 @@ typedef struct Pool {
     pthread_mutex_t lock;      // guards sleeping and waking
     pthread_cond_t wake;
     int workers;               // started
+    pthread_t threads[POOL_MAX_WORKERS];
     _Atomic uint64_t state;    // generation << 32 | next task to claim
     _Atomic int done;          // tasks of the current job finished
     _Atomic int sleepers;
@@ -37,6 +39,12 @@ typedef struct Pool {
         _Atomic int count;
     } job[2];
 } Pool;
+
+static cpu_set_t unbound_cpus;   // the CPUs threads go back to (cpu_pool_bind(0)); run_lock
+static bool unbound_known;
+static _Thread_local uint64_t caller_bound;  // this thread's binding by cpu_pool_bind
+static _Atomic uint64_t workers_bound;       // the workers' (0: unbound); written under run_lock
+static _Atomic uint64_t cpus_used;           // cpu_pool_cpus_used
 
 static Pool pool = {.run_lock = PTHREAD_MUTEX_INITIALIZER, .lock = PTHREAD_MUTEX_INITIALIZER,
                     .wake = PTHREAD_COND_INITIALIZER};
@@ -51,9 +59,20 @@ static inline void cpu_relax(void)
 
 static int64_t now_ns(void) { return (int64_t)(1e9 * clock_seconds()); }
 
+// Notes the CPU this thread runs on (a read first: the bit is usually set already).
+static void note_cpu(void)
+{
+    int cpu = sched_getcpu();
+    if (cpu < 0 || cpu >= 64) return;
+    uint64_t bit = (uint64_t)1 << cpu;
+    if (!(atomic_load_explicit(&cpus_used, memory_order_relaxed) & bit))
+        atomic_fetch_or_explicit(&cpus_used, bit, memory_order_relaxed);
+}
+
 // Claims and runs tasks of generation gen until none is left or the job changed.
 static void run_tasks(uint32_t gen)
 {
+    bool noted = false;
     for (;;) {
         uint64_t s = atomic_load_explicit(&pool.state, memory_order_acquire);
         if ((uint32_t)(s >> 32) != gen) return;
@@ -67,6 +86,8 @@ static void run_tasks(uint32_t gen)
         if (!atomic_compare_exchange_weak_explicit(&pool.state, &s, s + 1, memory_order_acq_rel,
                                                    memory_order_relaxed))
             continue;
+        if (!noted) note_cpu();
+        noted = true;
         fn(ctx, (int)task);
         atomic_fetch_add_explicit(&pool.done, 1, memory_order_release);
     }
@@ -112,6 +133,27 @@ static void forget_workers_in_child(void)
 
 static void register_fork_handler(void) { pthread_atfork(NULL, NULL, forget_workers_in_child); }
 
+// The k-th CPU of cpus, cyclically (cpus != 0).
+static int nth_cpu(uint64_t cpus, int k)
+{
+    k %= __builtin_popcountll(cpus);
+    for (int i = 0;; i++)
+        if ((cpus >> i & 1) && k-- == 0) return i;
+}
+
+// Puts thread t on the k-th CPU of cpus, or back on the unbound CPUs (cpus = 0). 0 or an errno.
+static int bind_thread(pthread_t t, uint64_t cpus, int k)
+{
+    cpu_set_t set;
+    if (cpus) {
+        CPU_ZERO(&set);
+        CPU_SET(nth_cpu(cpus, k), &set);
+    } else {
+        set = unbound_cpus;
+    }
+    return pthread_setaffinity_np(t, sizeof set, &set);
+}
+
 static void start_workers(int wanted)
 {
     pthread_once(&fork_once, register_fork_handler);
@@ -124,6 +166,9 @@ static void start_workers(int wanted)
         int rc = pthread_create(&t, &attr, worker_main, (void *)(intptr_t)pool.workers);
         pthread_attr_destroy(&attr);
         if (rc != 0) break; // fewer threads, same results
+        pool.threads[pool.workers] = t;
+        uint64_t bound = atomic_load(&workers_bound);
+        if (bound) bind_thread(t, bound, pool.workers + 1); // best effort: fewer bound threads
         pool.workers++;
     }
 }
@@ -132,6 +177,7 @@ void cpu_pool_run(int threads, int count, CpuTaskFn fn, void *ctx)
 {
     if (count <= 0) return;
     if (threads <= 1 || count == 1 || pthread_mutex_trylock(&pool.run_lock) != 0) {
+        note_cpu();
         for (int i = 0; i < count; i++) fn(ctx, i);
         return;
     }
@@ -139,6 +185,7 @@ void cpu_pool_run(int threads, int count, CpuTaskFn fn, void *ctx)
     start_workers(helpers);
     if (pool.workers == 0) {
         pthread_mutex_unlock(&pool.run_lock);
+        note_cpu();
         for (int i = 0; i < count; i++) fn(ctx, i);
         return;
     }
@@ -163,3 +210,28 @@ void cpu_pool_run(int threads, int count, CpuTaskFn fn, void *ctx)
     }
     pthread_mutex_unlock(&pool.run_lock);
 }
+
+int cpu_pool_bind(uint64_t cpus)
+{
+    if (cpus == caller_bound && cpus == atomic_load_explicit(&workers_bound, memory_order_relaxed))
+        return 0;
+    pthread_mutex_lock(&pool.run_lock);
+    int err = 0;
+    if (!unbound_known && cpus) {
+        if (sched_getaffinity(0, sizeof unbound_cpus, &unbound_cpus) != 0) err = errno;
+        unbound_known = err == 0;
+    }
+    if (!err && unbound_known) {
+        err = bind_thread(pthread_self(), cpus, 0);
+        for (int k = 0; !err && k < pool.workers; k++) err = bind_thread(pool.threads[k], cpus, k + 1);
+    }
+    if (!err) {
+        caller_bound = cpus;
+        atomic_store(&workers_bound, cpus);
+    }
+    pthread_mutex_unlock(&pool.run_lock);
+    if (err) errno = err;
+    return err ? -1 : 0;
+}
+
+uint64_t cpu_pool_cpus_used(void) { return atomic_exchange(&cpus_used, 0); }
