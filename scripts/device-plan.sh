@@ -48,6 +48,10 @@ test_bench_sync              7  1 run on tiny, 6 GPU cases
 test_bench_on_device         6  1 run of 5 rows, 4 GPU cases
 test_bench_pin_memory        8  2 runs, 6 refusals, 4 GPU cases
 test_bench_fusion            5  2 runs on tiny
+test_bench_fused_optimizer   5  per-tensor and multi-tensor SGD/AdamW on CUDA (multi_tensor_apply) bit for bit, a self-test
+test_bench_debug_apis        6  the anomaly scan on the device, anomaly and profiler rows on tiny, self-tests
+test_bench_prealloc          6  grow and preallocated on tiny (deterministic cuDNN, bit for bit), a self-test
+test_bench_tensor_cores      4  fp16 GEMM rates at 4096 and 4095 against the exact product, the width rows
 test_practice               12  the driver on the CPU (9 s here), bench_zero_grad and bench_batch_size on CUDA
 test_bench_inference        15  the families on tiny (serving with its warm-up), 2 self-test runs, 3 refusals
 test_bench_checkpoint       10  3 runs on tiny and the largest-batch probe

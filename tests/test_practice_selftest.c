@@ -78,8 +78,10 @@ static int install_overflow(Core *core, const CoreConfig *cfg, int overflow_at)
 }
 
 // Every fp16 step of every core overflows.
-static int overflow_every_step(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg)
+static int overflow_every_step(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
+                               const PracticeVariant *v)
 {
+    (void)v;
     (void)ctx;
     (void)st;
     return install_overflow(core, cfg, 0);
@@ -88,8 +90,10 @@ static int overflow_every_step(void *ctx, HarnessState *st, Core *core, const Co
 // Each fp16 core's 5th step overflows: the check's cores take 3, the timed core's warm-up 3,
 // so it is the timed core's second timed step, in a later run than its first on a CPU (a
 // timed iteration is one step there, and the row's core is kept between its runs).
-static int overflow_fifth_step(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg)
+static int overflow_fifth_step(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
+                               const PracticeVariant *v)
 {
+    (void)v;
     (void)ctx;
     (void)st;
     return install_overflow(core, cfg, 5);
@@ -108,8 +112,10 @@ static int freeze(void *user, float *grads, size_t count, void *stream)
     return 0;
 }
 
-static int freeze_first_block_bn(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg)
+static int freeze_first_block_bn(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
+                                 const PracticeVariant *v)
 {
+    (void)v;
     (void)ctx;
     (void)st;
     static Frozen frozen;

@@ -82,8 +82,10 @@ static int before_update(void *user, float *grads, size_t count, void *stream)
     return 0;
 }
 
-static int hooks_core_created(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg)
+static int hooks_core_created(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
+                              const PracticeVariant *v)
 {
+    (void)v;
     (void)st;
     AmpHooksCtx *h = ctx;
     ScalerRun *r = &h->run;
@@ -267,8 +269,10 @@ static int backoff_before_update(void *user, float *grads, size_t count, void *s
     return amp_grad_scale(grads, 1, INFINITY, stream);  // inf, or nan from a 0: an overflow either way
 }
 
-static int backoff_core_created(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg)
+static int backoff_core_created(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
+                                const PracticeVariant *v)
 {
+    (void)v;
     (void)ctx;
     (void)st;
     if (cfg->precision != CORE_PRECISION_FP16) return 0;

@@ -97,8 +97,10 @@ static const struct { int n; PracticeChange change; } thread_counts[] = {
 
 // ---- counters -------------------------------------------------------------------------------
 
-static int forget_cpus_used(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg)
+static int forget_cpus_used(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
+                            const PracticeVariant *v)
 {
+    (void)v;
     (void)ctx, (void)st, (void)core, (void)cfg;
     cpu_pool_cpus_used();  // the timed core is made last: from here on, its steps
     return 0;
@@ -133,9 +135,10 @@ static void affinity_finish(void *ctx, HarnessState *st, Core *core, const CoreC
 }
 
 // numa: the memory of the run's thread follows its CPUs (bound: the node's; else the default).
-static int numa_core_created(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg)
+static int numa_core_created(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
+                             const PracticeVariant *v)
 {
-    forget_cpus_used(ctx, st, core, cfg);
+    forget_cpus_used(ctx, st, core, cfg, v);
     if (numa_bind_memory(cfg->cpu_affinity ? machine.node : -1) != 0)
         return error_set(ERROR_LIBRARY, "set_mempolicy (node %d): %s", machine.node, strerror(errno));
     return 0;

@@ -121,9 +121,11 @@ typedef struct PracticeOutcome {
 // A practice's own per-run code around the core (all optional; ctx is passed back).
 typedef struct PracticeHooks {
     // After a core of a run is created: the timed one and the check's (each of the two
-    // variants' check cores gets it with its own config), e.g. to install gradient hooks.
-    // 0 or -1 with the error set (the run fails or skips).
-    int (*core_created)(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg);
+    // variants' check cores gets it with its own config and variant: v is the variant whose
+    // core it is, the baseline for the check's baseline core), e.g. to install gradient
+    // hooks. 0 or -1 with the error set (the run fails or skips).
+    int (*core_created)(void *ctx, HarnessState *st, Core *core, const CoreConfig *cfg,
+                        const PracticeVariant *v);
     // Time to accuracy: after every step, outside the timed part (e.g. a curve point);
     // `images` and `seconds` are the totals so far. 0 or -1 with the error set.
     int (*after_step)(void *ctx, HarnessState *st, Core *core, int step, int64_t images,

@@ -97,6 +97,7 @@ typedef struct StepLog {
 
 // How one run of the check is made.
 typedef struct RunSpec {
+    const PracticeVariant *variant;
     const CoreConfig *cfg;
     int micro;           // micro-batches of each step (the variant's)
     int reference_micro; // > 1: each step the exact reference of that many micro-batches
@@ -116,7 +117,7 @@ static int check_run(const CheckPlan *plan, const RunSpec *rs, const CheckBatche
     size_t (*shared)(const CoreConfig *, size_t *) = plan->p->shared_params;
     const CoreConfig *cfg = rs->cfg;
     Core *core = NULL;
-    TRY(practice_make_core(plan->st, plan->p, cfg, rs->micro, rs->selftest, &core));
+    TRY(practice_make_core(plan->st, plan->p, rs->variant, cfg, rs->micro, rs->selftest, &core));
     out->count = core_param_count(core);
     out->before = malloc(out->count * sizeof(float));
     out->after = malloc(out->count * sizeof(float));
@@ -199,7 +200,7 @@ static int tuned_settled(const CheckPlan *plan, const CheckBatches *cb, const fl
     const CoreConfig *tuned = plan->tuned;
     bool fp16 = tuned->precision == CORE_PRECISION_FP16;
     CoreConfig settled = *tuned;
-    RunSpec rs = {&settled, plan->tuned_micro, 0, plan->selftest, start, NULL, false};
+    RunSpec rs = {plan->tuned_variant, &settled, plan->tuned_micro, 0, plan->selftest, start, NULL, false};
     int k = cb->k, halvings = 0, max = startup_halvings(&tuned->scaler);
     r->scaled = fp16;
     r->steps = k;
@@ -239,7 +240,7 @@ int practice_check_against_baseline(const CheckPlan *plan, const CheckBatches *c
         return error_set(ERROR_BAD_USAGE, "check: the variants share different numbers of parameters");
     // the baseline; for an accumulating variant, the exact reference of its micro-batches
     int reference = plan->tuned_micro > 1 && plan->base_micro <= 1 ? plan->tuned_micro : 0;
-    RunSpec bs = {plan->base, plan->base_micro, reference, SELFTEST_NONE, NULL, NULL, true};
+    RunSpec bs = {plan->base_variant, plan->base, plan->base_micro, reference, SELFTEST_NONE, NULL, NULL, true};
     CheckRun b = {0}, t = {0};
     StepLog log;
     TRY(check_run(plan, &bs, cb, &b, NULL));

@@ -84,12 +84,12 @@ void practice_check_batches_free(CheckBatches *cb);
 
 // ---- cores and steps (practice_step.c) -----------------------------------------------------
 
-// The core of a run of variant cfg in `micro` micro-batches, as every run makes it: created
+// The core of a run of variant v (its config cfg) in `micro` micro-batches, as every run makes it: created
 // for the micro-batch (practice_core_config), then the practice's core_created hook, then,
 // under SELFTEST_CLIP_BEFORE_UNSCALE for an fp16 config with clipping, the hook that clips
 // the still-scaled gradients. 0 or -1 (the core freed).
-int practice_make_core(HarnessState *st, const Practice *p, const CoreConfig *cfg, int micro,
-                       Selftest selftest, Core **out);
+int practice_make_core(HarnessState *st, const Practice *p, const PracticeVariant *v, const CoreConfig *cfg,
+                       int micro, Selftest selftest, Core **out);
 // The config a variant's core is created with: cfg, for micro > 1 with the batch size of
 // one micro-batch (cfg->batch_size / micro; bad usage unless it divides). 0 or -1.
 int practice_core_config(const CoreConfig *cfg, int micro, CoreConfig *core_cfg);
@@ -139,6 +139,7 @@ typedef struct CheckRun {
 typedef struct CheckPlan {
     HarnessState *st;
     const Practice *p;
+    const PracticeVariant *base_variant, *tuned_variant;
     const CoreConfig *base, *tuned;
     int base_micro, tuned_micro, k;
     Selftest selftest;

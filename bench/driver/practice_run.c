@@ -90,7 +90,7 @@ static int check_variant(HarnessState *st, const Practice *p, const PracticeVari
     bc.model.image_size = cfg->model.image_size;
     CheckBatches cb;
     TRY(practice_check_batches_take(src, cfg, k, &cb));
-    CheckPlan plan = {st, p, &bc, cfg, micro_of(p, base), micro_of(p, v), k, selftest};
+    CheckPlan plan = {st, p, base, v, &bc, cfg, micro_of(p, base), micro_of(p, v), k, selftest};
     int rc = practice_check_against_baseline(&plan, &cb, check);
     practice_check_batches_free(&cb);
     TRY(rc);
@@ -246,7 +246,7 @@ static int throughput_run_prepare(HarnessState *st, const Practice *p, const Pra
         r->checked = true;
     }
     r->micro = micro_of(p, v);
-    int made = practice_make_core(st, p, &r->cfg, r->micro, r->selftest, &r->core);
+    int made = practice_make_core(st, p, v, &r->cfg, r->micro, r->selftest, &r->core);
     if (made == 0 && r->selftest == SELFTEST_SKIP_ALL &&  // where the driver puts parameters back
         !(r->scratch = malloc(core_param_count(r->core) * sizeof(float))))
         made = error_set(ERROR_OUT_OF_MEMORY, "self-test: out of memory (host)");
@@ -485,7 +485,7 @@ void practice_run_time_to_accuracy(HarnessState *st, const Practice *p, const Pr
     }
     run.seed += k;
     Core *core = NULL;
-    if (practice_make_core(st, p, cfg, micro_of(p, v), SELFTEST_NONE, &core) != 0) {
+    if (practice_make_core(st, p, v, cfg, micro_of(p, v), SELFTEST_NONE, &core) != 0) {
         practice_fail_or_skip(st, "creating the core");
         return;
     }

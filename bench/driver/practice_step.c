@@ -150,15 +150,15 @@ int practice_run_step(Core *core, const CoreConfig *cfg, const CoreBatch *b, int
 
 // ---- the cores ---------------------------------------------------------------------------------
 
-int practice_make_core(HarnessState *st, const Practice *p, const CoreConfig *cfg, int micro,
-                       Selftest selftest, Core **out)
+int practice_make_core(HarnessState *st, const Practice *p, const PracticeVariant *v, const CoreConfig *cfg,
+                       int micro, Selftest selftest, Core **out)
 {
     *out = NULL;
     CoreConfig core_cfg;
     TRY(practice_core_config(cfg, micro, &core_cfg));
     TRY(core_create(&core_cfg, out));
     int rc = 0;
-    if (p->hooks && p->hooks->core_created) rc = p->hooks->core_created(p->hooks->ctx, st, *out, cfg);
+    if (p->hooks && p->hooks->core_created) rc = p->hooks->core_created(p->hooks->ctx, st, *out, cfg, v);
     if (rc == 0 && selftest == SELFTEST_CLIP_BEFORE_UNSCALE && cfg->precision == CORE_PRECISION_FP16 &&
         cfg->optim.clip_norm > 0.0f) {
         clip_before_unscale_norm = cfg->optim.clip_norm;
