@@ -65,7 +65,19 @@ typedef enum {
     CORE_POINTWISE_FUSED,    // BN+ReLU and add+ReLU one kernel each (what a fuser does)
 } CorePointwise;
 
-typedef enum { CORE_MODEL_RESNET, CORE_MODEL_MLP } CoreModelKind;
+typedef enum { CORE_MODEL_RESNET, CORE_MODEL_MLP, CORE_MODEL_GPT } CoreModelKind;
+
+// How a GPT's causal self-attention is computed (the same maths, parameters and result up
+// to float rounding): what torch.nn.functional.scaled_dot_product_attention's backends
+// choose between.
+typedef enum {
+    CORE_ATTENTION_UNFUSED, // softmax(QK^T / sqrt(d)) V with the T x T probabilities
+                            // materialised and kept for backward (eager PyTorch; SDPA's math
+                            // backend)
+    CORE_ATTENTION_FUSED,   // one pass with an online softmax, the T x T matrix never stored;
+                            // backward recomputes it from Q, K and each row's log-sum-exp
+                            // (FlashAttention; SDPA's flash / memory-efficient backends)
+} CoreAttention;
 
 // CoreConfig.checkpoint_segments for a checkpoint around every unit but the head.
 #define CORE_CHECKPOINT_EACH_UNIT 1024
@@ -79,6 +91,13 @@ typedef enum { CORE_MEMORY_HOST, CORE_MEMORY_DEVICE } CoreMemory;
 // ReLU); stage s has width << s channels and stages after the first halve the size
 // (1x1 projection shortcut). Then global average pooling and a linear classifier.
 // MLP: flatten, mlp_layers hidden layers of mlp_hidden units with ReLU, linear.
+// GPT (decoder-only transformer, GPT-2's shape): token embedding (num_classes = the
+// vocabulary) plus learned position embedding (seq_len positions) of `width`, then
+// gpt_layers pre-LayerNorm blocks (x += proj(attention(ln_1(x))); x += fc2(gelu(fc(ln_2(x)))),
+// causal multi-head attention of gpt_heads heads over a fused q|k|v projection, an MLP of
+// 4 x width, exact GELU), a final LayerNorm and an untied linear LM head (with bias) to the
+// vocabulary; next-token cross-entropy averaged over every position of every sequence.
+// in_channels, image_size and the ResNet / MLP fields are ignored; a batch carries tokens.
 typedef struct CoreModelConfig {
     CoreModelKind kind;
     int in_channels;
@@ -96,6 +115,11 @@ typedef struct CoreModelConfig {
     bool no_batch_norm; // no BN ops at all: conv -> ReLU, the projection shortcut a conv
                         // alone (the shape of a BN-folded inference network, core_fold_bn);
                         // both false by default; the MLP (no convolution, no BN) ignores them
+    int seq_len;        // GPT: tokens per sequence (the position table's rows)
+    int gpt_layers;     // GPT: transformer blocks
+    int gpt_heads;      // GPT: attention heads (width % gpt_heads == 0)
+    CoreAttention attention; // GPT: how attention is computed (a practice: it changes the
+                        // memory the pass needs, not the parameters or the maths)
 } CoreModelConfig;
 
 // SGD with momentum and weight decay, LR schedule, gradient clipping.
@@ -175,6 +199,8 @@ typedef struct CoreConfig {
 } CoreConfig;
 
 // One batch: n images (n, C, H, W) float32 NCHW and n int32 labels in [0, classes).
+// A GPT model takes n sequences instead: tokens (n, seq_len) int32 in [0, vocabulary) and
+// labels (n, seq_len), the next token of each position; images is NULL.
 // HOST memory (pinned or not) can be reused as soon as core_step/core_eval return.
 // DEVICE memory is read on the core's own stream: it must be ready before the call
 // and stay unchanged until the step's work is done (core_sync).
@@ -185,6 +211,7 @@ typedef struct CoreBatch {
     const int32_t *labels;
     int n;
     CoreMemory memory; // where images and labels live (DEVICE: the Core's device)
+    const int32_t *tokens; // GPT models only (else NULL), in the same memory
 } CoreBatch;
 
 typedef struct CoreStepResult {
@@ -263,7 +290,10 @@ typedef struct CoreConvAlgoInfo {
 typedef struct Core Core;
 
 // Fills cfg with a preset: "tiny" (trains in seconds on a CPU), "mlp", "small",
-// "medium", "resnet18" (ResNet-18-like at 224x224). Returns -1 for an unknown name.
+// "medium", "resnet18" (ResNet-18-like at 224x224); transformers "gpt-tiny" (2 layers,
+// width 64, 4 heads, 64 tokens, vocabulary 64: seconds on a CPU), "gpt-mini" (4 layers,
+// width 256, 256 tokens) and "gpt2-small" (GPT-2 small: 12 layers, width 768, 12 heads,
+// 1024 tokens, vocabulary 50257; a GPU's). Returns -1 for an unknown name.
 int core_config_preset(CoreConfig *cfg, const char *name);
 // Checks a config for consistency; -1 with a reason in error_message().
 int core_config_validate(const CoreConfig *cfg);
@@ -454,6 +484,7 @@ const char *core_conv_algo_name(CoreConvAlgo a);
 const char *core_readback_name(CoreReadback r);
 const char *core_lr_decay_name(CoreLrDecay d);
 const char *core_pointwise_name(CorePointwise p);
+const char *core_attention_name(CoreAttention a);
 // "graph" when cuda_graph is set, else "eager".
 const char *core_cuda_graph_name(bool cuda_graph);
 // Parses "auto", "cpu", "cuda", "cpu-ref".
@@ -472,6 +503,8 @@ int core_readback_parse(const char *s, CoreReadback *out);
 int core_lr_decay_parse(const char *s, CoreLrDecay *out);
 // Parses "separate", "fused".
 int core_pointwise_parse(const char *s, CorePointwise *out);
+// Parses "unfused", "fused".
+int core_attention_parse(const char *s, CoreAttention *out);
 // Parses "eager", "graph" (the value of cuda_graph: false, true).
 int core_cuda_graph_parse(const char *s, bool *out);
 

@@ -63,6 +63,8 @@ static inline size_t op_param_count(const ModelOp *op)
     case OP_CONV: return (size_t)op->cout * op->cin * op->k * op->k + (op->bias ? op->cout : 0);
     case OP_BN: return 2 * (size_t)op->cin;
     case OP_LINEAR: return (size_t)op->cout * op->cin + (size_t)op->cout;
+    case OP_LAYERNORM: return 2 * (size_t)op->cin;
+    case OP_EMBED: return ((size_t)op->cin + op->rows) * op->cout;  // token and position tables
     default: return 0;
     }
 }

@@ -20,6 +20,28 @@ typedef struct SynthTask {
 // Writes batch number `index` of n samples: images (n, C, S, S) NCHW, labels (n).
 void synth_batch(const SynthTask *task, uint64_t index, int n, float *images, int32_t *labels);
 
+// A learnable token task for the GPT models, with a known loss floor: sequences from a random
+// Markov source of order `order` over `vocab` tokens. The first `order` tokens of a sequence
+// are uniform; after them each context (the previous `order` tokens) picks the next token
+// among `branch` candidates with weights fixed by the seed (1 + 4u, u uniform; a candidate
+// drawn twice counts twice). A model must attend to the previous `order` tokens to predict
+// well; nothing in the task is position-dependent. Deterministic in (seed, index).
+typedef struct SynthTokens {
+    int vocab, seq_len, order, branch;
+    uint64_t seed;
+} SynthTokens;
+
+// The task for a GPT model config's vocabulary and length: order 2, 4 candidates.
+SynthTokens synth_tokens_task(int vocab, int seq_len, uint64_t seed);
+// Writes batch `index` of n sequences: tokens (n, seq_len) and labels (n, seq_len), the
+// next token of each position. Returns the mean entropy in nats of the distributions the
+// labels were drawn from: the expected cross-entropy of the ideal predictor on this batch.
+double synth_tokens_batch(const SynthTokens *task, uint64_t index, int n, int32_t *tokens,
+                          int32_t *labels);
+// The task's loss floor in nats: the mean of synth_tokens_batch's entropies over 64
+// sequences drawn apart from the training batches (nothing written).
+double synth_tokens_floor(const SynthTokens *task);
+
 #ifdef __cplusplus
 }
 #endif

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "bench/driver/image_data.h"
+#include "bench/tools/train_gpt.h"
 #include "bench/tools/train_options.h"
 #include "dist/env.h"
 #include "dist/sampler.h"
@@ -142,6 +143,7 @@ int main(int argc, char **argv)
                    .holdout = 0.2f, .crop_scale_min = 0.25f};
     int rc = train_parse_args(argc, argv, &cfg, &a);
     if (rc != 0) return rc > 0 ? 0 : 1;
+    if (cfg.model.kind == CORE_MODEL_GPT) return train_gpt(&cfg, &a);  // the token task
     bool images = a.data == TRAIN_DATA_IMAGES;
     if (!images && a.eval_batches < 0) a.eval_batches = 4;
     if (a.ddp) {  // --nproc-per-node: start the ranks and wait for them; a rank goes on

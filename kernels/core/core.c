@@ -18,6 +18,34 @@ static int bad(int line, const char *why)
 }
 #define BAD(why) bad(__LINE__, why)
 
+// The transformers: GPT-2's shape and hyper-parameters (weight decay 0.1, warm-up then
+// cosine decay, clipping at 1), sized from seconds on a CPU to GPT-2 small.
+static int gpt_preset(CoreConfig *c, const char *name)
+{
+    c->model.kind = CORE_MODEL_GPT;
+    c->model.attention = CORE_ATTENTION_UNFUSED;
+    c->optim.momentum = 0.9f; c->optim.weight_decay = 0.1f; c->optim.clip_norm = 1.0f;
+    if (strcmp(name, "gpt-tiny") == 0) {
+        c->model.num_classes = 64; c->model.seq_len = 64; c->model.width = 64;
+        c->model.gpt_layers = 2; c->model.gpt_heads = 4;
+        c->batch_size = 16; c->optim.reference_batch = 16; c->optim.base_lr = 0.1f;
+        c->optim.warmup_steps = 20; c->optim.total_steps = 400;
+    } else if (strcmp(name, "gpt-mini") == 0) {
+        c->model.num_classes = 256; c->model.seq_len = 256; c->model.width = 256;
+        c->model.gpt_layers = 4; c->model.gpt_heads = 4;
+        c->batch_size = 16; c->optim.reference_batch = 16; c->optim.base_lr = 0.1f;
+        c->optim.warmup_steps = 50; c->optim.total_steps = 1000;
+    } else if (strcmp(name, "gpt2-small") == 0) {
+        c->model.num_classes = 50257; c->model.seq_len = 1024; c->model.width = 768;
+        c->model.gpt_layers = 12; c->model.gpt_heads = 12;
+        c->batch_size = 8; c->optim.reference_batch = 8; c->optim.base_lr = 0.05f;
+        c->optim.warmup_steps = 200; c->optim.total_steps = 5000;
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
 int core_config_preset(CoreConfig *cfg, const char *name)
 {
     CoreConfig c = {
@@ -61,8 +89,11 @@ int core_config_preset(CoreConfig *cfg, const char *name)
         c.model.stem_stride = 4; c.batch_size = 256; c.optim.reference_batch = 256;
         c.optim.base_lr = 0.1f; c.optim.total_steps = 5000; c.optim.warmup_steps = 500;
         c.optim.weight_decay = 1e-4f;
+    } else if (strncmp(name, "gpt", 3) == 0 && gpt_preset(&c, name) == 0) {
+        // gpt-tiny, gpt-mini, gpt2-small
     } else {
-        return error_set(ERROR_BAD_USAGE, "core_config_preset: unknown preset '%s' (tiny, mlp, small, medium, resnet18)", name);
+        return error_set(ERROR_BAD_USAGE, "core_config_preset: unknown preset '%s' (tiny, mlp, "
+                         "small, medium, resnet18, gpt-tiny, gpt-mini, gpt2-small)", name);
     }
     *cfg = c;
     return 0;
@@ -94,6 +125,9 @@ int core_config_validate(const CoreConfig *c)
     if (c->checkpoint_segments < 0) return BAD("checkpoint_segments must be >= 0 (0: off)");
     if (c->cuda_graph && (c->backend == CORE_BACKEND_CPU || c->backend == CORE_BACKEND_CPU_REF))
         return BAD("cuda_graph needs the CUDA backend (CUDA graphs replay device work)");
+    if (c->model.kind == CORE_MODEL_GPT && c->checkpoint_segments > 1)
+        return BAD("checkpoint_segments on a gpt model: not yet (its units will be the blocks)");
+    if ((unsigned)c->model.kind > CORE_MODEL_GPT) return BAD("model kind out of range");
     ModelGraph *g = malloc(sizeof *g);
     if (!g) return BAD("out of memory");
     int rc = model_build(&c->model, g);
@@ -137,18 +171,43 @@ int core_create(const CoreConfig *cfg, Core **out)
             return error_set(ERROR_NO_DEVICE, "core_create: cuda_graph needs a CUDA device: %s", why);
         }
     }
+    if (core->backend == CORE_BACKEND_CUDA && cfg->model.kind == CORE_MODEL_GPT) {
+        free(core);
+        return error_set(ERROR_BAD_USAGE, "core_create: the CUDA backend does not run gpt models "
+                         "yet; the cpu and cpu-ref backends do (--backend cpu)");
+    }
     int rc = core->backend == CORE_BACKEND_CUDA ? core_cuda_init(core) : core_cpu_init(core);
     if (rc != 0) { core_free(core); return -1; }
     *out = core;
     return 0;
 }
 
+// A GPT batch in host memory: every token and label in the vocabulary (an embedding row
+// or a class outside it would be read out of bounds).
+static int check_tokens(const Core *core, const CoreBatch *b)
+{
+    int vocab = core->cfg.model.num_classes;
+    size_t count = (size_t)b->n * core->cfg.model.seq_len;
+    for (size_t i = 0; i < count; i++) {
+        if (b->tokens[i] < 0 || b->tokens[i] >= vocab)
+            return error_set(ERROR_BAD_USAGE, "core batch: token %d at %zu outside the vocabulary "
+                             "[0, %d)", b->tokens[i], i, vocab);
+        if (b->labels && (b->labels[i] < 0 || b->labels[i] >= vocab))
+            return error_set(ERROR_BAD_USAGE, "core batch: label %d at %zu outside the vocabulary "
+                             "[0, %d)", b->labels[i], i, vocab);
+    }
+    return 0;
+}
+
 static int check_batch(const Core *core, const CoreBatch *b)
 {
-    if (!b || b->n <= 0 || !b->images || !b->labels)
-        return error_set(ERROR_BAD_USAGE, "core batch: empty batch or NULL pointers");
+    bool gpt = core->cfg.model.kind == CORE_MODEL_GPT;
+    if (!b || b->n <= 0 || !b->labels || (gpt ? !b->tokens : !b->images))
+        return error_set(ERROR_BAD_USAGE, "core batch: empty batch or NULL pointers (%s)",
+                         gpt ? "a gpt model takes tokens and labels" : "images and labels");
     if (b->memory == CORE_MEMORY_DEVICE && core->backend != CORE_BACKEND_CUDA)
         return error_set(ERROR_BAD_USAGE, "core batch: device memory batch on the CPU backend");
+    if (gpt && b->memory == CORE_MEMORY_HOST) TRY(check_tokens(core, b));
     return 0;
 }
 
@@ -237,10 +296,12 @@ int core_eval(Core *core, const CoreBatch *batch, CoreEvalResult *result)
 int core_infer(Core *core, const CoreBatch *batch, CoreGradMode grad, float *logits,
                CoreEvalResult *result)
 {
-    if (!batch || batch->n <= 0 || !batch->images)
-        return error_set(ERROR_BAD_USAGE, "core_infer: empty batch or NULL images");
+    bool gpt = core->cfg.model.kind == CORE_MODEL_GPT;
+    if (!batch || batch->n <= 0 || (gpt ? !batch->tokens : !batch->images))
+        return error_set(ERROR_BAD_USAGE, "core_infer: empty batch or NULL %s", gpt ? "tokens" : "images");
     if (batch->memory == CORE_MEMORY_DEVICE && core->backend != CORE_BACKEND_CUDA)
         return error_set(ERROR_BAD_USAGE, "core_infer: device memory batch on the CPU backend");
+    if (gpt && batch->memory == CORE_MEMORY_HOST) TRY(check_tokens(core, batch));
     if (grad != CORE_GRAD_ON && grad != CORE_GRAD_OFF)
         return error_set(ERROR_BAD_USAGE, "core_infer: grad mode %d is neither CORE_GRAD_ON nor "
                          "CORE_GRAD_OFF", (int)grad);
@@ -260,6 +321,9 @@ int core_loss_grad(Core *core, const CoreBatch *batch, float *loss, float *grad)
 int core_set_image_size(Core *core, int image_size)
 {
     if (image_size < 0) return error_set(ERROR_BAD_USAGE, "core_set_image_size: size %d < 0", image_size);
+    if (core->cfg.model.kind == CORE_MODEL_GPT)
+        return error_set(ERROR_BAD_USAGE, "core_set_image_size: a gpt model takes sequences of "
+                         "model.seq_len tokens, not images");
     CoreModelConfig m = core->cfg.model;
     if (image_size > 0) m.image_size = image_size;
     if (m.image_size == core->graph.shapes[0].h) return 0;

@@ -23,6 +23,7 @@
 #include "kernels/conv_bias_cpu.h"
 #include "kernels/core_backends.h"
 #include "kernels/core_internal.h"
+#include "kernels/cpu/core_cpu_gpt.h"
 #include "kernels/cpu_pool.h"
 #include "kernels/layers_cpu.h"
 #include "kernels/layers_cpu_fast.h"
@@ -250,6 +251,7 @@ typedef struct CpuCore {
     float *act[MODEL_MAX_TENSORS], *dact[MODEL_MAX_TENSORS]; // views into arena (NULL: none)
     int ws_image_size;     // the image size the workspace was laid out for
     const float *input;
+    const int32_t *tokens; // a GPT batch's
     AmpScaler scaler;
     int skipped;
     bool fault_pending;
@@ -384,6 +386,12 @@ static void conv_bias_bwd(CpuCore *c, const ModelGraph *g, const ModelOp *op, in
 
 static int prepare(Core *core, int n) { return prepare_pass(core, n, false); }
 
+// The loss's rows: one per sample, or one per token of a GPT's sequences.
+static int logit_rows(const ModelGraph *g, int n)
+{
+    return n * g->shapes[g->logits].h * g->shapes[g->logits].w;
+}
+
 // Ops first..end-1 forward (only those the plan recomputes when recompute_only).
 static void forward_ops(Core *core, int n, FwdMode mode, int first, int end, bool recompute_only)
 {
@@ -401,6 +409,12 @@ static void forward_ops(Core *core, int n, FwdMode mode, int first, int end, boo
         size_t count = (size_t)n * model_tensor_size(g, op->in);
         if (po->fused_away || (recompute_only && !po->recompute)) continue;  // fused: the op
                                                                              // before wrote it
+        if (cpu_gpt_op(op)) {
+            GptOpIo io = {.tokens = c->tokens, .x = x, .y = y,
+                          .aux = op->kind == OP_ATTN ? c->act[op->aux] : NULL};
+            cpu_gpt_forward(c->fast, ws, op, n, c->params, &io);
+            continue;
+        }
         switch (op->kind) {
         case OP_CONV: {
             ConvShape cs = model_conv_shape(g, op, n);
@@ -425,10 +439,11 @@ static void forward_ops(Core *core, int n, FwdMode mode, int first, int end, boo
             (po->relu_fused ? L->add_relu_fwd : L->add_fwd)(ws, count, x, tensor(c, op->in2), y);
             break;
         case OP_GAP: L->gap_fwd(ws, n, s.c, hw, x, y); break;
-        case OP_LINEAR:
-            L->linear_fwd(ws, n, op->cin, op->cout, x, c->params + op->w_off,
+        case OP_LINEAR:  // every row of every sample (a GPT's tokens)
+            L->linear_fwd(ws, n * op->rows, op->cin, op->cout, x, c->params + op->w_off,
                           c->params + op->b_off, y);
             break;
+        default: break;
         }
     }
 }
@@ -483,6 +498,13 @@ static int backward(Core *core, int n, bool accum_params)
         ModelShape s = g->shapes[op->in];
         int hw = s.h * s.w;
         size_t count = (size_t)n * model_tensor_size(g, op->in);
+        if (cpu_gpt_op(op)) {
+            GptOpIo io = {.tokens = c->tokens, .x = x, .y = c->act[op->out],
+                          .aux = op->kind == OP_ATTN ? c->act[op->aux] : NULL, .dy = dy, .dx = dx};
+            cpu_gpt_backward(c->fast, ws, op, n, c->params, &io, c->grads, accum_params);
+            TRY(core_report_grads_ready(core, i, c->grads, NULL, NULL));
+            continue;
+        }
         switch (op->kind) {
         case OP_CONV: {
             ConvShape cs = model_conv_shape(g, op, n);
@@ -512,9 +534,10 @@ static int backward(Core *core, int n, bool accum_params)
             break;
         case OP_GAP: if (dx) L->gap_bwd(ws, n, s.c, hw, dy, dx, op->in_accum); break;
         case OP_LINEAR:
-            L->linear_bwd(ws, n, op->cin, op->cout, x, c->params + op->w_off, dy, dx,
+            L->linear_bwd(ws, n * op->rows, op->cin, op->cout, x, c->params + op->w_off, dy, dx,
                           op->in_accum, c->grads + op->w_off, c->grads + op->b_off, accum_params);
             break;
+        default: break;
         }
         TRY(core_report_grads_ready(core, i, c->grads, NULL, NULL));
     }
@@ -533,6 +556,7 @@ static int cpu_forward_backward(Core *core, const CoreBatch *b, bool accumulate,
     size_t np = g->n_params;
     TRY(prepare(core, b->n));
     c->input = b->images;
+    c->tokens = b->tokens;
     bool fp16 = cfg->precision == CORE_PRECISION_FP16;
     bool memset_mode = cfg->zero_grad == CORE_ZERO_GRAD_MEMSET;
     if (memset_mode && !accumulate) memset(c->grads, 0, np * sizeof(float));
@@ -540,13 +564,14 @@ static int cpu_forward_backward(Core *core, const CoreBatch *b, bool accumulate,
     forward(core, b->n, FWD_TRAIN);
     float scale = (fp16 ? c->scaler.scale : 1.0f) * loss_weight;
     int correct = 0;
-    double loss = softmax_ce_cpu(b->n, g->shapes[g->logits].c, c->act[g->logits], b->labels,
-                                 scale, c->dact[g->logits], &correct) / b->n;
+    int rows = logit_rows(g, b->n);
+    double loss = softmax_ce_cpu(rows, g->shapes[g->logits].c, c->act[g->logits], b->labels,
+                                 scale, c->dact[g->logits], &correct) / rows;
     TRY(backward(core, b->n, memset_mode || accumulate));
     c->loss_accum += loss;
     c->loss_count++;
     c->correct_accum += correct;
-    c->samples_accum += b->n;
+    c->samples_accum += rows;
     return 0;
 }
 
@@ -607,12 +632,13 @@ static int cpu_eval(Core *core, const CoreBatch *b, CoreEvalResult *r)
     const ModelGraph *g = &core->graph;
     TRY(prepare(core, b->n));
     c->input = b->images;
+    c->tokens = b->tokens;
     forward(core, b->n, FWD_INFER);
-    int correct = 0;
-    double loss = softmax_ce_cpu(b->n, g->shapes[g->logits].c, c->act[g->logits], b->labels,
+    int correct = 0, rows = logit_rows(g, b->n);
+    double loss = softmax_ce_cpu(rows, g->shapes[g->logits].c, c->act[g->logits], b->labels,
                                  1.0f, NULL, &correct);
-    r->loss = (float)(loss / b->n);
-    r->accuracy = (float)correct / b->n;
+    r->loss = (float)(loss / rows);
+    r->accuracy = (float)correct / rows;
     r->n = b->n;
     return 0;
 }
@@ -625,17 +651,18 @@ static int cpu_infer(Core *core, const CoreBatch *b, CoreGradMode grad, float *l
     const ModelGraph *g = &core->graph;
     TRY(prepare_pass(core, b->n, grad == CORE_GRAD_OFF));
     c->input = b->images;
+    c->tokens = b->tokens;
     forward(core, b->n, FWD_INFER);
-    int classes = g->shapes[g->logits].c;
-    if (logits) memcpy(logits, c->act[g->logits], (size_t)b->n * classes * sizeof(float));
+    int classes = g->shapes[g->logits].c, rows = logit_rows(g, b->n);
+    if (logits) memcpy(logits, c->act[g->logits], (size_t)rows * classes * sizeof(float));
     if (!r) return 0;
     *r = (CoreEvalResult){.loss = NAN, .accuracy = NAN, .n = b->n};
     if (b->labels) {
         int correct = 0;
-        double loss = softmax_ce_cpu(b->n, classes, c->act[g->logits], b->labels, 1.0f, NULL,
+        double loss = softmax_ce_cpu(rows, classes, c->act[g->logits], b->labels, 1.0f, NULL,
                                      &correct);
-        r->loss = (float)(loss / b->n);
-        r->accuracy = (float)correct / b->n;
+        r->loss = (float)(loss / rows);
+        r->accuracy = (float)correct / rows;
     }
     return 0;
 }
@@ -646,10 +673,12 @@ static int cpu_loss_grad(Core *core, const CoreBatch *b, float *loss, float *gra
     const ModelGraph *g = &core->graph;
     TRY(prepare(core, b->n));
     c->input = b->images;
+    c->tokens = b->tokens;
     forward(core, b->n, FWD_TRAIN_NO_STATS);
-    double l = softmax_ce_cpu(b->n, g->shapes[g->logits].c, c->act[g->logits], b->labels,
+    int rows = logit_rows(g, b->n);
+    double l = softmax_ce_cpu(rows, g->shapes[g->logits].c, c->act[g->logits], b->labels,
                               1.0f, c->dact[g->logits], NULL);
-    if (loss) *loss = (float)(l / b->n);
+    if (loss) *loss = (float)(l / rows);
     if (grad) {
         TRY(backward(core, b->n, false));
         memcpy(grad, c->grads, g->n_params * sizeof(float));

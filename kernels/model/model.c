@@ -32,7 +32,7 @@ static ModelOp *new_op(ModelGraph *g, ModelOpKind kind, int in)
 {
     if (g->n_ops >= MODEL_MAX_OPS) return NULL;
     ModelOp *op = &g->ops[g->n_ops++];
-    *op = (ModelOp){.kind = kind, .in = in, .in2 = -1, .out = -1};
+    *op = (ModelOp){.kind = kind, .in = in, .in2 = -1, .out = -1, .aux = -1, .rows = 1};
     return op;
 }
 
@@ -100,7 +100,65 @@ static int add_linear(ModelGraph *g, int in, int cout)
     op->cin = (int)model_tensor_size(g, in); op->cout = cout;
     op->w_off = g->n_params; g->n_params += (size_t)cout * op->cin;
     op->b_off = g->n_params; g->n_params += (size_t)cout;
+    op->bias = true;
     return op->out = new_tensor(g, cout, 1, 1);
+}
+
+// ---- GPT: token-major tensors {features, tokens, 1} ---------------------------------
+
+// A linear applied to each token of `in` ({cin, t}): out {cout, t}.
+static int add_token_linear(ModelGraph *g, int in, int cout, float init_std)
+{
+    ModelShape s = g->shapes[in];
+    ModelOp *op = new_op(g, OP_LINEAR, in);
+    if (!op) return -1;
+    op->cin = s.c; op->cout = cout; op->rows = s.h; op->init_std = init_std; op->bias = true;
+    op->w_off = g->n_params; g->n_params += (size_t)cout * s.c;
+    op->b_off = g->n_params; g->n_params += (size_t)cout;
+    return op->out = new_tensor(g, cout, s.h, 1);
+}
+
+static int add_layernorm(ModelGraph *g, int in)
+{
+    ModelShape s = g->shapes[in];
+    ModelOp *op = new_op(g, OP_LAYERNORM, in);
+    if (!op) return -1;
+    op->cin = op->cout = s.c; op->rows = s.h;
+    op->w_off = g->n_params; op->b_off = g->n_params + s.c;
+    g->n_params += 2 * (size_t)s.c;
+    return op->out = new_tensor(g, s.c, s.h, 1);
+}
+
+static int add_gelu(ModelGraph *g, int in)
+{
+    ModelShape s = g->shapes[in];
+    ModelOp *op = new_op(g, OP_GELU, in);
+    if (!op) return -1;
+    op->cin = op->cout = s.c; op->rows = s.h;
+    return op->out = new_tensor(g, s.c, s.h, 1);
+}
+
+static int add_attention(ModelGraph *g, int qkv, int heads, bool fused)
+{
+    ModelShape s = g->shapes[qkv];
+    ModelOp *op = new_op(g, OP_ATTN, qkv);
+    if (!op) return -1;
+    int c = s.c / 3, t = s.h;
+    op->cin = s.c; op->cout = c; op->rows = t; op->heads = heads; op->fused = fused;
+    op->out = new_tensor(g, c, t, 1);
+    if (op->out < 0) return -1;
+    op->aux = fused ? new_tensor(g, heads * t, 1, 1) : new_tensor(g, heads * t * t, 1, 1);
+    return op->aux < 0 ? -1 : op->out;
+}
+
+static int add_embed(ModelGraph *g, int vocab, int t, int c)
+{
+    ModelOp *op = new_op(g, OP_EMBED, 0);
+    if (!op) return -1;
+    op->cin = vocab; op->cout = c; op->rows = t; op->init_std = 0.02f;
+    op->w_off = g->n_params; g->n_params += (size_t)vocab * c;
+    op->b_off = g->n_params; g->n_params += (size_t)t * c;
+    return op->out = new_tensor(g, c, t, 1);
 }
 
 #define CHAIN(expr) do { t = (expr); if (t < 0) return fail("model too large for MODEL_MAX_OPS"); } while (0)
@@ -146,6 +204,47 @@ static int build_mlp(const CoreModelConfig *m, ModelGraph *g)
     return 0;
 }
 
+static int build_gpt(const CoreModelConfig *m, ModelGraph *g)
+{
+    const float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)m->gpt_layers);
+    int t = 0, c = m->width;
+    CHAIN(add_embed(g, m->num_classes, m->seq_len, c));
+    for (int l = 0; l < m->gpt_layers; l++) {
+        int x = t;
+        CHAIN(add_layernorm(g, x));
+        CHAIN(add_token_linear(g, t, 3 * c, std));
+        CHAIN(add_attention(g, t, m->gpt_heads, m->attention == CORE_ATTENTION_FUSED));
+        CHAIN(add_token_linear(g, t, c, proj_std));
+        CHAIN(add_add(g, x, t));
+        x = t;
+        CHAIN(add_layernorm(g, x));
+        CHAIN(add_token_linear(g, t, 4 * c, std));
+        CHAIN(add_gelu(g, t));
+        CHAIN(add_token_linear(g, t, c, proj_std));
+        CHAIN(add_add(g, x, t));
+    }
+    CHAIN(add_layernorm(g, t));
+    CHAIN(add_token_linear(g, t, m->num_classes, std));
+    return 0;
+}
+
+static int check_gpt(const CoreModelConfig *m)
+{
+    if (m->num_classes <= 1 || m->width <= 0 || m->seq_len <= 0 || m->gpt_layers <= 0 ||
+        m->gpt_heads <= 0)
+        return fail("gpt needs a vocabulary (num_classes) > 1 and width, seq_len, gpt_layers, "
+                    "gpt_heads > 0");
+    if (m->width % m->gpt_heads != 0) return fail("gpt: width must be a multiple of gpt_heads");
+    if (m->seq_len > GPT_MAX_SEQ) return fail("gpt: seq_len must be <= 4096");
+    if ((unsigned)m->attention > CORE_ATTENTION_FUSED) return fail("gpt: attention out of range");
+    // every per-sample tensor (the unfused probabilities heads x t x t the largest) < 2^31
+    if ((size_t)m->gpt_heads * m->seq_len * m->seq_len > INT_MAX ||
+        (size_t)m->num_classes * m->seq_len > INT_MAX || (size_t)4 * m->width * m->seq_len > INT_MAX)
+        return fail("gpt too large: heads x seq_len^2, vocabulary x seq_len and 4 x width x "
+                    "seq_len must be < 2^31 values");
+    return 0;
+}
+
 // Marks which input gradients backward must produce, and whether each write is the
 // first one (overwrite) or a later one (accumulate), walking the ops in reverse.
 static void plan_backward(ModelGraph *g)
@@ -153,7 +252,7 @@ static void plan_backward(ModelGraph *g)
     bool written[MODEL_MAX_TENSORS] = {false};
     for (int i = g->n_ops - 1; i >= 0; i--) {
         ModelOp *op = &g->ops[i];
-        op->in_grad = op->in != 0;
+        op->in_grad = op->in != 0 && op->kind != OP_EMBED;
         op->in_accum = written[op->in];
         written[op->in] = true;
         if (op->in2 >= 0) {
@@ -166,6 +265,15 @@ static void plan_backward(ModelGraph *g)
 int model_build(const CoreModelConfig *m, ModelGraph *g)
 {
     *g = (ModelGraph){0};
+    if (m->kind == CORE_MODEL_GPT) {
+        TRY(check_gpt(m));
+        g->shapes[0] = (ModelShape){1, m->seq_len, 1};
+        g->n_tensors = 1;
+        TRY(build_gpt(m, g));
+        g->logits = g->ops[g->n_ops - 1].out;
+        plan_backward(g);
+        return 0;
+    }
     if (m->in_channels <= 0 || m->image_size <= 0 || m->num_classes <= 1)
         return fail("in_channels, image_size must be > 0 and num_classes > 1");
     // Shapes and op fields are ints: one sample's tensors must stay below 2^31 values.
@@ -212,6 +320,18 @@ void model_init(const ModelGraph *g, uint64_t seed, float *params, float *stats)
                 stats[op->stat_off + c] = 0.0f;
                 stats[op->stat_off + op->cin + c] = 1.0f;
             }
+        } else if (op->kind == OP_LAYERNORM) {
+            for (int c = 0; c < op->cin; c++) {
+                params[op->w_off + c] = 1.0f;
+                params[op->b_off + c] = 0.0f;
+            }
+        } else if (op->kind == OP_EMBED) {  // nn.Embedding-like tables, GPT-2's std
+            size_t n = ((size_t)op->cin + op->rows) * op->cout;
+            for (size_t j = 0; j < n; j++) params[op->w_off + j] = op->init_std * rng_normal_float(&r);
+        } else if (op->kind == OP_LINEAR && op->init_std > 0.0f) {  // GPT-2's init
+            size_t n = (size_t)op->cin * op->cout;
+            for (size_t j = 0; j < n; j++) params[op->w_off + j] = op->init_std * rng_normal_float(&r);
+            for (int j = 0; j < op->cout; j++) params[op->b_off + j] = 0.0f;
         } else if (op->kind == OP_LINEAR) {
             float bound = 1.0f / sqrtf((float)op->cin);
             size_t n = (size_t)op->cin * op->cout;

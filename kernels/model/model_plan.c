@@ -82,6 +82,8 @@ static void op_forward_events(const ModelGraph *g, const ModelPlan *p, Timeline 
     int inplace = (op->kind == OP_RELU || op->kind == OP_ADD) ? in : -1;
     int out = recompute ? rec_value(op->out) : act_value(op->out);
     push(tl, EV_WRITE, time, out, inplace, -1, 0);
+    if (op->kind == OP_ATTN)  // what its backward reads besides in and out
+        push(tl, EV_WRITE, time, recompute ? rec_value(op->aux) : act_value(op->aux), -1, -1, 0);
     if (po->relu_fused) {
         int next = g->ops[i + 1].out;
         push(tl, EV_VIEW, time, recompute ? rec_value(next) : act_value(next), out, -1, 0);
@@ -143,6 +145,22 @@ static void backward_events(const ModelGraph *g, const ModelPlan *p, Timeline *t
             push(tl, EV_READ, time, dy, -1, -1, 0);
             if (dx) grad_write(tl, time, op->in, op->in_accum, -1);
             break;
+        case OP_EMBED:  // the tokens are not in the arena; no input gradient
+            push(tl, EV_READ, time, dy, -1, -1, 0);
+            break;
+        case OP_LAYERNORM:  // row by row: dx may overwrite dy
+        case OP_GELU:
+            push(tl, EV_READ, time, saved_value(tl, op->in), -1, -1, 0);
+            push(tl, EV_READ, time, dy, -1, -1, 0);
+            if (dx) grad_write(tl, time, op->in, op->in_accum, dy);
+            break;
+        case OP_ATTN:  // fused: its output too (D = rowsum(dy * y))
+            push(tl, EV_READ, time, saved_value(tl, op->in), -1, -1, 0);
+            push(tl, EV_READ, time, saved_value(tl, op->aux), -1, -1, 0);
+            if (op->fused) push(tl, EV_READ, time, saved_value(tl, op->out), -1, -1, 0);
+            push(tl, EV_READ, time, dy, -1, -1, 0);
+            if (dx) grad_write(tl, time, op->in, op->in_accum, -1);
+            break;
         }
     }
 }
@@ -153,7 +171,10 @@ static void backward_events(const ModelGraph *g, const ModelPlan *p, Timeline *t
 static void producers(const ModelGraph *g, int *prod)
 {
     for (int t = 0; t < MODEL_MAX_TENSORS; t++) prod[t] = -1;
-    for (int i = 0; i < g->n_ops; i++) prod[g->ops[i].out] = i;
+    for (int i = 0; i < g->n_ops; i++) {
+        prod[g->ops[i].out] = i;
+        if (g->ops[i].kind == OP_ATTN) prod[g->ops[i].aux] = i;
+    }
 }
 
 int model_plan_units(const ModelGraph *g, int *first, int max)
