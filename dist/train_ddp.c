@@ -86,7 +86,7 @@ int dist_train_local_batch(const DistTrain *t, const CoreBatch *g, CoreBatch *lo
         return error_set(ERROR_BAD_USAGE, "rank %d: a batch of %d, expected the global batch %d", t->env.rank, g->n,
                          t->global_batch);
     size_t first = (size_t)t->env.rank * t->local_batch;
-    *local = (CoreBatch){g->images + first * t->image_floats, g->labels + first, t->local_batch, g->memory};
+    *local = (CoreBatch){.images = g->images + first * t->image_floats, .labels = g->labels + first, .n = t->local_batch, .memory = g->memory};
     return 0;
 }
 

@@ -466,7 +466,7 @@ void test_batch_open(TestBatch *b, const CoreConfig *cfg, int n, uint64_t index)
     b->images = malloc((size_t)n * m->in_channels * m->image_size * m->image_size * sizeof(float));
     b->labels = malloc((size_t)n * sizeof(int32_t));
     assert_true(b->images && b->labels);
-    b->b = (CoreBatch){b->images, b->labels, n, CORE_MEMORY_HOST};
+    b->b = (CoreBatch){.images = b->images, .labels = b->labels, .n = n, .memory = CORE_MEMORY_HOST};
     synth_batch(&b->task, index, n, b->images, b->labels);
 }
 
@@ -489,7 +489,7 @@ TestRun test_run_model(const CoreConfig *cfg, int steps)
     run.params = malloc(run.np * sizeof(float));
     assert_true(images && labels && run.grad && run.params);
     SynthTask task = {m->in_channels, m->image_size, m->num_classes, 0.5f, 1};
-    CoreBatch b = {images, labels, n, CORE_MEMORY_HOST};
+    CoreBatch b = {.images = images, .labels = labels, .n = n, .memory = CORE_MEMORY_HOST};
     synth_batch(&task, 0, n, images, labels);
     assert_int_equal(core_loss_grad(core, &b, &run.loss, run.grad), 0);
     for (int s = 0; s < steps; s++) {

@@ -106,7 +106,7 @@ static void run_open(Run *r, CoreConfig cfg)
     r->t = (SynthTask){m->in_channels, m->image_size, m->num_classes, 0.5f, 5};
     r->images = malloc((size_t)cfg.batch_size * m->in_channels * m->image_size * m->image_size * sizeof(float));
     r->labels = malloc((size_t)cfg.batch_size * sizeof(int32_t));
-    r->b = (CoreBatch){r->images, r->labels, cfg.batch_size, CORE_MEMORY_HOST};
+    r->b = (CoreBatch){.images = r->images, .labels = r->labels, .n = cfg.batch_size, .memory = CORE_MEMORY_HOST};
 }
 
 static void run_close(Run *r)

@@ -56,7 +56,7 @@ static void accumulated(const CoreConfig *cfg, const float *images, const int32_
     int m = cfg->batch_size / micro;
     size_t sample = (size_t)cfg->model.in_channels * cfg->model.image_size * cfg->model.image_size;
     for (int i = 0; i < micro; i++) {
-        CoreBatch b = {images + (size_t)i * m * sample, labels + i * m, m, CORE_MEMORY_HOST};
+        CoreBatch b = {.images = images + (size_t)i * m * sample, .labels = labels + i * m, .n = m, .memory = CORE_MEMORY_HOST};
         assert_int_equal(core_forward_backward_weighted(core, &b, i > 0, w), 0);
     }
     assert_int_equal(core_apply_update(core, cfg->batch_size, NULL), 0);
@@ -91,7 +91,7 @@ static void test_loss_weight_makes_micro_batches_the_batch_mean(void **state)
         assert_non_null(unit);
         assert_non_null(times4);
         float loss = 0.0f;
-        CoreBatch b = {images, labels, n, CORE_MEMORY_HOST};
+        CoreBatch b = {.images = images, .labels = labels, .n = n, .memory = CORE_MEMORY_HOST};
         assert_int_equal(core_loss_grad(core, &b, &loss, whole), 0);
         core_free(core);
         accumulated(&cfg, images, labels, 4, 0.25f, quarter);
@@ -104,7 +104,7 @@ static void test_loss_weight_makes_micro_batches_the_batch_mean(void **state)
         assert_true(rel_unit < 1e-5);     // without the weight: K times the mean gradient
         // a weight must be finite and > 0
         assert_int_equal(core_create(&cfg, &core), 0);
-        CoreBatch mb = {images, labels, n / 4, CORE_MEMORY_HOST};
+        CoreBatch mb = {.images = images, .labels = labels, .n = n / 4, .memory = CORE_MEMORY_HOST};
         assert_int_equal(core_forward_backward_weighted(core, &mb, false, 0.0f), -1);
         core_free(core);
         free(whole);

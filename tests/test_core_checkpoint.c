@@ -66,7 +66,7 @@ static Trace trace_run(const CoreConfig *cfg)
     t.buffers = malloc((t.nb ? t.nb : 1) * sizeof(float));
     assert_true(images && labels && t.grad0 && t.grad_end && t.params && t.buffers);
     SynthTask task = {m->in_channels, m->image_size, m->num_classes, 0.5f, 1};
-    CoreBatch b = {images, labels, n, CORE_MEMORY_HOST};
+    CoreBatch b = {.images = images, .labels = labels, .n = n, .memory = CORE_MEMORY_HOST};
     synth_batch(&task, 0, n, images, labels);
     assert_int_equal(core_loss_grad(core, &b, &t.loss0, t.grad0), 0);
     for (int s = 0; s < STEPS; s++) {
@@ -220,7 +220,7 @@ static void test_other_paths_identical(void **state)
         params[k] = malloc(np * sizeof(float));
         assert_true(images && params[k]);
         SynthTask task = {m->in_channels, m->image_size, m->num_classes, 0.5f, 1};
-        CoreBatch b = {images, labels, 2, CORE_MEMORY_HOST};
+        CoreBatch b = {.images = images, .labels = labels, .n = 2, .memory = CORE_MEMORY_HOST};
         for (int micro = 0; micro < 2; micro++) {
             synth_batch(&task, (uint64_t)micro, 2, images, labels);
             assert_int_equal(core_forward_backward(core, &b, micro > 0), 0);
@@ -360,7 +360,7 @@ static void test_double_update_is_caught(void **state)
     int32_t labels[8];
     assert_true(images && r0 && twice && nb > 0);
     SynthTask task = {m->in_channels, m->image_size, m->num_classes, 0.5f, 1};
-    CoreBatch b = {images, labels, 8, CORE_MEMORY_HOST};
+    CoreBatch b = {.images = images, .labels = labels, .n = 8, .memory = CORE_MEMORY_HOST};
     synth_batch(&task, 1, 8, images, labels);
     float *r = NULL;
     void *stream = NULL;

@@ -28,7 +28,7 @@ static void data_init(Data *d, const CoreConfig *cfg, int n)
     d->task = (SynthTask){m->in_channels, m->image_size, m->num_classes, 0.5f, 1};
     d->images = malloc((size_t)n * m->in_channels * m->image_size * m->image_size * sizeof(float));
     d->labels = malloc((size_t)n * sizeof(int32_t));
-    d->batch = (CoreBatch){d->images, d->labels, n, CORE_MEMORY_HOST};
+    d->batch = (CoreBatch){.images = d->images, .labels = d->labels, .n = n, .memory = CORE_MEMORY_HOST};
 }
 
 static void data_free(Data *d) { free(d->images); free(d->labels); }
@@ -221,7 +221,7 @@ static void test_config_errors_are_reported(void **state)
     assert_int_equal(core_create(&cfg, &core), 0);
     float img[16 * 16 * 3] = {0};
     int32_t label = 0;
-    CoreBatch b = {img, &label, 1, CORE_MEMORY_DEVICE};
+    CoreBatch b = {.images = img, .labels = &label, .n = 1, .memory = CORE_MEMORY_DEVICE};
     assert_int_equal(core_step(core, &b, NULL), -1);
     b.memory = CORE_MEMORY_HOST;
     assert_int_equal(core_step(core, &b, NULL), 0);  // a new batch size works

@@ -53,7 +53,7 @@ static CoreBatch data_batch(Data *d, int size, int n, uint64_t index)
     assert_true(n <= d->cap && size <= MAX_SIZE);
     SynthTask t = {d->channels, size, d->classes, 0.5f, 1};
     synth_batch(&t, index, n, d->images, d->labels);
-    return (CoreBatch){d->images, d->labels, n, CORE_MEMORY_HOST};
+    return (CoreBatch){.images = d->images, .labels = d->labels, .n = n, .memory = CORE_MEMORY_HOST};
 }
 
 static CoreConfig preset(const char *name, CoreBackend backend)

@@ -377,7 +377,7 @@ static void test_gpu_device_batch_matches_host(void **state)
     assert_int_equal(cudaMemcpy(dimg, b.images, img * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
     assert_int_equal(cudaMemcpy(dlab, b.labels, 8 * sizeof(int32_t), cudaMemcpyHostToDevice), cudaSuccess);
     assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);  // the core's stream is non-blocking
-    CoreBatch db = {dimg, dlab, 8, CORE_MEMORY_DEVICE};
+    CoreBatch db = {.images = dimg, .labels = dlab, .n = 8, .memory = CORE_MEMORY_DEVICE};
     assert_int_equal(core_loss_grad(core, &db, &ld, gd), 0);
     double e = test_rel_l2(gd, gh, np);
     printf("device vs host batch: loss %.6f vs %.6f, grad rel diff %.2e (tol 1e-6)\n", ld, lh, e);
@@ -554,7 +554,7 @@ static void test_gpu_out_of_memory_is_reported(void **state)
     int32_t *labels = NULL;
     assert_int_equal(cudaMalloc((void **)&images, sizeof(float)), cudaSuccess);
     assert_int_equal(cudaMalloc((void **)&labels, sizeof(int32_t)), cudaSuccess);
-    CoreBatch b = {images, labels, 4096, CORE_MEMORY_DEVICE};
+    CoreBatch b = {.images = images, .labels = labels, .n = 4096, .memory = CORE_MEMORY_DEVICE};
     error_clear();
     assert_int_equal(core_step(core, &b, NULL), -1);
     printf("oversized batch: %s\n", error_message());
@@ -618,7 +618,7 @@ static void test_gpu_device_batches_need_no_upload_buffers(void **state)
     assert_int_equal(cudaMalloc((void **)&dlab, n * sizeof(int32_t)), cudaSuccess);
     assert_int_equal(cudaMemcpy(dimg, b.images, img * sizeof(float), cudaMemcpyHostToDevice), cudaSuccess);
     assert_int_equal(cudaMemcpy(dlab, b.labels, n * sizeof(int32_t), cudaMemcpyHostToDevice), cudaSuccess);
-    CoreBatch db = {dimg, dlab, n, CORE_MEMORY_DEVICE};
+    CoreBatch db = {.images = dimg, .labels = dlab, .n = n, .memory = CORE_MEMORY_DEVICE};
     size_t peak[2];
     for (int host = 0; host < 2; host++) {
         Core *core = test_core_create(&cfg);

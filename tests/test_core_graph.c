@@ -113,7 +113,7 @@ static void test_cpu_stats_have_no_graph_work(void **state)
     int32_t labels[4];
     assert_non_null(images);
     synth_batch(&t, 0, 4, images, labels);
-    CoreBatch b = {images, labels, 4, CORE_MEMORY_HOST};
+    CoreBatch b = {.images = images, .labels = labels, .n = 4, .memory = CORE_MEMORY_HOST};
     assert_int_equal(core_step(core, &b, NULL), 0);
     CoreStats st;
     assert_int_equal(core_stats(core, &st), 0);
@@ -182,7 +182,7 @@ static void run_steps(const CoreConfig *cfg, const Step *steps, int count, bool 
         SynthTask t = {m->in_channels, s->size, m->num_classes, 0.5f, 1};
         synth_batch(&t, (uint64_t)i, s->n, images, labels);
         assert_int_equal(core_set_image_size(core, s->size), 0);
-        CoreBatch b = {images, labels, s->n, CORE_MEMORY_HOST};
+        CoreBatch b = {.images = images, .labels = labels, .n = s->n, .memory = CORE_MEMORY_HOST};
         if (device) {
             // the previous step may still read the device batch: wait, then overwrite it
             assert_int_equal(core_sync(core), 0);
@@ -192,7 +192,7 @@ static void run_steps(const CoreConfig *cfg, const Step *steps, int count, bool 
             assert_int_equal(cudaMemcpy(d_labels, labels, (size_t)s->n * sizeof(int32_t),
                                         cudaMemcpyHostToDevice), cudaSuccess);
             assert_int_equal(cudaDeviceSynchronize(), cudaSuccess);
-            b = (CoreBatch){d_images, d_labels, s->n, CORE_MEMORY_DEVICE};
+            b = (CoreBatch){.images = d_images, .labels = d_labels, .n = s->n, .memory = CORE_MEMORY_DEVICE};
         }
         if (s->fault) assert_int_equal(core_inject_grad_fault(core, INFINITY), 0);
         CoreStepResult res;
@@ -385,7 +385,7 @@ static void test_gpu_graph_hooks_and_cache_clear(void **state)
     int32_t labels[8];
     assert_non_null(images);
     synth_batch(&t, 0, 8, images, labels);
-    CoreBatch b = {images, labels, 8, CORE_MEMORY_HOST};
+    CoreBatch b = {.images = images, .labels = labels, .n = 8, .memory = CORE_MEMORY_HOST};
     for (int i = 0; i < 3; i++) assert_int_equal(core_step(core, &b, NULL), 0);
     CoreStats st;
     assert_int_equal(core_stats(core, &st), 0);
@@ -398,7 +398,7 @@ static void test_gpu_graph_hooks_and_cache_clear(void **state)
     assert_int_equal(st.graph_replays, 4);
     // an eval of another batch size in between re-plans the step's shape: eager again
     CoreEvalResult er;
-    CoreBatch half = {images, labels, 4, CORE_MEMORY_HOST};
+    CoreBatch half = {.images = images, .labels = labels, .n = 4, .memory = CORE_MEMORY_HOST};
     assert_int_equal(core_eval(core, &half, &er), 0);
     assert_int_equal(core_step(core, &b, NULL), 0);
     assert_int_equal(core_stats(core, &st), 0);

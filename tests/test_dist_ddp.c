@@ -216,11 +216,11 @@ static int run_variant(DistComm *comm, const DistEnv *env, const Variant *v, int
         size_t pos = (size_t)s * local * A % (mine.per_rank - (size_t)local * A + 1);
         for (int a = 0; a < A; a++) {
             fill_batch(&task, my_idx + pos + (size_t)a * local, local, images + (size_t)a * local * per, labels + a * local);
-            micro[a] = (CoreBatch){images + (size_t)a * local * per, labels + a * local, local, CORE_MEMORY_HOST};
+            micro[a] = (CoreBatch){.images = images + (size_t)a * local * per, .labels = labels + a * local, .n = local, .memory = CORE_MEMORY_HOST};
         }
         if (v->uneven) {  // this rank's contiguous share of the one process's global batch
             fill_batch(&task, global_idx + pos * world + start, share, images, labels);
-            micro[0] = (CoreBatch){images, labels, share, CORE_MEMORY_HOST};
+            micro[0] = (CoreBatch){.images = images, .labels = labels, .n = share, .memory = CORE_MEMORY_HOST};
         }
         if (bn && s == STEPS - 1 && corrupt_buffers(core, rank) != 0) goto out;
         if (ddp_step(ddp, micro, big, NULL) != 0) { fail_rank(rank, v->name); goto out; }
@@ -230,7 +230,7 @@ static int run_variant(DistComm *comm, const DistEnv *env, const Variant *v, int
             allreduces_after_first = first.allreduces;
         }
         if (kill_rank >= 0) continue;
-        CoreBatch whole = {images, labels, big, CORE_MEMORY_HOST};
+        CoreBatch whole = {.images = images, .labels = labels, .n = big, .memory = CORE_MEMORY_HOST};
         if (dp) {
             // DataParallel's chunk r is rank r's batch: shard position pos + i of rank r is
             // position (pos + i) * world + r of the epoch's list

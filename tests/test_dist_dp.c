@@ -38,7 +38,7 @@ static void dp_matches_single(int devices, int batch)
     if (dp_create(&cfg, devices, &dp) != 0 || core_create(&cfg, &ref) != 0) fail_msg("%s", error_message());
     for (int s = 0; s < STEPS; s++) {
         synth_batch(&task, (uint64_t)s, batch, images, labels);
-        CoreBatch b = {images, labels, batch, CORE_MEMORY_HOST};
+        CoreBatch b = {.images = images, .labels = labels, .n = batch, .memory = CORE_MEMORY_HOST};
         if (dp_step(dp, &b, NULL) != 0 || core_step(ref, &b, NULL) != 0) fail_msg("%s", error_message());
     }
     size_t np = core_param_count(ref);

@@ -79,8 +79,8 @@ static void ddp_world_of_one(bool overlap, int accumulation, const char *what)
         int part = BATCH / accumulation;
         CoreBatch micro[2];
         for (int a = 0; a < accumulation; a++)
-            micro[a] = (CoreBatch){images + (size_t)a * part * per, labels + a * part, part, CORE_MEMORY_HOST};
-        CoreBatch whole = {images, labels, BATCH, CORE_MEMORY_HOST};
+            micro[a] = (CoreBatch){.images = images + (size_t)a * part * per, .labels = labels + a * part, .n = part, .memory = CORE_MEMORY_HOST};
+        CoreBatch whole = {.images = images, .labels = labels, .n = BATCH, .memory = CORE_MEMORY_HOST};
         if (ddp_step(ddp, micro, BATCH, NULL) != 0 || core_step(ref, &whole, NULL) != 0) fail_msg("%s", error_message());
     }
     DdpStats st;
@@ -113,7 +113,7 @@ static void test_data_parallel_one_gpu(void **state)
     int32_t labels[BATCH];
     for (int s = 0; s < STEPS; s++) {
         synth_batch(&task, (uint64_t)s, BATCH, images, labels);
-        CoreBatch b = {images, labels, BATCH, CORE_MEMORY_HOST};
+        CoreBatch b = {.images = images, .labels = labels, .n = BATCH, .memory = CORE_MEMORY_HOST};
         if (dp_step(dp, &b, NULL) != 0 || core_step(ref, &b, NULL) != 0) fail_msg("%s", error_message());
     }
     compare(dp_core(dp), ref, "DataParallel over 1 GPU");

@@ -125,7 +125,7 @@ static void test_modules_report_their_kinds(void **state)
     assert_int_equal(core_create(&cfg, &core), 0);
     float image[3 * 224 * 224] = {0};
     int32_t label = 0;
-    CoreBatch huge = {image, &label, 1 << 20, CORE_MEMORY_HOST};
+    CoreBatch huge = {.images = image, .labels = &label, .n = 1 << 20, .memory = CORE_MEMORY_HOST};
     error_clear();
     assert_int_equal(core_step(core, &huge, NULL), -1);
     printf("huge batch on the CPU: %s\n", error_message());

@@ -290,7 +290,7 @@ static void check_model(const char *preset, int image_size, int width, CoreBacke
     int32_t labels[6];
     SynthTask task = {3, image_size, cfg.model.num_classes, 0.5f, 3};
     synth_batch(&task, 0, 6, images, labels);
-    c.batch = (CoreBatch){images, labels, 6, CORE_MEMORY_HOST};
+    c.batch = (CoreBatch){.images = images, .labels = labels, .n = 6, .memory = CORE_MEMORY_HOST};
     c.params = malloc(c.np * sizeof(float));
     float *grad = malloc(c.np * sizeof(float));
     assert_int_equal(core_params_get(core, c.params, c.np), 0);

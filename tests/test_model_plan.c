@@ -475,7 +475,7 @@ static void step_at(Core *core, int n, int size, CoreStats *st)
     int32_t *labels = calloc((size_t)n, sizeof(int32_t));
     assert_non_null(images);
     assert_non_null(labels);
-    CoreBatch b = {images, labels, n, CORE_MEMORY_HOST};
+    CoreBatch b = {.images = images, .labels = labels, .n = n, .memory = CORE_MEMORY_HOST};
     assert_int_equal(core_step(core, &b, NULL), 0);
     assert_int_equal(core_stats(core, st), 0);
     free(images);

@@ -85,7 +85,7 @@ static int slow_next(void *ctx, CoreBatch *b)
     }
     s->served++;
     if (s->served > 3) s->in_epoch++;
-    *b = (CoreBatch){s->images, s->labels, s->n, CORE_MEMORY_HOST};
+    *b = (CoreBatch){.images = s->images, .labels = s->labels, .n = s->n, .memory = CORE_MEMORY_HOST};
     return 1;
 }
 

@@ -177,7 +177,7 @@ static int huge_next(void *ctx, CoreBatch *b)
         h->taken = 0;
         return 0;
     }
-    *b = (CoreBatch){h->images, h->labels, h->n, CORE_MEMORY_HOST};
+    *b = (CoreBatch){.images = h->images, .labels = h->labels, .n = h->n, .memory = CORE_MEMORY_HOST};
     return 1;
 }
 

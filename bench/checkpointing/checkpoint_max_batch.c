@@ -57,7 +57,7 @@ static int run_at(const CoreConfig *base, const PracticeBatch *seed, int n, int 
     TRY(device_batch_make(&d, seed, &cfg, n));
     Core *core = NULL;
     int rc = core_create(&cfg, &core);
-    CoreBatch b = {d.images, d.labels, n, CORE_MEMORY_DEVICE};
+    CoreBatch b = {.images = d.images, .labels = d.labels, .n = n, .memory = CORE_MEMORY_DEVICE};
     for (int i = 0; i < warmup && rc == 0; i++) rc = core_step(core, &b, NULL);
     if (rc == 0) rc = core_sync(core);
     double t0 = clock_seconds();

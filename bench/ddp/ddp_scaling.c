@@ -78,7 +78,7 @@ static int run_in_process(CoreConfig cfg, int devices, int local_batch, int step
     DataParallel *dp = NULL;
     int rc = ddp_bench_make_batch(&cfg, n, 0, &images, &labels);
     if (rc == 0) rc = data_parallel ? dp_create(&cfg, devices, &dp) : core_create(&cfg, &core);
-    CoreBatch b = {images, labels, n, CORE_MEMORY_HOST};
+    CoreBatch b = {.images = images, .labels = labels, .n = n, .memory = CORE_MEMORY_HOST};
     for (int it = -1; it < iterations && rc == 0; it++) {  // -1: warm-up
         double t0 = clock_seconds();
         for (int s = 0; s < steps && rc == 0; s++) rc = data_parallel ? dp_step(dp, &b, NULL) : core_step(core, &b, NULL);

@@ -125,7 +125,7 @@ int ddp_bench_micro_batches(const CoreConfig *cfg, const WorkerArgs *a, const Wo
     *labels = malloc((size_t)a->accumulation * n * sizeof **labels);
     if (!*images || !*labels) return error_set(ERROR_OUT_OF_MEMORY, "batch: out of memory");
     for (int k = 0; k < a->accumulation; k++) {
-        micro[k] = (CoreBatch){*images + (size_t)k * n * per, *labels + (size_t)k * n, n, CORE_MEMORY_HOST};
+        micro[k] = (CoreBatch){.images = *images + (size_t)k * n * per, .labels = *labels + (size_t)k * n, .n = n, .memory = CORE_MEMORY_HOST};
         fill_samples(cfg, (long long)k * global + first, n, *images + (size_t)k * n * per, *labels + (size_t)k * n);
     }
     return global * a->accumulation;

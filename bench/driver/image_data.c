@@ -94,7 +94,7 @@ int image_data_next(ImageData *d, CoreBatch *batch)
             continue;
         }
         if (b.count == 0) continue; // every file of the batch was bad and skipped
-        *batch = (CoreBatch){b.images, b.labels, b.count, CORE_MEMORY_HOST};
+        *batch = (CoreBatch){.images = b.images, .labels = b.labels, .n = b.count, .memory = CORE_MEMORY_HOST};
         return 0;
     }
     return error_set(ERROR_BAD_DATA, "an epoch of %s gave no usable images", d->root);
@@ -120,7 +120,7 @@ int image_data_eval(ImageData *d, Core *core, int max_batches, double *loss_sum,
                     (rc = loader_next_batch(d->eval_loader, &b)) != 0; n++) {
         if (rc < 0) return error_wrap("loading held-out images");
         if (b.count == 0) continue;
-        CoreBatch cb = {b.images, b.labels, b.count, CORE_MEMORY_HOST};
+        CoreBatch cb = {.images = b.images, .labels = b.labels, .n = b.count, .memory = CORE_MEMORY_HOST};
         CoreEvalResult er;
         if (core_eval(core, &cb, &er) != 0) return error_wrap("evaluating held-out images");
         *loss_sum += (double)er.loss * cb.n;

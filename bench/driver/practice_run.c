@@ -396,7 +396,7 @@ static int held_out_accuracy(Core *core, const SynthTask *task, float *images, i
     double correct = 0.0;
     for (int e = 0; e < EVAL_BATCHES; e++) {
         synth_batch(task, HELD_OUT_INDEX + (uint64_t)e, EVAL_BATCH, images, labels);
-        CoreBatch b = {images, labels, EVAL_BATCH, CORE_MEMORY_HOST};
+        CoreBatch b = {.images = images, .labels = labels, .n = EVAL_BATCH, .memory = CORE_MEMORY_HOST};
         CoreEvalResult r;
         TRY(core_eval(core, &b, &r));
         correct += (double)r.accuracy * EVAL_BATCH;
@@ -428,7 +428,7 @@ static int train_to_target(HarnessState *st, const Practice *p, const PracticeVa
     *o = (PracticeOutcome){0};
     for (step = 0; step < p->max_steps && rc == 0 && !o->reached && !o->diverged; step++) {
         synth_batch(&task, (uint64_t)step, cfg->batch_size, images, labels);  // not timed
-        CoreBatch b = {images, labels, cfg->batch_size, CORE_MEMORY_HOST};
+        CoreBatch b = {.images = images, .labels = labels, .n = cfg->batch_size, .memory = CORE_MEMORY_HOST};
         CoreStepResult r;
         double t0 = clock_seconds();
         rc = practice_step(core, m->in_channels, &b, micro_of(p, v), &r);

@@ -113,8 +113,7 @@ static int synthetic_next(void *ctx, CoreBatch *b)
     }
     s->taken++;
     int i = (int)(s->served++ % SYNTH_BATCHES);  // an epoch of one step still alternates
-    *b = (CoreBatch){s->images[i], s->labels[i], s->n,
-                     s->device ? CORE_MEMORY_DEVICE : CORE_MEMORY_HOST};
+    *b = (CoreBatch){.images = s->images[i], .labels = s->labels[i], .n = s->n, .memory = s->device ? CORE_MEMORY_DEVICE : CORE_MEMORY_HOST};
     return 1;
 }
 
@@ -223,7 +222,7 @@ static int copy_batch(const CoreBatch *b, size_t sample, CoreMemory to, CoreBatc
     size_t bytes = (size_t)b->n * sample * sizeof(float), lbytes = (size_t)b->n * sizeof(int32_t);
     float *images = NULL;
     int32_t *labels = NULL;
-    *out = (CoreBatch){NULL, NULL, b->n, to};
+    *out = (CoreBatch){.images = NULL, .labels = NULL, .n = b->n, .memory = to};
     if (to == CORE_MEMORY_DEVICE) {  // from the device (a source's batch) to the device
         cudaError_t e = cudaMalloc((void **)&images, bytes);
         if (e == cudaSuccess) e = cudaMalloc((void **)&labels, lbytes);
@@ -333,7 +332,7 @@ int practice_batch_make(PracticeBatch *b, const CoreConfig *cfg, int max_size)
 
 CoreBatch practice_batch_view(const PracticeBatch *b, int n)
 {
-    return (CoreBatch){b->images, b->labels, n, b->device ? CORE_MEMORY_DEVICE : CORE_MEMORY_HOST};
+    return (CoreBatch){.images = b->images, .labels = b->labels, .n = n, .memory = b->device ? CORE_MEMORY_DEVICE : CORE_MEMORY_HOST};
 }
 
 int practice_time_forwards(HarnessState *st, Core *core, const CoreBatch *b, CoreGradMode grad,
@@ -376,7 +375,7 @@ int practice_host_batch(PracticeHostBatch *b, const CoreConfig *cfg, int n, uint
     }
     SynthTask task = {m->in_channels, m->image_size, m->num_classes, SYNTH_NOISE, cfg->seed};
     synth_batch(&task, index, n, b->images, b->labels);
-    b->b = (CoreBatch){b->images, b->labels, n, CORE_MEMORY_HOST};
+    b->b = (CoreBatch){.images = b->images, .labels = b->labels, .n = n, .memory = CORE_MEMORY_HOST};
     return 0;
 }
 

@@ -24,7 +24,7 @@ static CoreBatch micro_batch(const Core *core, int in_channels, const CoreBatch 
 {
     size_t sample = (size_t)in_channels * core_image_size(core) * core_image_size(core);
     int part = b->n / micro + (i < b->n % micro);
-    CoreBatch mb = {b->images + (size_t)*done * sample, b->labels + *done, part, b->memory};
+    CoreBatch mb = {.images = b->images + (size_t)*done * sample, .labels = b->labels + *done, .n = part, .memory = b->memory};
     *done += part;
     return mb;
 }

@@ -30,7 +30,7 @@ static int forward_on_gpu(void *ctx, int n)
         return check_cuda_failed(e, __FILE__, __LINE__, "probe batch");
     }
     Core *core = NULL;
-    CoreBatch b = {images, NULL, n, CORE_MEMORY_DEVICE};
+    CoreBatch b = {.images = images, .labels = NULL, .n = n, .memory = CORE_MEMORY_DEVICE};
     int rc = core_create(&c, &core);
     if (rc == 0) rc = core_infer(core, &b, p->grad, NULL, NULL);
     if (rc == 0) rc = core_sync(core);

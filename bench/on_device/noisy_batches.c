@@ -123,7 +123,7 @@ static int noisy_next(void *ctx, CoreBatch *b)
     double t0 = clock_seconds();
     if (noisy_build(nb) != 0) return -1;
     nb->build_seconds += clock_seconds() - t0;
-    *b = (CoreBatch){nb->noisy, nb->labels, nb->n, CORE_MEMORY_DEVICE};
+    *b = (CoreBatch){.images = nb->noisy, .labels = nb->labels, .n = nb->n, .memory = CORE_MEMORY_DEVICE};
     return 1;
 }
 

@@ -61,7 +61,7 @@ static int check_batches_make(const CoreConfig *cfg, CheckBatches *cb)
                 memcpy(*lab, labels, lbytes);
             }
         }
-        cb->batch[i] = (CoreBatch){*im, *lab, cfg->batch_size, cb->device ? CORE_MEMORY_DEVICE : CORE_MEMORY_HOST};
+        cb->batch[i] = (CoreBatch){.images = *im, .labels = *lab, .n = cfg->batch_size, .memory = cb->device ? CORE_MEMORY_DEVICE : CORE_MEMORY_HOST};
     }
     free(images);
     free(labels);

@@ -486,7 +486,7 @@ int main(int argc, char **argv)
     }
     SynthTask task = {m->in_channels, m->image_size, m->num_classes, 0.5f, cfg.seed};
     synth_batch(&task, 0, cfg.batch_size, images, labels);
-    CoreBatch batch = {images, labels, cfg.batch_size, CORE_MEMORY_HOST};
+    CoreBatch batch = {.images = images, .labels = labels, .n = cfg.batch_size, .memory = CORE_MEMORY_HOST};
     if (core_create(&cfg, &core) != 0) {
         fprintf(stderr, "steptime: cannot create the core: %s\n", error_message());
         goto out;
@@ -523,7 +523,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "steptime: cannot put the batch on the device: %s\n", error_message());
             goto out;
         }
-        batch = (CoreBatch){dev.images, dev.labels, cfg.batch_size, CORE_MEMORY_DEVICE};
+        batch = (CoreBatch){.images = dev.images, .labels = dev.labels, .n = cfg.batch_size, .memory = CORE_MEMORY_DEVICE};
     }
     for (int s = 0; s < a.warmup + a.steps; s++) {
         double t0 = 1e3 * clock_seconds(), c0 = 1e3 * clock_process_cpu_seconds();

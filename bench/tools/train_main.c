@@ -206,7 +206,7 @@ int main(int argc, char **argv)
                     cfg.batch_size, (double)cfg.batch_size * img * sizeof(float) / 1073741824.0);
             goto out;
         }
-        batch = (CoreBatch){images_buf, labels_buf, cfg.batch_size, CORE_MEMORY_HOST};
+        batch = (CoreBatch){.images = images_buf, .labels = labels_buf, .n = cfg.batch_size, .memory = CORE_MEMORY_HOST};
     }
 
     double t0 = clock_seconds(), t_log = t0;

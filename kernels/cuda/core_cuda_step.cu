@@ -58,6 +58,8 @@ static int forward_ops(Core *core, int n, FwdMode mode, int first, int end, bool
                                     op->cout, gemm_compute(core), CUBLAS_GEMM_DEFAULT));
             TRY(cuda_bias_add(y, c->params + op->b_off, c->dt, n, op->cout, c->s));
             break;
+        default:  // the transformer's ops: core_create refuses gpt models on CUDA for now
+            return error_set(ERROR_BAD_USAGE, "cuda: op kind %d not on this backend", (int)op->kind);
         }
     }
     return 0;
@@ -171,6 +173,8 @@ static int backward(Core *core, int n, bool accum_params)
             TRY(cuda_bias_grad(dy, c->grads + op->b_off, accum_params, c->dt, n, m, c->s));
             break;
         }
+        default:
+            return error_set(ERROR_BAD_USAGE, "cuda: op kind %d not on this backend", (int)op->kind);
         }
         if (core_grad_hook_armed(core) && (op->kind == OP_CONV || op->kind == OP_BN ||
                                            op->kind == OP_LINEAR)) {
