@@ -195,7 +195,7 @@ static void ref_sgd(const CpuWorkspace *ws, size_t np, float *params, const floa
 // AdamW, torch.optim.AdamW's single-tensor update (kernels/adamw.h has the scalars): the
 // same per-element arithmetic as bench/fused_optimizer's optim_adamw_span, whose per-tensor
 // and multi-tensor kernels are checked against this formula too; tests/test_adamw.c checks
-// this loop against a double-precision replay.
+// this loop against a double-precision replay and bit for bit against optim_adamw_span.
 static void ref_adamw(const CpuWorkspace *ws, size_t np, float *p, const float *g, float *m,
                       float *v, const AdamwCoeffs *k)
 {
