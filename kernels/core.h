@@ -122,11 +122,22 @@ typedef struct CoreModelConfig {
                         // memory the pass needs, not the parameters or the maths)
 } CoreModelConfig;
 
-// SGD with momentum and weight decay, LR schedule, gradient clipping.
+typedef enum {
+    CORE_OPTIM_SGD,   // torch.optim.SGD: momentum, L2 weight decay added to the gradient
+    CORE_OPTIM_ADAMW, // torch.optim.AdamW: betas, eps, decoupled weight decay
+} CoreOptimizer;
+
+// The optimizer (SGD with momentum, or AdamW), LR schedule, gradient clipping.
+// AdamW follows torch.optim.AdamW (amsgrad = False): with t the number of updates applied
+// (a step the GradScaler skips does not count), p *= 1 - lr * weight_decay (decoupled),
+// m = beta1 m + (1 - beta1) g, v = beta2 v + (1 - beta2) g^2,
+// p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps); momentum is ignored.
+// core_config_preset sets beta1, beta2, eps to torch's defaults (0.9, 0.999, 1e-8) and
+// optimizer to SGD; core_config_validate refuses betas outside [0, 1) or eps <= 0 under AdamW.
 typedef struct CoreOptimConfig {
     float base_lr;        // at reference_batch images per step
-    float momentum;
-    float weight_decay;
+    float momentum;       // SGD only
+    float weight_decay;   // SGD: L2 (g += wd p); AdamW: decoupled (p *= 1 - lr wd)
     float clip_norm;      // clip by global L2 norm (after unscaling); <= 0: off
     CoreLrDecay decay;
     int warmup_steps;     // linear warmup from base/warmup to base over these steps
@@ -136,6 +147,8 @@ typedef struct CoreOptimConfig {
     float step_gamma;
     bool linear_scaling;  // lr = base_lr * batch_size / reference_batch
     int reference_batch;
+    CoreOptimizer optimizer;
+    float beta1, beta2, eps; // AdamW only
 } CoreOptimConfig;
 
 typedef struct CoreConfig {
@@ -373,7 +386,8 @@ int core_assert_in_effect(Core *core, const CoreConfig *cfg);
 size_t core_param_count(const Core *core);
 // Copies all parameters (fp32 master weights, fixed order) to host memory dst.
 int core_params_get(Core *core, float *dst, size_t count);
-// Overwrites all parameters from host memory src and resets optimizer momentum.
+// Overwrites all parameters from host memory src and resets the optimizer state: SGD's
+// momentum; AdamW's exp_avg, exp_avg_sq and step count (a fresh torch.optim.AdamW).
 int core_params_set(Core *core, const float *src, size_t count);
 // Testing aid: the next step writes `value` (inf or nan) into one gradient element
 // after backward and before the inf/nan check.
@@ -485,6 +499,7 @@ const char *core_readback_name(CoreReadback r);
 const char *core_lr_decay_name(CoreLrDecay d);
 const char *core_pointwise_name(CorePointwise p);
 const char *core_attention_name(CoreAttention a);
+const char *core_optimizer_name(CoreOptimizer o);
 // "graph" when cuda_graph is set, else "eager".
 const char *core_cuda_graph_name(bool cuda_graph);
 // Parses "auto", "cpu", "cuda", "cpu-ref".
@@ -505,6 +520,8 @@ int core_lr_decay_parse(const char *s, CoreLrDecay *out);
 int core_pointwise_parse(const char *s, CorePointwise *out);
 // Parses "unfused", "fused".
 int core_attention_parse(const char *s, CoreAttention *out);
+// Parses "sgd", "adamw".
+int core_optimizer_parse(const char *s, CoreOptimizer *out);
 // Parses "eager", "graph" (the value of cuda_graph: false, true).
 int core_cuda_graph_parse(const char *s, bool *out);
 

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/adamw.h"
 #include "kernels/layers_cpu.h"
 
 #ifdef __cplusplus
@@ -115,6 +116,10 @@ void linear_bwd_fast(const CpuWorkspace *ws, int n, int k, int m, const float *x
 // as the reference loop of core_cpu.c: g = grad + wd*w; mom = m*mom + g; w -= lr*mom.
 void sgd_update_fast(const CpuWorkspace *ws, size_t count, float *params, const float *grads,
                      float *mom, float lr, float momentum, float weight_decay);
+// AdamW (kernels/adamw.h) over count parameters, element by element exactly as the
+// reference loop of core_cpu.c; m: exp_avg, v: exp_avg_sq.
+void adamw_update_fast(const CpuWorkspace *ws, size_t count, float *params, const float *grads,
+                       float *m, float *v, const AdamwCoeffs *k);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,7 @@ plan_session_s=900 plan_cold_start_s=120 plan_transfer_s=20
 plan_gpu_test_table='
 test_core_gpu               15  17 GPU cases on tiny/mlp/small, some against the CPU reference over training curves
 test_layers_gpu              5  8 kernels against the CPU reference
+test_adamw                   3  AdamW on CUDA (fp32_strict; fp16 with a skipped step) against a float64 replay and the CPU reference
 test_bench_kernels           9  2 listings, 2 runs of bench_kernels (~30 small validated rows), 2 refusals
 test_core_graph              8  10 GPU cases, one each on resnet18 and medium (capture and replay)
 test_core_infer              9  6 GPU cases (forward-only plans, autotune of the forward), 4 s of CPU work

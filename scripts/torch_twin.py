@@ -20,7 +20,9 @@ core's initial parameters and batch from the folder written by `steptime --dump 
                    rounding from a real difference;
                  - the eval-mode loss (BN with the running statistics) of a held-out batch
                    after the K steps: what held-out accuracy is computed with.
-                 The steps are torch.optim.SGD (momentum, weight decay), LambdaLR linear
+                 The steps are torch.optim.SGD (momentum, weight decay), or
+                 torch.optim.AdamW (lr, betas, eps, weight decay) when meta.txt says
+                 optimizer=adamw (steptime --optimizer adamw), LambdaLR linear
                  warm-up, torch.amp.GradScaler("cpu", ...) with the core's constants when the
                  precision is fp16 (an inf written into the same flat gradient element at
                  the same steps), unscale_ before clip_grad_norm_ (PyTorch's documented order).
@@ -83,7 +85,8 @@ from twin.models import (BN_EPS, BN_MOMENTUM, PRESET_DEFAULTS, PRESETS, Block, M
                          bn, conv, ordered_bn, ordered_params)
 STEPTIME_DEFAULTS = dict(precision="fp32", clip_norm=0.0, lr_warmup=0, init_scale=65536.0,
                          growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
-                         check_steps=3, inject_steps="")
+                         check_steps=3, inject_steps="", optimizer="sgd", beta1=0.9,
+                         beta2=0.999, eps=1e-8)
 
 # Tolerances of `check`. Both sides compute in fp32 (the core's CPU backends in fp32 for
 # every precision); they differ only in the order of summation (OpenBLAS / plain loops
@@ -210,6 +213,10 @@ class Twin:
 
     def optimizer(self):
         m = self.meta
+        if m.get("optimizer", "sgd") == "adamw":  # dumps before the key: SGD
+            return torch.optim.AdamW(self.params(), lr=float(m["lr"]), eps=float(m["eps"]),
+                                     betas=(float(m["beta1"]), float(m["beta2"])),
+                                     weight_decay=float(m["weight_decay"]), foreach=False)
         return torch.optim.SGD(self.params(), lr=float(m["lr"]), momentum=float(m["momentum"]),
                                weight_decay=float(m["weight_decay"]))
 
@@ -237,12 +244,13 @@ def steptime_parser():
     """steptime's flags (bench/tools/steptime_main.c usage), parsed here independently of it."""
     ap = argparse.ArgumentParser(prog="steptime", add_help=False, allow_abbrev=False)
     for flag in ("--preset", "--backend", "--precision", "--layout", "--zero-grad", "--conv-algo",
-                 "--readback", "--dump", "--input", "--inject-inf"):
+                 "--readback", "--dump", "--input", "--inject-inf", "--optimizer"):
         ap.add_argument(flag)
     for flag in ("--threads", "--batch-size", "--steps", "--warmup", "--check-steps",
                  "--lr-warmup", "--growth-interval", "--readback-interval"):
         ap.add_argument(flag, type=int)
-    for flag in ("--lr", "--momentum", "--weight-decay", "--clip-norm", "--init-scale"):
+    for flag in ("--lr", "--momentum", "--weight-decay", "--clip-norm", "--init-scale", "--beta1",
+                 "--beta2", "--eps"):
         ap.add_argument(flag, type=float)
     return ap
 
@@ -271,6 +279,8 @@ def check_command_line(dump, meta, model_params):
         "precision": given(args.precision, "precision"), "lr": given(args.lr, "lr"),
         "momentum": given(args.momentum, "momentum"),
         "weight_decay": given(args.weight_decay, "weight_decay"),
+        "optimizer": given(args.optimizer, "optimizer"), "beta1": given(args.beta1, "beta1"),
+        "beta2": given(args.beta2, "beta2"), "eps": given(args.eps, "eps"),
         "clip_norm": given(args.clip_norm, "clip_norm"),
         "lr_warmup": given(args.lr_warmup, "lr_warmup"),
         "init_scale": given(args.init_scale, "init_scale"),
@@ -498,7 +508,7 @@ def cmd_check(a):
     for dump in a.dumps:
         meta, results = check(dump)
         what = (f"preset {meta['preset']} backend {meta['backend']} precision {meta['precision']} "
-                f"batch {meta['batch']} momentum {float(meta['momentum']):g} weight_decay "
+                f"batch {meta['batch']} optimizer {meta.get('optimizer', 'sgd')} momentum {float(meta['momentum']):g} weight_decay "
                 f"{float(meta['weight_decay']):g} clip_norm {float(meta['clip_norm']):g} "
                 f"lr_warmup {meta['lr_warmup']} inject_steps [{meta['inject_steps']}]")
         print(f"twin-check: {what}")

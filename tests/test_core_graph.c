@@ -4,8 +4,8 @@
 // --cuda-graph on the CPU backend). With a GPU (skipped visibly without one): graph replay
 // against eager steps of the same config with deterministic cuDNN, bit for bit wherever
 // two eager runs agree bit for bit (see compare), over steps that change the batch and the
-// image size, with host and device batches, fp16 with injected inf (skipped steps), bf16
-// NHWC, and the MLP with clipping (its norm sums squares with atomics: 1e-5 relative L2);
+// image size, with host and device batches, fp16 with injected inf (skipped steps; SGD and
+// AdamW), bf16 NHWC, and the MLP with clipping (its norm sums squares with atomics: 1e-5 relative L2);
 // plus the counters that say what ran (captures, replays, eager steps), gradient hooks
 // refused, and a re-capture after core_conv_cache_clear and after an eval of another size.
 #include <stdarg.h>
@@ -329,6 +329,10 @@ static void test_gpu_graph_fp16_skipped_steps(void **state)
     cfg.scaler.growth_interval = 3;
     // eager: step 0 and the two faults; one capture (step 1); 7 replays
     compare(cfg, steps, 10, false, 0.0, 1, 3);
+    // AdamW: its step count t is on the device, advanced by replays and not by skipped steps
+    cfg.optim.optimizer = CORE_OPTIM_ADAMW;
+    compare(cfg, steps, 10, false, 0.0, 1, 3);
+    cfg.optim.optimizer = CORE_OPTIM_SGD;
     // NHWC batch-norm sums per channel with float atomics: see compare for the bar
     cfg.precision = CORE_PRECISION_BF16;
     cfg.layout = CORE_LAYOUT_NHWC;

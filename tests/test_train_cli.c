@@ -55,7 +55,8 @@ static void test_help_lists_every_practice(void **state)
                            "--lr", "--lr-decay", "cosine", "--warmup", "--step-size",
                            "--linear-scaling", "--clip-norm", "--momentum", "--weight-decay",
                            "--backend", "--preset", "--init-scale", "--growth-interval",
-                           "cpu-ref", "--threads", "--checkpoint-segments"};
+                           "cpu-ref", "--threads", "--checkpoint-segments", "--optimizer", "adamw",
+                           "--beta1", "--beta2", "--eps"};
     assert_help_mentions(flags, sizeof flags / sizeof flags[0]);
 }
 

@@ -14,7 +14,8 @@
 // statistics' change 1e-4 relative L2 per tensor - above them a float64 replay tells fp32
 // rounding from a real difference -, eval loss 1e-5, LR 1e-6, scale and skips exact).
 // About 8 s at rest here (one python3 run for all dumps: importing torch alone takes 3 s).
-// The configurations cover SGD with a non-default LR, momentum and weight decay, a linear
+// The configurations cover SGD (and AdamW: betas, eps, decoupled weight decay, its step
+// count across skipped fp16 steps) with a non-default LR, momentum and weight decay, a linear
 // LR warm-up, clipping by global norm with a clip_norm below the gradient's norm (the
 // script fails if no step was clipped) and fp16's loss scaling with backoff and growth.
 // The twin's practice commands on the same dumps: `infer` (the logits of the grad, no_grad
@@ -122,9 +123,17 @@ static int twin_check(const char *names)
                "--lr 0.04 --momentum 0.85 --weight-decay 1e-3 --lr-warmup 3 --clip-norm 0.3 " \
                "--check-steps 6"
 
+// AdamW (torch.optim.AdamW in the twin) with betas, eps and a weight decay none of the
+// defaults has, large enough that coupled (L2) decay would show; with SCALER its step count
+// must skip the GradScaler's skipped steps. An Adam LR: AdamW moves every parameter by about
+// the LR each step, and at SGD's 0.04 the MLP's loss climbs enough to amplify fp32 rounding
+// past LOSS_TOL (1.25e-5 measured; the update still agreed to 8e-6).
+#define ADAMW "--optimizer adamw --beta1 0.85 --beta2 0.99 --eps 1e-7 --weight-decay 0.05 " \
+              "--lr 0.003"
+
 // The dumps, in the order they are checked: the first GOOD agree with the twin, the rest
 // are made to disagree (after the dump, by `edit`, run in the dump's folder).
-#define GOOD 6
+#define GOOD 8
 typedef struct Dump { const char *name, *flags, *edit; } Dump;
 static const Dump dumps[] = {
     {"tiny-cpu", "--preset tiny --backend cpu " OPTIM, NULL},
@@ -133,6 +142,8 @@ static const Dump dumps[] = {
     {"mlp-cpu-fp16", "--preset mlp --backend cpu " SCALER, NULL},
     {"tiny-ref", "--preset tiny --backend cpu-ref " OPTIM, NULL},
     {"mlp-ref-fp16", "--preset mlp --backend cpu-ref " SCALER, NULL},
+    {"tiny-cpu-adamw-fp16", "--preset tiny --backend cpu " SCALER " " ADAMW, NULL},
+    {"mlp-ref-adamw", "--preset mlp --backend cpu-ref " OPTIM " " ADAMW, NULL},
     // meta.txt will say weight decay 5e-4, the core used 0.05: the gradients agree, the
     // update does not (and meta.txt disagrees with the command line)
     {"wrong-wd", "--preset tiny --backend cpu " OPTIM " --weight-decay 0.05",

@@ -27,6 +27,7 @@
 //                    parses it itself and checks meta.txt against it)
 //   DIR/meta.txt     key=value lines: format (3), preset, backend, batch, channels, image_size,
 //                    classes, n_params, precision, lr (base), momentum, weight_decay,
+//                    optimizer (sgd | adamw), beta1, beta2, eps (AdamW's; written for both),
 //                    clip_norm (0: off), lr_warmup (linear warm-up steps, then constant),
 //                    init_scale, growth_factor, backoff_factor, growth_interval (the
 //                    GradScaler, used with fp16), check_steps, inject_steps (comma-separated
@@ -101,8 +102,12 @@ static void usage(FILE *f)
         "  --steps N            timed steps (default 10)\n"
         "  --warmup N           untimed steps first (default 2)\n"
         "  --lr X               base learning rate (default: the preset's)\n"
+        "  --optimizer O        sgd | adamw: torch.optim.SGD or torch.optim.AdamW (default sgd)\n"
         "  --momentum X         SGD momentum (default: the preset's)\n"
-        "  --weight-decay X     SGD weight decay (default: the preset's)\n"
+        "  --weight-decay X     weight decay: SGD's L2, AdamW's decoupled (default: the preset's)\n"
+        "  --beta1 X            AdamW beta1 (default 0.9)\n"
+        "  --beta2 X            AdamW beta2 (default 0.999)\n"
+        "  --eps X              AdamW eps (default 1e-8)\n"
         "  --clip-norm X        clip gradients to this global L2 norm; 0: off (default 0)\n"
         "  --lr-warmup N        linear LR warm-up over N steps, then constant (default 0)\n"
         "  --init-scale X       GradScaler initial scale, fp16 (default 65536)\n"
@@ -206,7 +211,8 @@ static int parse(int argc, char **argv, CoreConfig *cfg, Args *a)
         {"momentum", 1, 0, 'm'}, {"weight-decay", 1, 0, 'W'}, {"clip-norm", 1, 0, 'c'},
         {"lr-warmup", 1, 0, 'u'}, {"init-scale", 1, 0, 'S'}, {"growth-interval", 1, 0, 'g'},
         {"inject-inf", 1, 0, 'i'}, {"readback", 1, 0, 'R'}, {"readback-interval", 1, 0, 'I'},
-        {"conv-algo", 1, 0, 'A'}, {"input", 1, 0, 'N'},
+        {"conv-algo", 1, 0, 'A'}, {"input", 1, 0, 'N'}, {"optimizer", 1, 0, 'O'},
+        {"beta1", 1, 0, '1'}, {"beta2", 1, 0, '2'}, {"eps", 1, 0, 'e'},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0},
     };
     int opt;
@@ -256,6 +262,15 @@ static int parse(int argc, char **argv, CoreConfig *cfg, Args *a)
             }
             a->input_host = strcmp(optarg, "host") == 0;
             break;
+        case 'O':
+            if (core_optimizer_parse(optarg, &cfg->optim.optimizer)) {
+                fprintf(stderr, "steptime: bad --optimizer '%s' (sgd | adamw)\n", optarg);
+                return -1;
+            }
+            break;
+        case '1': if (float_arg("beta1", optarg, &cfg->optim.beta1)) return -1; break;
+        case '2': if (float_arg("beta2", optarg, &cfg->optim.beta2)) return -1; break;
+        case 'e': if (float_arg("eps", optarg, &cfg->optim.eps)) return -1; break;
         case 'I': if (int_arg("readback-interval", optarg, 1, &cfg->readback_interval)) return -1; break;
         case 't': if (int_arg("threads", optarg, 1, &a->threads)) return -1; break;
         case 'n': if (int_arg("batch-size", optarg, 1, &cfg->batch_size)) return -1; break;
@@ -321,13 +336,15 @@ static int write_meta(const Core *core, const CoreConfig *cfg, const CoreBatch *
         "clip_norm=%.9g\nlr_warmup=%d\ninit_scale=%.9g\ngrowth_factor=%.9g\n"
         "backoff_factor=%.9g\ngrowth_interval=%d\ncheck_steps=%d\ninject_index=%zu\n"
         "grad_loss=%.9g\nbn_eps=%.9g\nbn_momentum=%.9g\nn_bn_stats=%zu\neval_loss=%.9g\n"
-        "eval_accuracy=%.9g\ninject_steps=",
+        "eval_accuracy=%.9g\noptimizer=%s\nbeta1=%.9g\nbeta2=%.9g\neps=%.9g\ninject_steps=",
         a->preset, core_backend_name(cfg->backend), b->n, m->in_channels, m->image_size,
         m->num_classes, np, core_precision_name(cfg->precision), cfg->optim.base_lr,
         cfg->optim.momentum, cfg->optim.weight_decay, cfg->optim.clip_norm,
         cfg->optim.warmup_steps, s->init_scale, s->growth_factor, s->backoff_factor,
         s->growth_interval, a->check_steps, np / 2, grad_loss, MODEL_BN_EPS, MODEL_BN_MOMENTUM,
-        core_buffer_count(core), eval->loss, eval->accuracy);
+        core_buffer_count(core), eval->loss, eval->accuracy,
+        core_optimizer_name(cfg->optim.optimizer), cfg->optim.beta1, cfg->optim.beta2,
+        cfg->optim.eps);
     for (int i = 0; i < a->n_inject && len < (int)sizeof meta; i++)
         len += snprintf(meta + len, sizeof meta - len, "%s%d", i ? "," : "", a->inject[i]);
     if (len < (int)sizeof meta) len += snprintf(meta + len, sizeof meta - len, "\n");

@@ -184,12 +184,12 @@ int main(int argc, char **argv)
     core_stats(core, &st);
     const CoreModelConfig *m = &cfg.model;
     printf("train: preset %s data %s backend %s precision %s layout %s zero_grad %s "
-           "conv_algo %s readback %s batch %d image %dx%d classes %d params %zu\n", a.preset,
+           "conv_algo %s readback %s batch %d image %dx%d classes %d params %zu optimizer %s\n", a.preset,
            images ? "images" : "tensor", core_backend_name(st.backend),
            core_precision_name(cfg.precision), core_layout_name(cfg.layout),
            core_zero_grad_name(cfg.zero_grad), core_conv_algo_name(cfg.conv_algo),
            core_readback_name(cfg.readback), cfg.batch_size, m->image_size, m->image_size,
-           m->num_classes, st.param_count);
+           m->num_classes, st.param_count, core_optimizer_name(cfg.optim.optimizer));
     if (st.backend == CORE_BACKEND_CPU)
         printf("train: cpu threads %d (%s)\n", core_cpu_threads(), core_cpu_kernels());
     else if (st.backend == CORE_BACKEND_CPU_REF)

@@ -94,8 +94,12 @@ static void usage(FILE *f)
         "                         deferred (accumulate on the device) (default every_step)\n"
         "  --readback-interval K  steps between loss reads when deferred (default 10)\n"
         "  --lr F                 base learning rate\n"
+        "  --optimizer O          sgd | adamw (torch.optim.AdamW) (default sgd)\n"
         "  --momentum F           SGD momentum (default 0.9)\n"
-        "  --weight-decay F       SGD weight decay (default 5e-4)\n"
+        "  --weight-decay F       weight decay: SGD's L2, AdamW's decoupled (default 5e-4)\n"
+        "  --beta1 F              AdamW beta1 (default 0.9)\n"
+        "  --beta2 F              AdamW beta2 (default 0.999)\n"
+        "  --eps F                AdamW eps (default 1e-8)\n"
         "  --lr-decay D           constant | cosine | step (default cosine)\n"
         "  --warmup N             linear warmup steps\n"
         "  --min-lr F             cosine decays to this LR at the last step (default 0)\n"
@@ -146,7 +150,8 @@ enum {
     OPT_INIT_SCALE, OPT_GROWTH, OPT_WORKSPACE, OPT_MIN_LR, OPT_DATA, OPT_DATA_DIR,
     OPT_DATASET_PRESET, OPT_NUM_WORKERS, OPT_SKIP_BAD, OPT_HOLDOUT, OPT_CROP_SCALE,
     OPT_DETERMINISTIC, OPT_VERBOSE, OPT_THREADS, OPT_LOADER_TIMEOUT, OPT_MAX_PIXELS, OPT_HELP,
-    OPT_DDP, OPT_NPROC, OPT_POINTWISE, OPT_CUDA_GRAPH, OPT_CHECKPOINT,
+    OPT_DDP, OPT_NPROC, OPT_POINTWISE, OPT_CUDA_GRAPH, OPT_CHECKPOINT, OPT_OPTIMIZER,
+    OPT_BETA1, OPT_BETA2, OPT_EPS,
 };
 
 static const struct option options[] = {
@@ -173,6 +178,8 @@ static const struct option options[] = {
     {"threads", 1, 0, OPT_THREADS}, {"help", 0, 0, OPT_HELP},
     {"ddp", 0, 0, OPT_DDP}, {"nproc-per-node", 1, 0, OPT_NPROC},
     {"cuda-graph", 0, 0, OPT_CUDA_GRAPH}, {"checkpoint-segments", 1, 0, OPT_CHECKPOINT},
+    {"optimizer", 1, 0, OPT_OPTIMIZER}, {"beta1", 1, 0, OPT_BETA1}, {"beta2", 1, 0, OPT_BETA2},
+    {"eps", 1, 0, OPT_EPS},
     {0, 0, 0, 0},
 };
 
@@ -253,6 +260,7 @@ int train_parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
         {OPT_STEP_GAMMA, &cfg->optim.step_gamma}, {OPT_CLIP, &cfg->optim.clip_norm},
         {OPT_INIT_SCALE, &cfg->scaler.init_scale}, {OPT_MIN_LR, &cfg->optim.min_lr},
         {OPT_HOLDOUT, &a->holdout}, {OPT_CROP_SCALE, &a->crop_scale_min},
+        {OPT_BETA1, &cfg->optim.beta1}, {OPT_BETA2, &cfg->optim.beta2}, {OPT_EPS, &cfg->optim.eps},
     };
     int opt;
     optind = 1;
@@ -305,6 +313,7 @@ int train_parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
         case OPT_ALGO: if (core_conv_algo_parse(v, &cfg->conv_algo)) return parse_fail(name, v); break;
         case OPT_READBACK: if (core_readback_parse(v, &cfg->readback)) return parse_fail(name, v); break;
         case OPT_DECAY: if (core_lr_decay_parse(v, &cfg->optim.decay)) return parse_fail(name, v); break;
+        case OPT_OPTIMIZER: if (core_optimizer_parse(v, &cfg->optim.optimizer)) return parse_fail(name, v); break;
         case OPT_LINEAR: cfg->optim.linear_scaling = true; break;
         case OPT_WORKSPACE: {
             int mb;

@@ -56,7 +56,8 @@ int core_config_preset(CoreConfig *cfg, const char *name)
         .optim = {.base_lr = 0.05f, .momentum = 0.9f, .weight_decay = 5e-4f, .clip_norm = 0.0f,
                   .decay = CORE_LR_COSINE, .warmup_steps = 20, .total_steps = 200,
                   .min_lr = 0.0f, .step_size = 100, .step_gamma = 0.1f,
-                  .linear_scaling = false, .reference_batch = 32},
+                  .linear_scaling = false, .reference_batch = 32,
+                  .optimizer = CORE_OPTIM_SGD, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f},
         .precision = CORE_PRECISION_FP32,
         .scaler = amp_scaler_config_default(),
         .layout = CORE_LAYOUT_NCHW,
@@ -105,6 +106,11 @@ int core_config_validate(const CoreConfig *c)
     if (c->optim.base_lr < 0.0f || c->optim.momentum < 0.0f || c->optim.weight_decay < 0.0f)
         return BAD("base_lr, momentum and weight_decay must be >= 0");
     if (c->optim.warmup_steps < 0 || c->optim.total_steps < 0) return BAD("negative step counts");
+    if ((unsigned)c->optim.optimizer > CORE_OPTIM_ADAMW) return BAD("optimizer out of range");
+    if (c->optim.optimizer == CORE_OPTIM_ADAMW &&
+        (!(c->optim.beta1 >= 0.0f && c->optim.beta1 < 1.0f) ||
+         !(c->optim.beta2 >= 0.0f && c->optim.beta2 < 1.0f) || !(c->optim.eps > 0.0f)))
+        return BAD("AdamW needs 0 <= beta1, beta2 < 1 and eps > 0");
     if (c->optim.decay == CORE_LR_STEP && c->optim.step_size <= 0) return BAD("step_size must be > 0");
     if (c->optim.linear_scaling && c->optim.reference_batch <= 0)
         return BAD("reference_batch must be > 0 with linear_scaling");

@@ -15,6 +15,7 @@ static const char *lr_decay_names[] = {"constant", "cosine", "step"};
 static const char *pointwise_names[] = {"separate", "fused"};
 static const char *cuda_graph_names[] = {"eager", "graph"};
 static const char *attention_names[] = {"unfused", "fused"};
+static const char *optimizer_names[] = {"sgd", "adamw"};
 
 #define COUNT(a) ((int)(sizeof a / sizeof a[0]))
 #define NAME(table, v) (((unsigned)(v) < (unsigned)COUNT(table)) ? table[v] : "?")
@@ -45,6 +46,7 @@ const char *core_readback_name(CoreReadback r) { return NAME(readback_names, r);
 const char *core_lr_decay_name(CoreLrDecay d) { return NAME(lr_decay_names, d); }
 const char *core_pointwise_name(CorePointwise p) { return NAME(pointwise_names, p); }
 const char *core_attention_name(CoreAttention a) { return NAME(attention_names, a); }
+const char *core_optimizer_name(CoreOptimizer o) { return NAME(optimizer_names, o); }
 const char *core_cuda_graph_name(bool cuda_graph) { return cuda_graph_names[cuda_graph ? 1 : 0]; }
 
 PARSER(core_backend_parse, backend_names, CoreBackend)
@@ -56,6 +58,7 @@ PARSER(core_readback_parse, readback_names, CoreReadback)
 PARSER(core_lr_decay_parse, lr_decay_names, CoreLrDecay)
 PARSER(core_pointwise_parse, pointwise_names, CorePointwise)
 PARSER(core_attention_parse, attention_names, CoreAttention)
+PARSER(core_optimizer_parse, optimizer_names, CoreOptimizer)
 
 int core_cuda_graph_parse(const char *s, bool *out)
 {

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/adamw.h"
 #include "kernels/check.h"
 #include "kernels/conv_bias_cpu.h"
 #include "kernels/core_backends.h"
@@ -76,6 +77,8 @@ typedef struct CpuLayers {
                        float *db, bool accum_param);
     void (*sgd)(const CpuWorkspace *ws, size_t count, float *params, const float *grads,
                 float *mom, float lr, float momentum, float weight_decay);
+    void (*adamw)(const CpuWorkspace *ws, size_t count, float *params, const float *grads,
+                  float *m, float *v, const AdamwCoeffs *k);
 } CpuLayers;
 
 // ---- the reference table: layers_cpu.c on one thread; region 0 is its im2col buffer
@@ -190,20 +193,38 @@ static void ref_sgd(const CpuWorkspace *ws, size_t np, float *params, const floa
     }
 }
 
+// AdamW, torch.optim.AdamW's single-tensor update (kernels/adamw.h has the scalars): the
+// same per-element arithmetic as bench/fused_optimizer's optim_adamw_span, whose per-tensor
+// and multi-tensor kernels are checked against this formula too; tests/test_adamw.c checks
+// this loop against a double-precision replay and bit for bit against optim_adamw_span.
+static void ref_adamw(const CpuWorkspace *ws, size_t np, float *p, const float *g, float *m,
+                      float *v, const AdamwCoeffs *k)
+{
+    (void)ws;
+    const float w1 = 1.0f - k->beta1, w2 = 1.0f - k->beta2;
+    for (size_t i = 0; i < np; i++) {
+        p[i] *= k->decay;                               // param.mul_(1 - lr * wd)
+        m[i] = m[i] + w1 * (g[i] - m[i]);               // exp_avg.lerp_(grad, 1 - beta1)
+        v[i] = k->beta2 * v[i] + w2 * g[i] * g[i];      // exp_avg_sq.mul_(b2).addcmul_(...)
+        float denom = sqrtf(v[i]) / k->bc2_sqrt + k->eps;
+        p[i] -= k->step_size * (m[i] / denom);          // param.addcdiv_(m, denom, -step)
+    }
+}
+
 // The reference keeps every op separate and every tensor in its own buffer (its plan has
 // no reuse and no fusion): the oracle runs exactly as it always has.
 static const CpuLayers ref_layers = {
     ref_conv_fwd, ref_conv_bwd, ref_bn_fwd_train, ref_bn_fwd_infer, ref_bn_bwd,
     NULL, NULL, NULL, NULL,
     ref_relu_fwd, ref_relu_bwd, ref_add_fwd, ref_copy_grad, ref_gap_fwd, ref_gap_bwd,
-    ref_linear_fwd, ref_linear_bwd, ref_sgd,
+    ref_linear_fwd, ref_linear_bwd, ref_sgd, ref_adamw,
 };
 
 static const CpuLayers fast_layers = {
     conv_fwd_fast, conv_bwd_fast, bn_fwd_train_fast, bn_fwd_infer_fast, bn_bwd_fast,
     bn_relu_fwd_train_fast, bn_relu_fwd_infer_fast, bn_relu_bwd_fast, add_relu_fwd_fast,
     relu_fwd_fast, relu_bwd_fast, add_fwd_fast, copy_grad_fast, gap_fwd_fast, gap_bwd_fast,
-    linear_fwd_fast, linear_bwd_fast, sgd_update_fast,
+    linear_fwd_fast, linear_bwd_fast, sgd_update_fast, adamw_update_fast,
 };
 
 // ---- threads: one process-wide setting, like torch.set_num_threads ------------------
@@ -242,6 +263,8 @@ typedef struct CpuCore {
     bool bound;            // this core bound the compute threads (cpu_pool_bind)
     CpuWorkspace ws;       // threads and per-thread scratch (im2col, weight-gradient parts)
     float *params, *grads, *mom, *stats, *saved;
+    float *mom_sq;         // AdamW's exp_avg_sq (mom is its exp_avg); NULL under SGD
+    int adamw_t;           // AdamW updates applied (a skipped fp16 step is none)
     ModelPlan plan;        // where activations and gradients live (model_plan.h)
     int plan_n, plan_size; // the (batch, image size) of plan; 0: none yet
     bool plan_infer;       // plan is core_infer's inference plan (CORE_GRAD_OFF), else the
@@ -576,7 +599,7 @@ static int cpu_forward_backward(Core *core, const CoreBatch *b, bool accumulate,
 }
 
 // The update: the before_update hook (DDP's reduced gradients), the GradScaler's inf/nan
-// check, clipping, SGD, the scaler's update and the loss read-back.
+// check, clipping, SGD or AdamW, the scaler's update and the loss read-back.
 static int cpu_update(Core *core, float lr, CoreStepResult *r)
 {
     CpuCore *c = cpu(core);
@@ -599,9 +622,13 @@ static int cpu_update(Core *core, float lr, CoreStepResult *r)
         if (coef > 1.0f) coef = 1.0f;
         for (size_t i = 0; i < np; i++) c->grads[i] *= coef;
     }
-    if (!found_inf)
-        c->layers->sgd(&c->ws, np, c->params, c->grads, c->mom, lr, cfg->optim.momentum,
-                       cfg->optim.weight_decay);
+    const CoreOptimConfig *o = &cfg->optim;
+    if (!found_inf && o->optimizer == CORE_OPTIM_ADAMW) {
+        AdamwCoeffs k = adamw_coeffs(lr, o->weight_decay, o->beta1, o->beta2, o->eps, ++c->adamw_t);
+        c->layers->adamw(&c->ws, np, c->params, c->grads, c->mom, c->mom_sq, &k);
+    } else if (!found_inf) {
+        c->layers->sgd(&c->ws, np, c->params, c->grads, c->mom, lr, o->momentum, o->weight_decay);
+    }
     if (fp16) {
         amp_scaler_update(&c->scaler, &cfg->scaler, found_inf);
         c->skipped += found_inf;
@@ -715,6 +742,8 @@ static int cpu_params_set(Core *core, const float *src)
     CpuCore *c = cpu(core);
     memcpy(c->params, src, core->graph.n_params * sizeof(float));
     memset(c->mom, 0, core->graph.n_params * sizeof(float));
+    if (c->mom_sq) memset(c->mom_sq, 0, core->graph.n_params * sizeof(float));
+    c->adamw_t = 0;
     return 0;
 }
 
@@ -732,7 +761,7 @@ static void cpu_destroy(Core *core)
     if (c->bound) cpu_pool_bind(0);  // the threads go back where the process may run
     free_activations(c);
     cpu_workspace_free(&c->ws);
-    free(c->params); free(c->grads); free(c->mom); free(c->stats); free(c->saved);
+    free(c->params); free(c->grads); free(c->mom); free(c->mom_sq); free(c->stats); free(c->saved);
     free(c);
     core->impl = NULL;
 }
@@ -766,6 +795,8 @@ int core_cpu_init(Core *core)
     if (!(c->params = cpu_alloc(c, g->n_params)) || !(c->grads = cpu_alloc(c, g->n_params)) ||
         !(c->mom = cpu_alloc(c, g->n_params)) || !(c->stats = cpu_alloc(c, g->n_stats)) ||
         !(c->saved = cpu_alloc(c, g->n_saved)))
+        return -1;
+    if (core->cfg.optim.optimizer == CORE_OPTIM_ADAMW && !(c->mom_sq = cpu_alloc(c, g->n_params)))
         return -1;
     model_init(g, core->cfg.seed, c->params, c->stats);
     amp_scaler_init(&c->scaler, &core->cfg.scaler);

@@ -165,10 +165,24 @@ CPU_SIMD static void sgd_span(float *w, const float *g, float *mom, size_t n, fl
     }
 }
 
+// AdamW, torch.optim.AdamW's per-element order (kernels/adamw.h).
+CPU_SIMD static void adamw_span(float *p, const float *g, float *m, float *v, size_t n,
+                                const AdamwCoeffs *k)
+{
+    const float w1 = 1.0f - k->beta1, w2 = 1.0f - k->beta2;
+    for (size_t i = 0; i < n; i++) {
+        float mi = m[i] + w1 * (g[i] - m[i]);
+        float vi = k->beta2 * v[i] + w2 * g[i] * g[i];
+        m[i] = mi;
+        v[i] = vi;
+        p[i] = p[i] * k->decay - k->step_size * (mi / (sqrtf(vi) / k->bc2_sqrt + k->eps));
+    }
+}
+
 // ---- pointwise -------------------------------------------------------------------------
 
 // One pointwise call: span t of T over count floats.
-typedef enum { PW_RELU, PW_RELU_BWD, PW_ADD, PW_ADD_RELU, PW_COPY_GRAD, PW_SGD } PointwiseKind;
+typedef enum { PW_RELU, PW_RELU_BWD, PW_ADD, PW_ADD_RELU, PW_COPY_GRAD, PW_SGD, PW_ADAMW } PointwiseKind;
 
 typedef struct PointwiseJob {
     PointwiseKind kind;
@@ -178,6 +192,8 @@ typedef struct PointwiseJob {
     float *y, *z;
     bool accum;
     float lr, momentum, weight_decay;
+    float *v;                 // PW_ADAMW: exp_avg_sq (z: exp_avg)
+    const AdamwCoeffs *adamw;
 } PointwiseJob;
 
 static void pointwise_task(void *arg, int t)
@@ -196,6 +212,7 @@ static void pointwise_task(void *arg, int t)
         else memcpy(j->y + lo, j->a + lo, n * sizeof *j->y);
         break;
     case PW_SGD: sgd_span(j->y + lo, j->a + lo, j->z + lo, n, j->lr, j->momentum, j->weight_decay); break;
+    case PW_ADAMW: adamw_span(j->y + lo, j->a + lo, j->z + lo, j->v + lo, n, j->adamw); break;
     }
 }
 
@@ -309,4 +326,11 @@ void sgd_update_fast(const CpuWorkspace *ws, size_t count, float *params, const 
     pointwise(ws, &(PointwiseJob){.kind = PW_SGD, .count = count, .a = grads, .y = params,
                                   .z = mom, .lr = lr, .momentum = momentum,
                                   .weight_decay = weight_decay});
+}
+
+void adamw_update_fast(const CpuWorkspace *ws, size_t count, float *params, const float *grads,
+                       float *m, float *v, const AdamwCoeffs *k)
+{
+    pointwise(ws, &(PointwiseJob){.kind = PW_ADAMW, .count = count, .a = grads, .y = params,
+                                  .z = m, .v = v, .adamw = k});
 }

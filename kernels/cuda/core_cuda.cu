@@ -101,6 +101,8 @@ static int cuda_params_set(Core *core, const float *src)
     CUDA_TRY(cudaSetDevice(c->device));
     CUDA_TRY(cudaMemcpyAsync(c->params, src, bytes, cudaMemcpyHostToDevice, c->s));
     CUDA_TRY(cudaMemsetAsync(c->mom, 0, bytes, c->s));
+    if (c->mom_sq) CUDA_TRY(cudaMemsetAsync(c->mom_sq, 0, bytes, c->s));
+    CUDA_TRY(cudaMemsetAsync(&c->dsc->adamw_t, 0, sizeof c->dsc->adamw_t, c->s));  // a fresh AdamW
     CUDA_TRY(cudaStreamSynchronize(c->s));
     return 0;
 }
@@ -129,6 +131,7 @@ static void cuda_destroy(Core *core)
     DEV_FREE(c, c->params, np * sizeof(float));
     DEV_FREE(c, c->grads, np * sizeof(float));
     DEV_FREE(c, c->mom, np * sizeof(float));
+    DEV_FREE(c, c->mom_sq, np * sizeof(float));
     DEV_FREE(c, c->stats, g->n_stats * sizeof(float));
     DEV_FREE(c, c->saved, g->n_saved * sizeof(float));
     DEV_FREE(c, c->scratch, c->scratch_cap * sizeof(float));
@@ -241,6 +244,7 @@ static int cuda_init_state(Core *core)
     TRY(DEV_ALLOC(c, c->params, np * sizeof(float)));
     TRY(DEV_ALLOC(c, c->grads, np * sizeof(float)));
     TRY(DEV_ALLOC(c, c->mom, np * sizeof(float)));
+    if (cfg->optim.optimizer == CORE_OPTIM_ADAMW) TRY(DEV_ALLOC(c, c->mom_sq, np * sizeof(float)));
     TRY(DEV_ALLOC(c, c->stats, g->n_stats * sizeof(float)));
     TRY(DEV_ALLOC(c, c->saved, g->n_saved * sizeof(float)));
     if (c->staged) TRY(DEV_ALLOC(c, c->wc, np * dtype_size(c->dt)));
@@ -262,6 +266,7 @@ static int cuda_init_state(Core *core)
     CUDA_TRY(e1);
     CUDA_TRY(e2);
     CUDA_TRY(cudaMemset(c->mom, 0, np * sizeof(float)));
+    if (c->mom_sq) CUDA_TRY(cudaMemset(c->mom_sq, 0, np * sizeof(float)));
     memset(c->hsc, 0, sizeof *c->hsc);
     c->hsc->scale = cfg->scaler.init_scale;
     CUDA_TRY(cudaMemcpy(c->dsc, c->hsc, sizeof *c->hsc, cudaMemcpyHostToDevice));

@@ -42,6 +42,7 @@ typedef struct CudaCore {
     bool nhwc;                   // activation layout (ResNet only; MLP always NCHW)
     bool staged;                 // weights cast/permuted per step; conv dW gathered back
     float *params, *grads, *mom, *stats, *saved;
+    float *mom_sq;               // AdamW's exp_avg_sq (mom: exp_avg); NULL under SGD
     float *scratch;              // the reductions' scratch, one user at a time on the compute
                                  // stream: BN's (cuda_bn_scratch_floats), the conv biases'
                                  // gradient's (cuda_conv_bias_scratch_floats) and the loss's

@@ -47,7 +47,7 @@ static int graph_key(Core *core, uintptr_t *key)
         (uintptr_t)c->scratch_cap, (uintptr_t)c->wc, (uintptr_t)c->gc, (uintptr_t)c->ws,
         (uintptr_t)c->ws_size, (uintptr_t)c->dsc, (uintptr_t)c->in_stage[0],
         (uintptr_t)c->lab_stage[0], (uintptr_t)c->blas_ws, (uintptr_t)c->arena,
-        (uintptr_t)c->arena_cap, (uintptr_t)c->x0_cap,
+        (uintptr_t)c->arena_cap, (uintptr_t)c->x0_cap, (uintptr_t)c->mom_sq,
     };
     int k = 0;
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) key[k++] = fixed[i];

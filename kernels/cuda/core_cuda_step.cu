@@ -244,7 +244,7 @@ int cuda_forward_backward(Core *core, const CoreBatch *b, bool accumulate, float
 }
 
 // The device work of the update: the GradScaler's unscale and inf/nan check, clipping,
-// SGD at lr (or at *lr_dev, read on the device, when not NULL) and the scaler update.
+// SGD or AdamW at lr (or at *lr_dev, read on the device, when not NULL) and the scaler update.
 // It never synchronises with the host, so a graph step captures it as it is.
 int update_work(Core *core, float lr, const float *lr_dev)
 {
@@ -255,9 +255,14 @@ int update_work(Core *core, float lr, const float *lr_dev)
     bool clip = cfg->optim.clip_norm > 0.0f;
     if (fp16) TRY(cuda_unscale_check(c->grads, np, &c->dsc->scale, &c->dsc->found_inf, c->s));
     if (clip) TRY(cuda_sumsq(c->grads, np, &c->dsc->sumsq, c->s));
-    TRY(cuda_sgd(c->params, c->grads, c->mom, np, lr, lr_dev, cfg->optim.momentum,
-                 cfg->optim.weight_decay, clip ? &c->dsc->sumsq : NULL, cfg->optim.clip_norm,
-                 fp16 ? &c->dsc->found_inf : NULL, c->s));
+    if (cfg->optim.optimizer == CORE_OPTIM_ADAMW)
+        TRY(cuda_adamw(c->params, c->grads, c->mom, c->mom_sq, np, lr, lr_dev, &cfg->optim,
+                       clip ? &c->dsc->sumsq : NULL, fp16 ? &c->dsc->found_inf : NULL, c->dsc,
+                       c->s));
+    else
+        TRY(cuda_sgd(c->params, c->grads, c->mom, np, lr, lr_dev, cfg->optim.momentum,
+                     cfg->optim.weight_decay, clip ? &c->dsc->sumsq : NULL,
+                     cfg->optim.clip_norm, fp16 ? &c->dsc->found_inf : NULL, c->s));
     if (fp16) TRY(cuda_scaler_update(c->dsc, cfg->scaler, c->s));
     return 0;
 }

@@ -1,4 +1,4 @@
-// optim_cuda.cu: GradScaler unscale/check, gradient norm, SGD and scaler update kernels.
+// optim_cuda.cu: GradScaler unscale/check, gradient norm, SGD, AdamW and scaler update kernels.
 #include "kernels/optim_cuda.cuh"
 
 #include <math.h>
@@ -66,6 +66,52 @@ int cuda_sgd(float *w, const float *g, float *mom, size_t n, float lr, const flo
 {
     sgd_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(w, g, mom, n, lr, lr_dev, momentum,
                                                     weight_decay, sumsq, clip, found_inf);
+    CUDA_TRY(cudaGetLastError());
+    return 0;
+}
+
+// One thread: advances t and computes the update's scalars unless the step is skipped.
+__global__ void adamw_coeffs_kernel(DevScalars *d, float lr_arg, const float *lr_dev, float wd,
+                                    float beta1, float beta2, float eps, const int *found_inf)
+{
+    if (found_inf && *found_inf) return;  // optimizer.step() is not called: t stays
+    const float lr = lr_dev ? *lr_dev : lr_arg;
+    d->adamw = adamw_coeffs(lr, wd, beta1, beta2, eps, ++d->adamw_t);
+}
+
+// The per-element arithmetic of the CPU reference's ref_adamw (kernels/cpu/core_cpu.c).
+__global__ void adamw_kernel(float *w, const float *g, float *m, float *v, size_t n,
+                             const double *sumsq, float clip, const int *found_inf,
+                             const AdamwCoeffs *coeffs)
+{
+    if (found_inf && *found_inf) return;
+    const AdamwCoeffs k = *coeffs;
+    float coef = 1.0f;
+    if (sumsq) {  // clip_grad_norm_, as in sgd_kernel
+        coef = clip / ((float)sqrt(*sumsq) + 1e-6f);
+        if (coef > 1.0f) coef = 1.0f;
+    }
+    const float w1 = 1.0f - k.beta1, w2 = 1.0f - k.beta2;
+    GRID_STRIDE(i, n) {
+        float gi = g[i] * coef;
+        float mi = m[i] + w1 * (gi - m[i]);
+        float vi = k.beta2 * v[i] + w2 * gi * gi;
+        m[i] = mi;
+        v[i] = vi;
+        float denom = sqrtf(vi) / k.bc2_sqrt + k.eps;
+        w[i] = w[i] * k.decay - k.step_size * (mi / denom);
+    }
+}
+
+int cuda_adamw(float *w, const float *g, float *m, float *v, size_t n, float lr,
+               const float *lr_dev, const CoreOptimConfig *o, const double *sumsq,
+               const int *found_inf, DevScalars *d, cudaStream_t s)
+{
+    adamw_coeffs_kernel<<<1, 1, 0, s>>>(d, lr, lr_dev, o->weight_decay, o->beta1, o->beta2,
+                                        o->eps, found_inf);
+    CUDA_TRY(cudaGetLastError());
+    adamw_kernel<<<grid_for(n), CUDA_THREADS, 0, s>>>(w, g, m, v, n, sumsq, o->clip_norm,
+                                                      found_inf, &d->adamw);
     CUDA_TRY(cudaGetLastError());
     return 0;
 }
