@@ -21,17 +21,22 @@ typedef struct SynthTask {
 void synth_batch(const SynthTask *task, uint64_t index, int n, float *images, int32_t *labels);
 
 // A learnable token task for the GPT models, with a known loss floor: sequences from a random
-// Markov source of order `order` over `vocab` tokens. The first `order` tokens of a sequence
-// are uniform; after them each context (the previous `order` tokens) picks the next token
-// among `branch` candidates with weights fixed by the seed (1 + 4u, u uniform; a candidate
-// drawn twice counts twice). A model must attend to the previous `order` tokens to predict
-// well; nothing in the task is position-dependent. Deterministic in (seed, index).
+// source over `vocab` tokens. The first `order` tokens of a sequence are uniform; after them
+// each token is drawn among `branch` candidates (weights 1 + 4u, u uniform; a candidate drawn
+// twice counts twice) fixed by the seed and the context: the `context` tokens starting
+// `order` places back. The task's default (order 2, context 1: a skip-bigram) makes the next
+// token depend on the token before the current one alone, so a model learns it only once an
+// attention head looks one position back (the current token tells nothing); a plain Markov
+// chain of order k is order = context = k. Deterministic in (seed, index).
 typedef struct SynthTokens {
-    int vocab, seq_len, order, branch;
+    int vocab, seq_len;
+    int order;   // the context starts `order` tokens back...
+    int context; // ...and spans this many tokens (1..order; order: a plain Markov chain)
+    int branch;  // candidates per context
     uint64_t seed;
 } SynthTokens;
 
-// The task for a GPT model config's vocabulary and length: order 2, 4 candidates.
+// The task for a GPT model config's vocabulary and length: order 2, context 1, 4 candidates.
 SynthTokens synth_tokens_task(int vocab, int seq_len, uint64_t seed);
 // Writes batch `index` of n sequences: tokens (n, seq_len) and labels (n, seq_len), the
 // next token of each position. Returns the mean entropy in nats of the distributions the

@@ -516,7 +516,7 @@ int main(int argc, char **argv)
             goto out;
         }
         synth_batch(&task, (uint64_t)cfg.batch_size, cfg.batch_size, eval_images, eval_labels);
-        DumpBatches d = {batch, {eval_images, eval_labels, cfg.batch_size, CORE_MEMORY_HOST},
+        DumpBatches d = {batch, {.images = eval_images, .labels = eval_labels, .n = cfg.batch_size, .memory = CORE_MEMORY_HOST},
                          image_floats};
         if (dump(core, &cfg, &d, &a) != 0) {
             fprintf(stderr, "steptime: dump failed: %s\n", error_message());

@@ -18,27 +18,29 @@ static int bad(int line, const char *why)
 }
 #define BAD(why) bad(__LINE__, why)
 
-// The transformers: GPT-2's shape and hyper-parameters (weight decay 0.1, warm-up then
-// cosine decay, clipping at 1), sized from seconds on a CPU to GPT-2 small.
+// The transformers: GPT-2's shape and training recipe (AdamW with betas 0.9, 0.95 and weight
+// decay 0.1, warm-up then cosine decay, clipping at 1), sized from seconds on a CPU to GPT-2
+// small.
 static int gpt_preset(CoreConfig *c, const char *name)
 {
     c->model.kind = CORE_MODEL_GPT;
     c->model.attention = CORE_ATTENTION_UNFUSED;
-    c->optim.momentum = 0.9f; c->optim.weight_decay = 0.1f; c->optim.clip_norm = 1.0f;
+    c->optim.optimizer = CORE_OPTIM_ADAMW;  // betas (0.9, 0.95): GPT-2 / nanoGPT's
+    c->optim.beta2 = 0.95f; c->optim.weight_decay = 0.1f; c->optim.clip_norm = 1.0f;
     if (strcmp(name, "gpt-tiny") == 0) {
         c->model.num_classes = 64; c->model.seq_len = 64; c->model.width = 64;
         c->model.gpt_layers = 2; c->model.gpt_heads = 4;
-        c->batch_size = 16; c->optim.reference_batch = 16; c->optim.base_lr = 0.1f;
-        c->optim.warmup_steps = 20; c->optim.total_steps = 400;
+        c->batch_size = 16; c->optim.reference_batch = 16; c->optim.base_lr = 3e-3f;
+        c->optim.warmup_steps = 20; c->optim.total_steps = 300;
     } else if (strcmp(name, "gpt-mini") == 0) {
         c->model.num_classes = 256; c->model.seq_len = 256; c->model.width = 256;
         c->model.gpt_layers = 4; c->model.gpt_heads = 4;
-        c->batch_size = 16; c->optim.reference_batch = 16; c->optim.base_lr = 0.1f;
+        c->batch_size = 16; c->optim.reference_batch = 16; c->optim.base_lr = 1e-3f;
         c->optim.warmup_steps = 50; c->optim.total_steps = 1000;
     } else if (strcmp(name, "gpt2-small") == 0) {
         c->model.num_classes = 50257; c->model.seq_len = 1024; c->model.width = 768;
         c->model.gpt_layers = 12; c->model.gpt_heads = 12;
-        c->batch_size = 8; c->optim.reference_batch = 8; c->optim.base_lr = 0.05f;
+        c->batch_size = 8; c->optim.reference_batch = 8; c->optim.base_lr = 6e-4f;
         c->optim.warmup_steps = 200; c->optim.total_steps = 5000;
     } else {
         return -1;

@@ -9,18 +9,21 @@
 #define SYNTH_MAX_BRANCH 16
 #define GOLDEN 0x9E3779B97F4A7C15ull
 
+// (synth.h says what order and context mean.)
 SynthTokens synth_tokens_task(int vocab, int seq_len, uint64_t seed)
 {
-    return (SynthTokens){.vocab = vocab, .seq_len = seq_len, .order = 2, .branch = 4, .seed = seed};
+    return (SynthTokens){.vocab = vocab, .seq_len = seq_len, .order = 2, .context = 1, .branch = 4,
+                         .seed = seed};
 }
 
-// The next-token distribution of the context ending at s[i - 1] (the previous `order`
-// tokens): candidates and their probabilities; returns the candidates' count.
+// The distribution of s[i] given its context (s[i - order] .. s[i - order + context - 1]):
+// candidates and their probabilities; returns the candidates' count.
 static int context_distribution(const SynthTokens *task, const int32_t *s, int i, int32_t *cand,
                                 double *prob)
 {
     uint64_t h = rng_mix(task->seed ^ 0xC0FFEEull);
-    for (int k = i - task->order; k < i; k++) h = rng_mix(h ^ ((uint64_t)s[k] + 1) * GOLDEN);
+    for (int k = i - task->order; k < i - task->order + task->context; k++)
+        h = rng_mix(h ^ ((uint64_t)s[k] + 1) * GOLDEN);
     int b = task->branch < SYNTH_MAX_BRANCH ? task->branch : SYNTH_MAX_BRANCH;
     double sum = 0.0;
     for (int j = 0; j < b; j++) {
