@@ -56,7 +56,8 @@ static void test_help_lists_every_practice(void **state)
                            "--linear-scaling", "--clip-norm", "--momentum", "--weight-decay",
                            "--backend", "--preset", "--init-scale", "--growth-interval",
                            "cpu-ref", "--threads", "--checkpoint-segments", "--optimizer", "adamw",
-                           "--beta1", "--beta2", "--eps"};
+                           "--beta1", "--beta2", "--eps", "gpt-tiny", "gpt2-small", "--seq-len",
+                           "--layers", "--heads", "--attention", "fused"};
     assert_help_mentions(flags, sizeof flags / sizeof flags[0]);
 }
 
@@ -165,6 +166,27 @@ static void test_tiny_reaches_accuracy_on_cpu(void **state)
                       "--data tensor --target-accuracy " TINY_TARGET, test_build_dir(),
                       TINY_STEPS);
     assert_int_equal(rc, 0);
+}
+
+// A transformer preset trains on the generated token task, its loss beside the task's floor,
+// with the fused attention; a bad attention form or a head count that does not divide the
+// width is refused, naming it.
+static void test_gpt_tiny_trains_on_cpu(void **state)
+{
+    (void)state;
+    char *dir = test_temp_dir();
+    assert_int_equal(run_train(dir, "--preset gpt-tiny --steps 300 --log-every 100 "
+                                    "--attention fused --target-accuracy 0.25"), 0);
+    assert_true(output_has(dir, "data markov-tokens"));
+    assert_true(output_has(dir, "attention fused"));
+    assert_true(output_has(dir, "(floor "));
+    assert_true(output_has(dir, "next-token accuracy"));
+    assert_int_equal(run_train(dir, "--preset gpt-tiny --steps 1 --attention flash"), 1);
+    assert_true(output_has(dir, "'flash' for --attention"));
+    assert_int_equal(run_train(dir, "--preset gpt-tiny --steps 1 --heads 3"), 1);
+    assert_true(output_has(dir, "multiple of gpt_heads"));
+    test_remove_tree(dir);
+    free(dir);
 }
 
 static void test_help_lists_data_flags(void **state)
@@ -387,6 +409,7 @@ int main(void)
         cmocka_unit_test(test_too_large_is_a_clear_error),
         cmocka_unit_test(test_cpu_backends_and_threads),
         cmocka_unit_test(test_tiny_reaches_accuracy_on_cpu),
+        cmocka_unit_test(test_gpt_tiny_trains_on_cpu),
         cmocka_unit_test(test_help_lists_data_flags),
         cmocka_unit_test(test_tiny_reaches_accuracy_on_images),
         cmocka_unit_test(test_missing_dataset_is_named),

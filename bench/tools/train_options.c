@@ -52,13 +52,19 @@ static void usage(FILE *f)
         "  --crop-scale-min F     images: smallest area fraction of the random-resized crop\n"
         "                         (default 0.25; torchvision's is 0.08)\n"
         "\nWorkload:\n"
-        "  --preset NAME          tiny | mlp | small | medium | resnet18 (default tiny)\n"
+        "  --preset NAME          tiny | mlp | small | medium | resnet18 (default tiny);\n"
+        "                         transformers gpt-tiny | gpt-mini | gpt2-small (train on the\n"
+        "                         generated token task of kernels/synth.h: the loss is shown\n"
+        "                         beside the task's floor; --data does not apply)\n"
         "  --steps N              training steps (default 200)\n"
         "  --batch-size N         images per step (default: the preset's)\n"
         "  --image-size N         override the preset's image size\n"
         "  --classes N            override the preset's class count (images: must equal the\n"
         "                         dataset's, which is used anyway)\n"
-        "  --width N              override the preset's first-stage channels\n"
+        "  --width N              override the preset's first-stage channels (gpt: model width)\n"
+        "  --seq-len N            gpt: tokens per sequence (default: the preset's)\n"
+        "  --layers N             gpt: transformer blocks (default: the preset's)\n"
+        "  --heads N              gpt: attention heads, dividing --width (default: the preset's)\n"
         "  --noise F              tensor: noise std of the synthetic images (default 0.5)\n"
         "  --seed N               weight and data seed (default 1)\n"
         "  --log-every N          print every N steps (default 20)\n"
@@ -94,7 +100,9 @@ static void usage(FILE *f)
         "                         deferred (accumulate on the device) (default every_step)\n"
         "  --readback-interval K  steps between loss reads when deferred (default 10)\n"
         "  --lr F                 base learning rate\n"
-        "  --optimizer O          sgd | adamw (torch.optim.AdamW) (default sgd)\n"
+        "  --optimizer O          sgd | adamw (torch.optim.AdamW) (default sgd; gpt presets adamw)\n"
+        "  --attention A          gpt: unfused (the T x T probabilities kept for backward) |\n"
+        "                         fused (online softmax, FlashAttention-style) (default unfused)\n"
         "  --momentum F           SGD momentum (default 0.9)\n"
         "  --weight-decay F       weight decay: SGD's L2, AdamW's decoupled (default 5e-4)\n"
         "  --beta1 F              AdamW beta1 (default 0.9)\n"
@@ -151,7 +159,7 @@ enum {
     OPT_DATASET_PRESET, OPT_NUM_WORKERS, OPT_SKIP_BAD, OPT_HOLDOUT, OPT_CROP_SCALE,
     OPT_DETERMINISTIC, OPT_VERBOSE, OPT_THREADS, OPT_LOADER_TIMEOUT, OPT_MAX_PIXELS, OPT_HELP,
     OPT_DDP, OPT_NPROC, OPT_POINTWISE, OPT_CUDA_GRAPH, OPT_CHECKPOINT, OPT_OPTIMIZER,
-    OPT_BETA1, OPT_BETA2, OPT_EPS,
+    OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_SEQ_LEN, OPT_LAYERS, OPT_HEADS, OPT_ATTENTION,
 };
 
 static const struct option options[] = {
@@ -179,7 +187,8 @@ static const struct option options[] = {
     {"ddp", 0, 0, OPT_DDP}, {"nproc-per-node", 1, 0, OPT_NPROC},
     {"cuda-graph", 0, 0, OPT_CUDA_GRAPH}, {"checkpoint-segments", 1, 0, OPT_CHECKPOINT},
     {"optimizer", 1, 0, OPT_OPTIMIZER}, {"beta1", 1, 0, OPT_BETA1}, {"beta2", 1, 0, OPT_BETA2},
-    {"eps", 1, 0, OPT_EPS},
+    {"eps", 1, 0, OPT_EPS}, {"seq-len", 1, 0, OPT_SEQ_LEN}, {"layers", 1, 0, OPT_LAYERS},
+    {"heads", 1, 0, OPT_HEADS}, {"attention", 1, 0, OPT_ATTENTION},
     {0, 0, 0, 0},
 };
 
@@ -249,6 +258,8 @@ int train_parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
         {OPT_BATCH, &cfg->batch_size, 1}, {OPT_IMAGE, &cfg->model.image_size, 1},
         {OPT_CHECKPOINT, &cfg->checkpoint_segments, 0},
         {OPT_WIDTH, &cfg->model.width, 1}, {OPT_LOG, &a->log_every, 1},
+        {OPT_SEQ_LEN, &cfg->model.seq_len, 1}, {OPT_LAYERS, &cfg->model.gpt_layers, 1},
+        {OPT_HEADS, &cfg->model.gpt_heads, 1},
         {OPT_EVAL, &a->eval_batches, 0}, {OPT_DEVICE, &cfg->device, 0},
         {OPT_INTERVAL, &cfg->readback_interval, 1}, {OPT_WARMUP, &cfg->optim.warmup_steps, 0},
         {OPT_STEP_SIZE, &cfg->optim.step_size, 1}, {OPT_REF_BATCH, &cfg->optim.reference_batch, 1},
@@ -314,6 +325,7 @@ int train_parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
         case OPT_READBACK: if (core_readback_parse(v, &cfg->readback)) return parse_fail(name, v); break;
         case OPT_DECAY: if (core_lr_decay_parse(v, &cfg->optim.decay)) return parse_fail(name, v); break;
         case OPT_OPTIMIZER: if (core_optimizer_parse(v, &cfg->optim.optimizer)) return parse_fail(name, v); break;
+        case OPT_ATTENTION: if (core_attention_parse(v, &cfg->model.attention)) return parse_fail(name, v); break;
         case OPT_LINEAR: cfg->optim.linear_scaling = true; break;
         case OPT_WORKSPACE: {
             int mb;

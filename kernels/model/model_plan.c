@@ -438,12 +438,15 @@ int model_plan_make(const ModelGraph *g, int n, size_t elem_size, const ModelPla
     p->elem_size = elem_size;
     for (int t = 0; t < MODEL_MAX_TENSORS; t++)
         p->act_off[t] = p->dact_off[t] = p->rec_off[t] = MODEL_PLAN_NONE;
+    bool no_grad[MODEL_MAX_TENSORS] = {false};  // attention's aux tensors have no gradient
+    for (int i = 0; i < g->n_ops; i++)
+        if (g->ops[i].kind == OP_ATTN) no_grad[g->ops[i].aux] = true;
     for (int t = 1; t < g->n_tensors; t++) {
         size_t elems = model_tensor_size(g, t);
         if (elems > SIZE_MAX / 4 / elem_size / (size_t)n)
             return error_set(ERROR_BAD_USAGE, "model_plan: tensor %d too large for a batch of %d", t, n);
         p->tensor_bytes[t] = elems * (size_t)n * elem_size;
-        p->keep_all_bytes += 2 * align_up(p->tensor_bytes[t]);
+        p->keep_all_bytes += (no_grad[t] ? 1 : 2) * align_up(p->tensor_bytes[t]);
     }
     if (o->fuse)
         for (int i = 0; i < g->n_ops; i++)
