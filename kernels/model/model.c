@@ -100,7 +100,6 @@ static int add_linear(ModelGraph *g, int in, int cout)
     op->cin = (int)model_tensor_size(g, in); op->cout = cout;
     op->w_off = g->n_params; g->n_params += (size_t)cout * op->cin;
     op->b_off = g->n_params; g->n_params += (size_t)cout;
-    op->bias = true;
     return op->out = new_tensor(g, cout, 1, 1);
 }
 
@@ -112,7 +111,7 @@ static int add_token_linear(ModelGraph *g, int in, int cout, float init_std)
     ModelShape s = g->shapes[in];
     ModelOp *op = new_op(g, OP_LINEAR, in);
     if (!op) return -1;
-    op->cin = s.c; op->cout = cout; op->rows = s.h; op->init_std = init_std; op->bias = true;
+    op->cin = s.c; op->cout = cout; op->rows = s.h; op->init_std = init_std;
     op->w_off = g->n_params; g->n_params += (size_t)cout * s.c;
     op->b_off = g->n_params; g->n_params += (size_t)cout;
     return op->out = new_tensor(g, cout, s.h, 1);
