@@ -217,6 +217,7 @@ static void test_docs_pages_exist(void **state)
         "docs/practices/cpu_threads.md", "docs/practices/allocator.md",
         "docs/practices/debug_apis.md", "docs/practices/fused_optimizer.md",
         "docs/practices/prealloc.md", "docs/practices/tensor_cores.md",
+        "docs/practices/attention.md", "docs/transformer.md",
     };
     char *readme = test_read_in(test_suite_root(), "README.md");
     assert_non_null(readme);

@@ -59,6 +59,12 @@ static int tensors_of(const CoreConfig *cfg, Tensors *t)
         } else if (op->kind == OP_LINEAR) {
             mark(t, i, "linear", "weight", op->w_off, (size_t)op->cout * op->cin);
             mark(t, i, "linear", "bias", op->b_off, (size_t)op->cout);
+        } else if (op->kind == OP_LAYERNORM) {
+            mark(t, i, "layernorm", "gamma", op->w_off, (size_t)op->cin);
+            mark(t, i, "layernorm", "beta", op->b_off, (size_t)op->cin);
+        } else if (op->kind == OP_EMBED) {
+            mark(t, i, "embedding", "tokens", op->w_off, (size_t)op->cin * op->cout);
+            mark(t, i, "embedding", "positions", op->b_off, (size_t)op->rows * op->cout);
         }
     }
     for (size_t j = 0; j < g->n_params; j++)

@@ -37,12 +37,15 @@ enum { SYNTH_BATCHES = 2, SYNTH_POOL = 256, EVAL_BATCHES = 4, EVAL_BATCH = 128 }
 
 // The synthetic plane-wave task (kernels/synth.h), a few batches generated once and, on
 // the GPU, kept on the device, so that the steps time the training and nothing else.
+// A GPT preset's batches are token sequences of the Markov task of kernels/synth.h instead
+// (host memory: the CUDA backend runs no gpt model yet).
 typedef struct Synthetic {
     SynthTask task;
     int n, steps, taken;
     bool device;
     float *images[SYNTH_BATCHES];
-    int32_t *labels[SYNTH_BATCHES];
+    int32_t *labels[SYNTH_BATCHES];  // GPT: n x seq_len, the next token of each position
+    int32_t *tokens[SYNTH_BATCHES];  // GPT only: n x seq_len
     uint64_t served;        // batches handed out since open: they alternate across epochs
 } Synthetic;
 

@@ -42,9 +42,15 @@ static void core_counters(HarnessState *st, Core *core, const CoreStats *cs, con
     harness_counter(st, "batch", cfg->batch_size, HARNESS_COUNTER_PLAIN);
     char algos[1536], label[2300];
     if (core_conv_algo_summary(core, algos, sizeof algos) != 0) snprintf(algos, sizeof algos, "?");
-    snprintf(label, sizeof label, "%s backend %s, batch %d, %dx%d; %s; conv algorithms: %s",
-             core_backend_name(cs->backend), core_precision_name(cfg->precision), cfg->batch_size,
-             cfg->model.image_size, cfg->model.image_size, extra, algos);
+    const CoreModelConfig *m = &cfg->model;
+    if (m->kind == CORE_MODEL_GPT)  // images_per_second counts its sequences
+        snprintf(label, sizeof label, "%s backend %s, batch %d sequences of %d tokens, %s attention; %s",
+                 core_backend_name(cs->backend), core_precision_name(cfg->precision), cfg->batch_size,
+                 m->seq_len, core_attention_name(m->attention), extra);
+    else
+        snprintf(label, sizeof label, "%s backend %s, batch %d, %dx%d; %s; conv algorithms: %s",
+                 core_backend_name(cs->backend), core_precision_name(cfg->precision), cfg->batch_size,
+                 m->image_size, m->image_size, extra, algos);
     harness_set_label(st, label);
 }
 

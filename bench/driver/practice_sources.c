@@ -29,9 +29,30 @@ static void synthetic_close(void *ctx)
             free(s->images[i]);
             free(s->labels[i]);
         }
+        free(s->tokens[i]);
         s->images[i] = NULL;
         s->labels[i] = NULL;
+        s->tokens[i] = NULL;
     }
+}
+
+// A GPT preset's batches: SYNTH_BATCHES batches of n sequences of the token task.
+static int synthetic_tokens_open(Synthetic *s, const CoreConfig *cfg)
+{
+    const CoreModelConfig *m = &cfg->model;
+    SynthTokens task = synth_tokens_task(m->num_classes, m->seq_len, cfg->seed);
+    size_t count = (size_t)s->n * m->seq_len;
+    for (int i = 0; i < SYNTH_BATCHES; i++) {
+        s->tokens[i] = malloc(count * sizeof(int32_t));
+        s->labels[i] = malloc(count * sizeof(int32_t));
+        if (!s->tokens[i] || !s->labels[i]) {
+            synthetic_close(s);
+            return error_set(ERROR_OUT_OF_MEMORY, "synthetic token batches of %d x %d: out of memory "
+                             "(host)", s->n, m->seq_len);
+        }
+        synth_tokens_batch(&task, (uint64_t)i, s->n, s->tokens[i], s->labels[i]);
+    }
+    return 0;
 }
 
 // Fills batch i (n samples) by repeating a pool of `pool` generated samples: the host
@@ -67,6 +88,7 @@ static int synthetic_open(void *ctx, CoreConfig *cfg, const void *arg)
     s->device = cfg->backend == CORE_BACKEND_CUDA;
     s->taken = 0;
     s->served = 0;
+    if (m->kind == CORE_MODEL_GPT) return synthetic_tokens_open(s, cfg);
     size_t sample = (size_t)m->in_channels * m->image_size * m->image_size;
     int pool = s->n < SYNTH_POOL ? s->n : SYNTH_POOL;
     float *images = malloc((size_t)pool * sample * sizeof(float));
@@ -113,7 +135,8 @@ static int synthetic_next(void *ctx, CoreBatch *b)
     }
     s->taken++;
     int i = (int)(s->served++ % SYNTH_BATCHES);  // an epoch of one step still alternates
-    *b = (CoreBatch){.images = s->images[i], .labels = s->labels[i], .n = s->n, .memory = s->device ? CORE_MEMORY_DEVICE : CORE_MEMORY_HOST};
+    *b = (CoreBatch){.images = s->images[i], .labels = s->labels[i], .n = s->n,
+                     .memory = s->device ? CORE_MEMORY_DEVICE : CORE_MEMORY_HOST, .tokens = s->tokens[i]};
     return 1;
 }
 
@@ -204,7 +227,26 @@ static void free_batch(const CoreBatch *b)
     } else {
         free((void *)b->images);
         free((void *)b->labels);
+        free((void *)b->tokens);
     }
+}
+
+// A copy of a GPT batch (`sample` tokens per sequence) in host memory.
+static int copy_token_batch(const CoreBatch *b, size_t sample, CoreMemory to, CoreBatch *out)
+{
+    if (to != CORE_MEMORY_HOST || b->memory != CORE_MEMORY_HOST)
+        return error_set(ERROR_BAD_USAGE, "the check's batches: token batches live in host memory");
+    size_t bytes = (size_t)b->n * sample * sizeof(int32_t);
+    int32_t *tokens = malloc(bytes), *labels = malloc(bytes);
+    if (!tokens || !labels) {
+        free(tokens);
+        free(labels);
+        return error_set(ERROR_OUT_OF_MEMORY, "the check's batches: out of memory (host)");
+    }
+    memcpy(tokens, b->tokens, bytes);
+    memcpy(labels, b->labels, bytes);
+    *out = (CoreBatch){.labels = labels, .n = b->n, .memory = to, .tokens = tokens};
+    return 0;
 }
 
 void practice_check_batches_free(CheckBatches *cb)
@@ -216,9 +258,10 @@ void practice_check_batches_free(CheckBatches *cb)
     *cb = (CheckBatches){0};
 }
 
-// A copy of b (`sample` floats per image) in memory of kind `to`.
+// A copy of b (`sample` floats per image, or tokens per sequence) in memory of kind `to`.
 static int copy_batch(const CoreBatch *b, size_t sample, CoreMemory to, CoreBatch *out)
 {
+    if (b->tokens) return copy_token_batch(b, sample, to, out);
     size_t bytes = (size_t)b->n * sample * sizeof(float), lbytes = (size_t)b->n * sizeof(int32_t);
     float *images = NULL;
     int32_t *labels = NULL;
@@ -266,7 +309,9 @@ int practice_check_batches_take(const PracticeSource *src, const CoreConfig *cfg
     *out = (CheckBatches){0};
     if (k < 1 || k > CHECK_MAX_STEPS)
         return error_set(ERROR_BAD_USAGE, "check: %d steps (1..%d)", k, CHECK_MAX_STEPS);
-    size_t sample = (size_t)cfg->model.in_channels * cfg->model.image_size * cfg->model.image_size;
+    size_t sample = cfg->model.kind == CORE_MODEL_GPT
+                        ? (size_t)cfg->model.seq_len
+                        : (size_t)cfg->model.in_channels * cfg->model.image_size * cfg->model.image_size;
     int rc = 0;
     for (int i = 0; i < k && rc == 0; i++) {
         CoreBatch b;

@@ -22,9 +22,17 @@
 static CoreBatch micro_batch(const Core *core, int in_channels, const CoreBatch *b, int micro, int i,
                              int *done)
 {
-    size_t sample = (size_t)in_channels * core_image_size(core) * core_image_size(core);
     int part = b->n / micro + (i < b->n % micro);
-    CoreBatch mb = {.images = b->images + (size_t)*done * sample, .labels = b->labels + *done, .n = part, .memory = b->memory};
+    CoreBatch mb;
+    if (b->tokens) {  // a GPT's sequences: core_image_size is its sequence length
+        size_t t = (size_t)core_image_size(core);
+        mb = (CoreBatch){.labels = b->labels + (size_t)*done * t, .n = part, .memory = b->memory,
+                         .tokens = b->tokens + (size_t)*done * t};
+    } else {
+        size_t sample = (size_t)in_channels * core_image_size(core) * core_image_size(core);
+        mb = (CoreBatch){.images = b->images + (size_t)*done * sample, .labels = b->labels + *done,
+                         .n = part, .memory = b->memory};
+    }
     *done += part;
     return mb;
 }
