@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check, run on the GPU machine in the repository root after
 # scripts/device-stage.sh here:
-#   bash scripts/device-check.sh [BUDGET_SECONDS] [--only NAME,NAME...]     (default 480)
+#   bash scripts/device-check.sh [BUDGET_SECONDS] [--only NAME,NAME...]     (default 490)
 #   bash scripts/device-check.sh --plan [BUDGET_SECONDS]   the plan on an H200, and whether it fits
 # One deadline, start + budget, for everything, in the order a first run must answer:
 #   1. the GPU tests (does each GPU path work at all: the core's kernels against the CPU
@@ -61,7 +61,7 @@ if [[ ${1:-} == --archive ]]; then
 fi
 
 usage() { echo "usage: scripts/device-check.sh [--plan] [BUDGET_SECONDS] [--only NAME,NAME...]" >&2; exit 2; }
-budget=480 budget_set="" only="" plan_only=0 args=("$@")
+budget=490 budget_set="" only="" plan_only=0 args=("$@")
 while (($#)); do
   case $1 in
     --only) (($# >= 2)) || usage; only=$2; shift 2 ;;

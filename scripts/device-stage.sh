@@ -13,7 +13,7 @@
 #                          symbol versions the programs need), used only where the machine's
 #                          own lack one (see below)
 # Then the device tool: carry ["device-stage"], command "bash scripts/device-check.sh" (its default
-# budget, 480 s; timeout_s 540), and for a rerun the --only line its summary prints.
+# budget, 490 s; timeout_s 550), and for a rerun the --only line its summary prints.
 # The working tree and the carried folder must stay under 64 MiB; this checks it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
