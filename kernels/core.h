@@ -168,9 +168,11 @@ typedef struct CoreConfig {
     int checkpoint_segments;    // activation checkpointing, as torch.utils.checkpoint's
                                 // checkpoint_sequential(units, k) over the model's units (ResNet:
                                 // the stem, each basic block, the head; MLP: each hidden layer,
-                                // the head): 0 or 1 off; k: the first k - 1 segments of units / k
-                                // units keep only their input in forward and run their forward
-                                // again just before their backward (BN with the same batch
+                                // the head; GPT: the embedding, each transformer block, the head
+                                // of final LayerNorm and LM head): 0 or 1 off; k: the first
+                                // k - 1 segments of units / k units keep only their input in
+                                // forward and run their forward again just before their
+                                // backward (BN with the same batch
                                 // statistics, running statistics updated once), the last runs
                                 // plainly; k >= units (CORE_CHECKPOINT_EACH_UNIT): every unit
                                 // but the head is its own segment (checkpoint() around each block).

@@ -82,9 +82,14 @@ int model_plan_make(const ModelGraph *g, int n, size_t elem_size, const ModelPla
 // its output and nothing else reads that output.
 bool model_plan_fusable(const ModelGraph *g, int i);
 // The graph's units for checkpointing, as a sequential model's modules: writes the first op
-// of each (at most max) and returns their count. A unit ends after a ReLU whose output is
-// the only value later ops read (ResNet: the stem, each basic block, then the head of
-// pooling and classifier; MLP: each hidden layer, then the classifier).
+// of each (at most max) and returns their count. A cut is safe after any op whose output
+// is the only value made before the cut that later ops read (a GPT's residual stream x);
+// of the safe cuts, a unit ends at those after an op that closes a module: a ReLU, the
+// embedding, or a residual add with a GELU since the unit began (a transformer block's
+// second add; its first, after attention, leaves the block whole). ResNet: the stem, each
+// basic block, then the head of pooling and classifier; MLP: each hidden layer, then the
+// classifier; GPT: the embedding, each block (ln_1 .. second add), then the head (final
+// LayerNorm and LM head).
 int model_plan_units(const ModelGraph *g, int *first, int max);
 
 #ifdef __cplusplus

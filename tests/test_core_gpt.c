@@ -330,8 +330,6 @@ static void test_bad_input_is_refused(void **state)
     expect_refused(&bad, "seq_len");
     bad = cfg; bad.model.seq_len = 5000;
     expect_refused(&bad, "seq_len too long");
-    bad = cfg; bad.checkpoint_segments = 2;
-    expect_refused(&bad, "checkpointing");
     bad = cfg; bad.backend = CORE_BACKEND_CUDA;
     expect_refused(&bad, "cuda");
     Core *core;

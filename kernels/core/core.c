@@ -133,8 +133,6 @@ int core_config_validate(const CoreConfig *c)
     if (c->checkpoint_segments < 0) return BAD("checkpoint_segments must be >= 0 (0: off)");
     if (c->cuda_graph && (c->backend == CORE_BACKEND_CPU || c->backend == CORE_BACKEND_CPU_REF))
         return BAD("cuda_graph needs the CUDA backend (CUDA graphs replay device work)");
-    if (c->model.kind == CORE_MODEL_GPT && c->checkpoint_segments > 1)
-        return BAD("checkpoint_segments on a gpt model: not yet (its units will be the blocks)");
     if ((unsigned)c->model.kind > CORE_MODEL_GPT) return BAD("model kind out of range");
     ModelGraph *g = malloc(sizeof *g);
     if (!g) return BAD("out of memory");

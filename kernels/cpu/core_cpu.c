@@ -128,42 +128,36 @@ static void ref_bn_bwd(const CpuWorkspace *ws, int n, int c, int hw, const float
 
 static void ref_relu_fwd(const CpuWorkspace *ws, size_t count, const float *x, float *y)
 {
-    (void)ws;
-    relu_fwd_cpu(count, x, y);
+    (void)ws; relu_fwd_cpu(count, x, y);
 }
 
 static void ref_relu_bwd(const CpuWorkspace *ws, size_t count, const float *y, const float *dy,
                          float *dx, bool accum)
 {
-    (void)ws;
-    relu_bwd_cpu(count, y, dy, dx, accum);
+    (void)ws; relu_bwd_cpu(count, y, dy, dx, accum);
 }
 
 static void ref_add_fwd(const CpuWorkspace *ws, size_t count, const float *a, const float *b,
                         float *y)
 {
-    (void)ws;
-    add_fwd_cpu(count, a, b, y);
+    (void)ws; add_fwd_cpu(count, a, b, y);
 }
 
 static void ref_copy_grad(const CpuWorkspace *ws, size_t count, const float *dy, float *dx,
                           bool accum)
 {
-    (void)ws;
-    copy_grad_cpu(count, dy, dx, accum);
+    (void)ws; copy_grad_cpu(count, dy, dx, accum);
 }
 
 static void ref_gap_fwd(const CpuWorkspace *ws, int n, int c, int hw, const float *x, float *y)
 {
-    (void)ws;
-    gap_fwd_cpu(n, c, hw, x, y);
+    (void)ws; gap_fwd_cpu(n, c, hw, x, y);
 }
 
 static void ref_gap_bwd(const CpuWorkspace *ws, int n, int c, int hw, const float *dy,
                         float *dx, bool accum)
 {
-    (void)ws;
-    gap_bwd_cpu(n, c, hw, dy, dx, accum);
+    (void)ws; gap_bwd_cpu(n, c, hw, dy, dx, accum);
 }
 
 static void ref_linear_fwd(const CpuWorkspace *ws, int n, int k, int m, const float *x,
@@ -483,17 +477,18 @@ static void views_forward(CpuCore *c)
 }
 
 // Before the backward of op `last`, the last op of a checkpointed segment: the segment's
-// recomputed tensors move to their recomputed bytes and its ops run forward again in
-// training mode without touching the running statistics (the batch statistics come out
-// the same: same input, same kernels), as torch.utils.checkpoint reruns the segment.
+// recomputed tensors (an attention's aux tensor with its output) move to their recomputed
+// bytes and its ops run forward again in training mode without touching the running
+// statistics (the batch statistics come out the same: same input, same kernels), as
+// torch.utils.checkpoint reruns the segment.
 static void recompute_segment(Core *core, int n, int last)
 {
     CpuCore *c = cpu(core);
     int first = c->plan.ops[last].segment_first;
-    for (int j = first; j <= last; j++) {
-        int t = core->graph.ops[j].out;
-        if (c->plan.rec_off[t] != MODEL_PLAN_NONE) c->act[t] = (float *)((char *)c->arena + c->plan.rec_off[t]);
-    }
+    for (int j = first; j <= last; j++)
+        for (int q = 0, t = core->graph.ops[j].out; q < 2; q++, t = core->graph.ops[j].aux)
+            if (t > 0 && c->plan.rec_off[t] != MODEL_PLAN_NONE)  // aux: -1 but for attention
+                c->act[t] = (float *)((char *)c->arena + c->plan.rec_off[t]);
     forward_ops(core, n, FWD_TRAIN_NO_STATS, first, last + 1, true);
 }
 

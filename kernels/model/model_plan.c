@@ -177,23 +177,41 @@ static void producers(const ModelGraph *g, int *prod)
     }
 }
 
+// Whether a cut before op k is safe: every op from k on reads, of the values made before
+// k, only ops[k - 1]'s output (a sequential model's boundary: nothing else crosses it).
+static bool safe_cut(const ModelGraph *g, const int *prod, int k)
+{
+    for (int j = k; j < g->n_ops; j++) {
+        int ins[2] = {g->ops[j].in, g->ops[j].in2};
+        for (int q = 0; q < 2; q++)
+            if (ins[q] > 0 && prod[ins[q]] < k && ins[q] != g->ops[k - 1].out) return false;
+    }
+    return true;
+}
+
+// Whether op i closes a module: a ReLU (a CNN's stem, layer or residual block), the
+// embedding, or a residual add after a GELU since the unit began at `start` (a transformer
+// block's second add, closing its MLP; its first add, after attention, does not).
+static bool closes_module(const ModelGraph *g, int start, int i)
+{
+    ModelOpKind kind = g->ops[i].kind;
+    if (kind == OP_RELU || kind == OP_EMBED) return true;
+    if (kind != OP_ADD) return false;
+    for (int j = start; j < i; j++)
+        if (g->ops[j].kind == OP_GELU) return true;
+    return false;
+}
+
 int model_plan_units(const ModelGraph *g, int *first, int max)
 {
-    int prod[MODEL_MAX_TENSORS], count = 0;
+    int prod[MODEL_MAX_TENSORS], count = 0, start = 0;
     producers(g, prod);
     for (int k = 0; k < g->n_ops; k++) {
-        bool cut = k == 0;
-        if (k > 0 && g->ops[k - 1].kind == OP_RELU) {
-            cut = true;  // unless a later op reads a value from before k other than ops[k-1].out
-            for (int j = k; j < g->n_ops && cut; j++) {
-                int ins[2] = {g->ops[j].in, g->ops[j].in2};
-                for (int q = 0; q < 2; q++)
-                    if (ins[q] > 0 && prod[ins[q]] < k && ins[q] != g->ops[k - 1].out) cut = false;
-            }
-        }
+        bool cut = k == 0 || (closes_module(g, start, k - 1) && safe_cut(g, prod, k));
         if (cut) {
             if (count < max) first[count] = k;
             count++;
+            start = k;
         }
     }
     return count;
@@ -211,16 +229,26 @@ static void plan_segment(const ModelGraph *g, ModelPlan *p, const int *prod, int
     for (int j = b - 1; j >= a; j--) {
         const ModelOp *op = &g->ops[j];
         ModelPlanOp *po = &p->ops[j];
-        if (op->kind == OP_CONV || op->kind == OP_LINEAR || op->kind == OP_BN) NEED(op->in);
+        // what its backward reads (the embedding: the batch's tokens, not in the arena)
+        if (op->kind == OP_CONV || op->kind == OP_LINEAR || op->kind == OP_BN ||
+            op->kind == OP_LAYERNORM || op->kind == OP_GELU || op->kind == OP_ATTN)
+            NEED(op->in);
         if (op->kind == OP_BN && po->relu_fused) NEED(g->ops[j + 1].out);
         if (op->kind == OP_RELU && !po->bwd_fused) NEED(op->out);
+        if (op->kind == OP_ATTN) {  // probabilities or log-sum-exp; fused: its output too
+            NEED(op->aux);
+            if (op->fused) NEED(op->out);
+        }
         if (po->fused_away) continue;  // the op before computes it
         int view = po->relu_fused ? g->ops[j + 1].out : -1;
-        bool needed = (INTERIOR(op->out) && need[op->out]) || (view > 0 && INTERIOR(view) && need[view]);
+        int aux = op->kind == OP_ATTN ? op->aux : -1;  // written with the output
+        bool needed = (INTERIOR(op->out) && need[op->out]) || (view > 0 && INTERIOR(view) && need[view]) ||
+                      (aux > 0 && INTERIOR(aux) && need[aux]);
         if (!needed || op->out == kept || view == kept) continue;
         po->recompute = true;
         rec[op->out] = true;
         if (view > 0) rec[view] = true;
+        if (aux > 0) rec[aux] = true;  // a recompute writes both (op_forward_events)
         NEED(op->in);
         if (op->in2 > 0) NEED(op->in2);
     }
