@@ -20,6 +20,11 @@ core's initial parameters and batch from the folder written by `steptime --dump 
                    rounding from a real difference;
                  - the eval-mode loss (BN with the running statistics) of a held-out batch
                    after the K steps: what held-out accuracy is computed with.
+                 A GPT dump (steptime --preset gpt-tiny ...: kind=gpt in meta.txt, token
+                 batches) is checked the same way on twin.models.GPT (twin/gpt_check.py:
+                 loss over every position, gradients, LR and loss per step, update, eval
+                 loss; no BN statistics), and the twin's written-out causal attention
+                 against F.scaled_dot_product_attention(is_causal=True) once.
                  The steps are torch.optim.SGD (momentum, weight decay), or
                  torch.optim.AdamW (lr, betas, eps, weight decay) when meta.txt says
                  optimizer=adamw (steptime --optimizer adamw), LambdaLR linear
@@ -64,7 +69,8 @@ Only the Python standard library and torch (pip install torch). Examples:
 `time` prints one line: "twin: preset P device D side eager|compile ... median_ms M ...";
 `infer`, `fold` and `accum` one line each, "twin-infer: ...", "twin-fold: ...",
 "twin-accum: ...", of "key value" pairs. Where a command cannot run (no CUDA device,
-torch.compile failing, nothing to fold) it prints "twin-skip: REASON" and exits 2.
+torch.compile failing, nothing to fold, a GPT dump outside `check`) it prints
+"twin-skip: REASON" and exits 2.
 """
 import argparse
 import math
@@ -81,8 +87,9 @@ import torch.nn.functional as F  # noqa: E402,F401
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from twin.models import (BN_EPS, BN_MOMENTUM, PRESET_DEFAULTS, PRESETS, Block, Mlp, ResNet,  # noqa: E402,F401
-                         bn, conv, ordered_bn, ordered_params)
+from twin.models import (BN_EPS, BN_MOMENTUM, GPT_PRESETS, PRESET_DEFAULTS, PRESETS, Block,  # noqa: E402,F401
+                         Mlp, ResNet, bn, conv, loss_of, ordered_bn, ordered_params)
+from twin import gpt_check  # noqa: E402
 STEPTIME_DEFAULTS = dict(precision="fp32", clip_norm=0.0, lr_warmup=0, init_scale=65536.0,
                          growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,
                          check_steps=3, inject_steps="", optimizer="sgd", beta1=0.9,
@@ -135,7 +142,7 @@ def read_meta(dump):
                 meta[k] = v
     if meta.get("format") != "3":
         sys.exit(f"twin: {dump}/meta.txt is not a format-3 dump of steptime --dump (rerun it)")
-    if meta.get("preset") not in PRESETS:
+    if meta.get("preset") not in PRESETS and meta.get("preset") not in GPT_PRESETS:
         sys.exit(f"twin: unknown preset '{meta.get('preset')}' in {dump}/meta.txt")
     return meta
 
@@ -178,23 +185,39 @@ class Twin:
 
     def __init__(self, dump):
         self.dump, self.meta = dump, read_meta(dump)
-        self.p = PRESETS[self.meta["preset"]]
-        self.model = ResNet(self.p) if self.p["kind"] == "resnet" else Mlp(self.p)
+        self.gpt = gpt_check.is_gpt(self.meta)  # images: its tokens (n, T); labels (n, T)
+        if self.gpt:
+            self.p = gpt_check.shape_of(self.meta)
+            self.model = gpt_check.build(self.meta)
+        else:
+            self.p = PRESETS[self.meta["preset"]]
+            self.model = ResNet(self.p) if self.p["kind"] == "resnet" else Mlp(self.p)
         self.named = ordered_params(self.model)
         self.init = split_flat(self.named, read_array(os.path.join(dump, "params.bin")))
         self.bns = ordered_bn(self.model)
         self.bn_init = bn_stats_split(self.bns, read_array(os.path.join(dump, "bn_stats.bin")))
         self.reset()
-        n, c, s = int(self.meta["batch"]), self.p["in_ch"], self.p["image"]
-        self.images = read_array(os.path.join(dump, "images.bin")).view(n, c, s, s)
-        self.labels = read_array(os.path.join(dump, "labels.bin"), torch.int32).long()
+        self.images, self.labels = self.batch("")
         self.model.train()
+
+    def batch(self, prefix):
+        """images and labels (CPU) of the dump's batch ("") or held-out batch ("eval_"); a
+        GPT's tokens and labels."""
+        n = int(self.meta["batch"])
+        if self.gpt:
+            return gpt_check.read_batch(read_array, lambda f: os.path.join(self.dump, f), n,
+                                        self.p["seq_len"], prefix)
+        c, s = self.p["in_ch"], self.p["image"]
+        return (read_array(os.path.join(self.dump, f"{prefix}images.bin")).view(n, c, s, s),
+                read_array(os.path.join(self.dump, f"{prefix}labels.bin"), torch.int32).long())
 
     def held_out(self):
         """The held-out batch: images, labels (CPU)."""
-        n, c, s = int(self.meta["batch"]), self.p["in_ch"], self.p["image"]
-        return (read_array(os.path.join(self.dump, "eval_images.bin")).view(n, c, s, s),
-                read_array(os.path.join(self.dump, "eval_labels.bin"), torch.int32).long())
+        return self.batch("eval_")
+
+    def inputs(self, x, dtype):
+        """The model's input x in dtype: images converted, a GPT's tokens as they are."""
+        return x if self.gpt else x.to(dtype)
 
     def reset(self):
         """The dump's initial parameters and BN running statistics (a training-mode forward
@@ -244,7 +267,7 @@ def steptime_parser():
     """steptime's flags (bench/tools/steptime_main.c usage), parsed here independently of it."""
     ap = argparse.ArgumentParser(prog="steptime", add_help=False, allow_abbrev=False)
     for flag in ("--preset", "--backend", "--precision", "--layout", "--zero-grad", "--conv-algo",
-                 "--readback", "--dump", "--input", "--inject-inf", "--optimizer"):
+                 "--readback", "--dump", "--input", "--inject-inf", "--optimizer", "--attention"):
         ap.add_argument(flag)
     for flag in ("--threads", "--batch-size", "--steps", "--warmup", "--check-steps",
                  "--lr-warmup", "--growth-interval", "--readback-interval"):
@@ -267,9 +290,9 @@ def check_command_line(dump, meta, model_params):
     if unknown:
         return 1, f"argv.txt has what the twin does not know: {' '.join(unknown)}"
     preset = args.preset or "tiny"
-    if preset not in PRESETS:
+    if preset not in PRESETS and preset not in GPT_PRESETS:
         return 1, f"unknown preset '{preset}' on the command line"
-    p, d = PRESETS[preset], {**PRESET_DEFAULTS[preset], **STEPTIME_DEFAULTS}
+    d = {**STEPTIME_DEFAULTS, **PRESET_DEFAULTS[preset]}  # a GPT preset's optimizer, betas, clip
 
     def given(value, key):
         return d[key] if value is None else value
@@ -288,10 +311,16 @@ def check_command_line(dump, meta, model_params):
         "growth_factor": d["growth_factor"], "backoff_factor": d["backoff_factor"],
         "check_steps": given(args.check_steps, "check_steps"),
         "inject_steps": given(args.inject_inf, "inject_steps"),
-        "channels": p["in_ch"], "image_size": p["image"], "classes": p["classes"],
         "n_params": model_params, "inject_index": model_params // 2,
         "bn_eps": BN_EPS, "bn_momentum": BN_MOMENTUM,
     }
+    if preset in GPT_PRESETS:
+        want.update(gpt_check.expected_meta(preset, args.attention))
+    else:
+        p = PRESETS[preset]
+        want.update({"channels": p["in_ch"], "image_size": p["image"], "classes": p["classes"]})
+        if args.attention is not None:
+            return 1, "--attention on the command line of a preset that is not a gpt"
     if args.backend not in (None, "auto"):
         want["backend"] = args.backend
     bad = []
@@ -336,11 +365,16 @@ def check(dump):
     results.append(("loss at the initial parameters", err, LOSS_TOL, err <= LOSS_TOL, ""))
     core_grads = [g.double() for g in split_flat(t.named, read_array(os.path.join(dump, "grads.bin")))]
     err, name = worst(t.named, mine_grads, core_grads)
-    ok, detail = err <= GRAD_TOL, name
+    grad_tol = gpt_check.GRAD_TOL if t.gpt else GRAD_TOL  # tighter: no BN (twin/gpt_check.py)
+    ok, detail = err <= grad_tol, name
     if not ok:  # as for the update below: a float64 gradient tells rounding from semantics
         ok, detail = arbitrate(t.named, core_grads, mine_grads,
-                               loss_and_grads(Twin(dump), torch.float64)[1], GRAD_TOL, name)
-    results.append(("gradient (worst tensor)", err, GRAD_TOL, ok, detail))
+                               loss_and_grads(Twin(dump), torch.float64)[1], grad_tol, name)
+    results.append(("gradient (worst tensor)", err, grad_tol, ok, detail))
+    if t.gpt:  # the twin's own attention against PyTorch's (not the core's)
+        err, detail = gpt_check.sdpa_agreement(Twin(dump), rel)
+        results.append(("twin attention against F.scaled_dot_product_attention", err,
+                        gpt_check.SDPA_TOL, err <= gpt_check.SDPA_TOL, detail))
 
     # 2. K steps: SGD, LambdaLR warm-up, GradScaler, injected infs, clipping
     k = int(m["check_steps"])
@@ -377,11 +411,21 @@ def check(dump):
 
     after = split_flat(t.named, read_array(os.path.join(dump, "after.bin")))
     core = [(a - i).double() for a, i in zip(after, t.init)]
-    err, name = worst(t.named, mine["updates"], core)
-    ok, detail = err <= UPDATE_TOL, name
+    # a GPT's key biases apart: their gradient is 0 up to rounding (twin/gpt_check.py)
+    view = (lambda u: gpt_check.without_key_bias(t.named, u)[1]) if t.gpt else (lambda u: u)
+    named = gpt_check.without_key_bias(t.named, core)[0] if t.gpt else t.named
+    err, name = worst(named, view(mine["updates"]), view(core))
+    update_tol = gpt_check.UPDATE_TOL if t.gpt else UPDATE_TOL
+    ok, detail = err <= update_tol, name
     if not ok:  # fp32 rounding or semantics? A float64 replay tells them apart.
-        ok, detail = arbitrate(t.named, core, mine["updates"], float64()["updates"], UPDATE_TOL, name)
-    results.append((f"update after {k} steps (worst tensor)", err, UPDATE_TOL, ok, detail))
+        ok, detail = arbitrate(named, view(core), view(mine["updates"]),
+                               view(float64()["updates"]), update_tol, name)
+    results.append((f"update after {k} steps (worst tensor)", err, update_tol, ok, detail))
+    if t.gpt:
+        tol = gpt_check.KEY_BIAS_TOL
+        err, ok, detail = gpt_check.key_bias_check(t.named, mine["updates"], core,
+                                                   lambda: float64()["updates"], tol, ARBITER)
+        results.append((f"key bias update after {k} steps (worst block)", err, tol, ok, detail))
 
     # 3. BN running statistics and the eval-mode loss they give (held-out accuracy)
     if t.bns:
@@ -422,7 +466,7 @@ def loss_and_grads(t, dtype=torch.float32):
     """The loss and every parameter's gradient (float64 copies) at the initial parameters,
     computed in dtype."""
     t.model.to(dtype)
-    loss = F.cross_entropy(t.model(t.images.to(dtype)), t.labels)
+    loss = loss_of(t.model, t.inputs(t.images, dtype), t.labels)
     loss.backward()
     return loss.item(), [p.grad.double() for p in t.params()]
 
@@ -449,7 +493,7 @@ def replay(t, dtype=torch.float32):
     t.reset()
     t.model.to(dtype)
     t.model.train()
-    images = t.images.to(dtype)
+    images = t.inputs(t.images, dtype)
     fp16 = m["precision"] == "fp16"
     inject = {int(s) for s in m["inject_steps"].split(",") if s}
     inject_index, clip = int(m["inject_index"]), float(m["clip_norm"])
@@ -464,7 +508,7 @@ def replay(t, dtype=torch.float32):
     for s in range(int(m["check_steps"])):
         lr = opt.param_groups[0]["lr"]
         opt.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(t.model(images), t.labels)
+        loss = loss_of(t.model, images, t.labels)
         scaler.scale(loss).backward()
         if s in inject:
             flat_grad_set(t.params(), inject_index, math.inf)
@@ -485,9 +529,9 @@ def replay(t, dtype=torch.float32):
         stats = [a - i.double() for a, (_, i) in zip(bn_stats_of(t.bns), t.bn_init)]
         eval_images, eval_labels = t.held_out()
         t.model.eval()
-        eval_loss = F.cross_entropy(t.model(eval_images.to(dtype)), eval_labels).item()
+        eval_loss = loss_of(t.model, t.inputs(eval_images, dtype), eval_labels).item()
         t.model.train()  # moves the running statistics: after they were read above
-        batch_stats = F.cross_entropy(t.model(eval_images.to(dtype)), eval_labels).item()
+        batch_stats = loss_of(t.model, t.inputs(eval_images, dtype), eval_labels).item()
     return dict(records=records, clipped=clipped, updates=updates, stats=stats,
                 eval_loss=eval_loss, eval_loss_batch_stats=batch_stats)
 
@@ -511,6 +555,8 @@ def cmd_check(a):
                 f"batch {meta['batch']} optimizer {meta.get('optimizer', 'sgd')} momentum {float(meta['momentum']):g} weight_decay "
                 f"{float(meta['weight_decay']):g} clip_norm {float(meta['clip_norm']):g} "
                 f"lr_warmup {meta['lr_warmup']} inject_steps [{meta['inject_steps']}]")
+        if gpt_check.is_gpt(meta):
+            what += f" attention {meta['attention']} seq_len {meta['seq_len']}"
         print(f"twin-check: {what}")
         for q, err, tol, ok, detail in results:
             if ok is None:  # does not apply to this model: said, not hidden
@@ -531,6 +577,15 @@ def skip(reason):
     sys.exit(2)
 
 
+def twin_of(dump, command):
+    """The Twin of a dump for a command other than check: skips (exit 2) a GPT dump."""
+    t = Twin(dump)
+    if t.gpt:
+        skip(f"`{command}` takes the image presets' dumps; preset {t.meta['preset']} is a gpt "
+             f"(only `check` handles it)")
+    return t
+
+
 def set_precision_flags(precision):
     """The core's precision meanings (kernels/core.h CorePrecision) as PyTorch flags."""
     strict = precision == "fp32_strict"
@@ -545,7 +600,7 @@ def cmd_time(a):
     amp_dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.precision)
     if a.device == "cpu" and amp_dtype is not None:
         skip(f"{a.precision} timing is a GPU comparison (the core computes in fp32 on the CPU)")
-    t = Twin(a.dump)
+    t = twin_of(a.dump, "time")
     dev = torch.device(a.device)
     if a.device == "cuda":
         if not torch.cuda.is_available():
@@ -718,7 +773,7 @@ def cmd_infer(a):
     """Forward of the eval-mode model with autograd's bookkeeping (the parameters require
     grad), under torch.no_grad() and under torch.inference_mode()."""
     dev = setup_device(a)
-    t = Twin(a.dump)
+    t = twin_of(a.dump, "infer")
     model = t.model.to(dev).eval()
     images = t.images.to(dev)
     params = t.params()  # they require grad, as a model's parameters do after training
@@ -784,7 +839,7 @@ def cmd_fold(a):
     import copy
     from torch.nn.utils.fusion import fuse_conv_bn_eval
     dev = setup_device(a)
-    t = Twin(a.dump)
+    t = twin_of(a.dump, "fold")
     if t.p["kind"] != "resnet":
         skip(f"preset {t.meta['preset']} has no BatchNorm to fold")
     far_from_identity(t.model, a.seed)
@@ -820,7 +875,7 @@ def cmd_accum(a):
     optimizer.step(), against one step on the whole (K-times-larger) batch: the update after
     --check-steps steps from the dump's initial state, and the time per optimizer step."""
     dev = setup_device(a)
-    t = Twin(a.dump)
+    t = twin_of(a.dump, "accum")
     n, k = t.images.shape[0], a.k
     if k < 1 or n % k != 0:
         sys.exit(f"twin: the dump's batch of {n} does not split into {k} equal micro-batches")

@@ -25,6 +25,11 @@
 // give one batch's update within 1e-4, without the / K more than 1 off, and a micro-batch's
 // forward saves a quarter of the batch's activations; tiny: BatchNorm's
 // difference is above rounding and only reported; a K that does not divide the batch fails).
+// The GPT (steptime --preset gpt-tiny: token batches, meta.txt kind=gpt) is checked the same
+// way on twin.models.GPT, on both CPU backends and both attention forms (AdamW, clipping,
+// a warm-up), with the twin's tighter tolerances for it (gradients 1e-5, update 1e-4: no
+// BN), the key biases apart (their gradient is 0 up to rounding) and the twin's own attention
+// against F.scaled_dot_product_attention.
 // Skips, visibly, when the twin's Python cannot import torch (scripts/setup.sh installs
 // it), and fails instead when SUITE_REQUIRE_TORCH=1 (CI sets it unless SETUP_SKIP_TORCH=1).
 #include <setjmp.h>
@@ -286,6 +291,66 @@ static void test_twin_checks_running_stats_and_eval_loss(void **state)
     free(b);
 }
 
+// The GPT: steptime dumps token batches (tokens.bin, labels.bin: int32 [N][T], no images),
+// meta.txt says kind=gpt and the shape, and the twin agrees on both backends and both
+// attention forms. Small: batch 4 of 64 tokens, 4 AdamW steps with a warm-up of 3.
+static char *twin_run(const char *args, int *status);
+static void test_twin_checks_gpt(void **state)
+{
+    (void)state;
+    REQUIRE_TORCH();
+    const char *gpt = "--preset gpt-tiny --batch-size 4 --lr-warmup 3 --check-steps 4";
+    char flags[256];
+    snprintf(flags, sizeof flags, "%s --backend cpu --attention unfused", gpt);
+    assert_int_equal(dump("gpt-cpu", flags), 0);
+    snprintf(flags, sizeof flags, "%s --backend cpu-ref --attention fused", gpt);
+    assert_int_equal(dump("gpt-ref-fused", flags), 0);
+    char *meta = test_read_in(test_dir, "gpt-ref-fused/meta.txt");
+    assert_non_null(meta);
+    assert_non_null(strstr(meta, "\nkind=gpt\nvocab=64\nseq_len=64\nwidth=64\nlayers=2\nheads=4\n"
+                                 "attention=fused\n"));
+    assert_non_null(strstr(meta, "\nn_params=112448\n"));
+    assert_non_null(strstr(meta, "\noptimizer=adamw\n"));
+    free(meta);
+    size_t bytes = 0;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/gpt-cpu/tokens.bin", test_dir);
+    char *tokens = test_read_file(path, &bytes);
+    assert_non_null(tokens);
+    assert_int_equal(bytes, 4 * 64 * sizeof(int32_t));
+    free(tokens);
+    snprintf(path, sizeof path, "%s/gpt-cpu/images.bin", test_dir);
+    assert_int_not_equal(access(path, F_OK), 0);
+    assert_int_equal(twin_check("gpt-cpu gpt-ref-fused"), 0);
+    char *out = test_read_in(test_dir, "check.txt");
+    assert_non_null(out);
+    assert_non_null(strstr(out, "twin-check: all agree"));
+    assert_non_null(strstr(out, " attention unfused seq_len 64"));
+    assert_non_null(strstr(out, " attention fused seq_len 64"));
+    const char *want[] = {
+        "  ok   meta.txt against the command line: 0 ", "  ok   loss at the initial parameters",
+        "  ok   gradient (worst tensor): ", "(tolerance 1e-05)",
+        "  ok   twin attention against F.scaled_dot_product_attention",
+        "  ok   LR per step (warm-up 3)", "  ok   loss per step",
+        "  ok   update after 4 steps (worst tensor): ", "(tolerance 0.0001)",
+        "  ok   key bias update after 4 steps (worst block)",
+        "  n/a  BN running statistics: none in this model",
+        "  ok   eval-mode loss of the held-out batch after 4 steps",
+        "  ok   steps whose gradient norm was clipped",
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        if (!strstr(out, want[i])) fail_msg("the twin's GPT check lacks '%s'", want[i]);
+    free(out);
+    // the other commands refuse a GPT dump, visibly
+    int status = -1;
+    snprintf(flags, sizeof flags, "infer --dump '%s/gpt-cpu'", test_dir);
+    out = twin_run(flags, &status);
+    assert_non_null(out);
+    assert_int_equal(status, 2);
+    assert_non_null(strstr(out, "twin-skip: `infer` takes the image presets' dumps"));
+    free(out);
+}
+
 // CI sets SUITE_REQUIRE_TORCH=1: without torch the twin's tests fail instead of skipping.
 static void test_twin_skip_fails_when_required(void **state)
 {
@@ -477,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_twin_detects_a_wrong_config),
         cmocka_unit_test(test_twin_checks_meta_against_the_command_line),
         cmocka_unit_test(test_twin_checks_running_stats_and_eval_loss),
+        cmocka_unit_test(test_twin_checks_gpt),
         cmocka_unit_test(test_twin_skip_fails_when_required),
         cmocka_unit_test(test_steptime_input_on_the_cpu),
         cmocka_unit_test(test_steptime_input_on_the_gpu),
