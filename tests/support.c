@@ -422,6 +422,22 @@ int test_selftest_fails(const char *program, const char *args, const char *mode,
     return failed;
 }
 
+float *test_random_floats(Rng *r, size_t n, float scale)
+{
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    assert_non_null(p);
+    for (size_t i = 0; i < n; i++) p[i] = scale * rng_normal_float(r);
+    return p;
+}
+
+float *test_copy_floats(const float *src, size_t n)
+{
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    assert_non_null(p);
+    memcpy(p, src, n * sizeof *p);
+    return p;
+}
+
 double test_rel_l2(const float *got, const float *want, size_t n)
 {
     double num = 0.0, den = 0.0;

@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "kernels/core.h"
+#include "kernels/rng.h"
 #include "kernels/synth.h"
 
 // True (after printing "skipped: <reason>") when no CUDA device can be used; with
@@ -105,6 +106,11 @@ int test_selftest_fails(const char *program, const char *args, const char *mode,
 
 // ||got - want|| / ||want|| in double (||got - want|| when want is all zeros).
 double test_rel_l2(const float *got, const float *want, size_t n);
+
+// n floats of scale x standard normal draws from r, malloc'd (the test fails when out of
+// memory); a copy of n floats of src, likewise. Free them with free().
+float *test_random_floats(Rng *r, size_t n, float scale);
+float *test_copy_floats(const float *src, size_t n);
 
 // core_create, failing the test (with the error) when it fails.
 Core *test_core_create(const CoreConfig *cfg);

@@ -50,22 +50,6 @@
 #define MODEL_PARAM_TOL 1e-6
 #define MODEL_STEPS 3
 
-static float *rand_array(Rng *r, size_t n, float scale)
-{
-    float *p = malloc(n * sizeof *p);
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++) p[i] = scale * rng_normal_float(r);
-    return p;
-}
-
-static float *copy_array(const float *src, size_t n)
-{
-    float *p = malloc(n * sizeof *p);
-    assert_non_null(p);
-    memcpy(p, src, n * sizeof *p);
-    return p;
-}
-
 
 static void assert_close(const char *what, const float *fast, const float *ref, size_t n,
                          double tol)
@@ -151,9 +135,9 @@ static void check_conv(ConvShape s, int threads)
     Rng r = {(uint64_t)(s.c * 131 + s.k * 7 + s.r + s.stride * 1000 + threads)};
     size_t xn = (size_t)s.n * s.c * s.h * s.w, yn = (size_t)s.n * s.k * s.p * s.q;
     size_t wn = (size_t)s.k * s.c * s.r * s.r;
-    float *x = rand_array(&r, xn, 1.0f), *w = rand_array(&r, wn, 0.3f);
-    float *dy = rand_array(&r, yn, 1.0f), *base_dx = rand_array(&r, xn, 1.0f);
-    float *base_dw = rand_array(&r, wn, 1.0f);
+    float *x = test_random_floats(&r, xn, 1.0f), *w = test_random_floats(&r, wn, 0.3f);
+    float *dy = test_random_floats(&r, yn, 1.0f), *base_dx = test_random_floats(&r, xn, 1.0f);
+    float *base_dw = test_random_floats(&r, wn, 1.0f);
     float *col = malloc((size_t)s.c * s.r * s.r * s.p * s.q * sizeof *col);
     CpuWorkspace ws = workspace(&s, threads);
     char what[160];
@@ -167,7 +151,7 @@ static void check_conv(ConvShape s, int threads)
     // With a bias: the GEMMs start from it (every path: 1x1 GEMM, blocks of rows, chunks of
     // images), against the reference's conv and then its own bias pass. y1 starts as
     // garbage: a GEMM that added onto what was there would not match.
-    float *bias = rand_array(&r, (size_t)s.k, 1.0f);
+    float *bias = test_random_floats(&r, (size_t)s.k, 1.0f);
     for (size_t i = 0; i < yn; i++) y1[i] = 1e3f;
     conv_bias_fwd_cpu(s.n, s.k, s.p * s.q, bias, y0);
     conv_fwd_fast(&ws, &s, x, w, bias, y1);
@@ -178,8 +162,8 @@ static void check_conv(ConvShape s, int threads)
 
     for (int accum = 0; accum < 2; accum++) {
         // Output buffers start as garbage (overwrite) or as a given gradient (accumulate).
-        float *dx0 = copy_array(base_dx, xn), *dx1 = copy_array(base_dx, xn);
-        float *dw0 = copy_array(base_dw, wn), *dw1 = copy_array(base_dw, wn);
+        float *dx0 = test_copy_floats(base_dx, xn), *dx1 = test_copy_floats(base_dx, xn);
+        float *dw0 = test_copy_floats(base_dw, wn), *dw1 = test_copy_floats(base_dw, wn);
         conv_bwd_data_cpu(&s, dy, w, dx0, accum, col);
         conv_bwd_filter_cpu(&s, x, dy, dw0, accum, col);
         conv_bwd_fast(&ws, &s, x, dy, w, dx1, accum, dw1, accum);
@@ -190,7 +174,7 @@ static void check_conv(ConvShape s, int threads)
                  s.k, s.r, s.stride, accum, threads);
         assert_close(what, dw1, dw0, wn, LAYER_TOL);
         // No input gradient wanted (the first layer): the weight gradient alone.
-        float *dw2 = copy_array(base_dw, wn);
+        float *dw2 = test_copy_floats(base_dw, wn);
         conv_bwd_fast(&ws, &s, x, dy, w, NULL, false, dw2, accum);
         assert_close("conv bwd filter without dx", dw2, dw0, wn, LAYER_TOL);
         free(dx0); free(dx1); free(dw0); free(dw1); free(dw2);
@@ -230,10 +214,10 @@ static void test_bn_matches_reference(void **state)
         int n = shapes[si][0], c = shapes[si][1], hw = shapes[si][2];
         size_t count = (size_t)n * c * hw;
         Rng r = {(uint64_t)(77 + si)};
-        float *x = rand_array(&r, count, 2.0f), *dy = rand_array(&r, count, 1.0f);
+        float *x = test_random_floats(&r, count, 2.0f), *dy = test_random_floats(&r, count, 1.0f);
         for (size_t i = 0; i < count; i++) x[i] += 0.5f; // a non-zero mean
-        float *g = rand_array(&r, (size_t)c, 1.0f), *b = rand_array(&r, (size_t)c, 1.0f);
-        float *base_dx = rand_array(&r, count, 1.0f), *base_p = rand_array(&r, 2 * (size_t)c, 1.0f);
+        float *g = test_random_floats(&r, (size_t)c, 1.0f), *b = test_random_floats(&r, (size_t)c, 1.0f);
+        float *base_dx = test_random_floats(&r, count, 1.0f), *base_p = test_random_floats(&r, 2 * (size_t)c, 1.0f);
         for (int threads = 1; threads <= 2; threads++) {
             CpuWorkspace ws;
             assert_int_equal(cpu_workspace_init(&ws, NULL, 0, threads), 0);
@@ -251,8 +235,8 @@ static void test_bn_matches_reference(void **state)
             bn_fwd_infer_fast(&ws, n, c, hw, x, g, b, rm0, rv0, y1);
             assert_close("bn infer", y1, y0, count, LAYER_TOL);
             for (int accum = 0; accum < 2; accum++) {
-                float *dx0 = copy_array(base_dx, count), *dx1 = copy_array(base_dx, count);
-                float *p0 = copy_array(base_p, 2 * (size_t)c), *p1 = copy_array(base_p, 2 * (size_t)c);
+                float *dx0 = test_copy_floats(base_dx, count), *dx1 = test_copy_floats(base_dx, count);
+                float *p0 = test_copy_floats(base_p, 2 * (size_t)c), *p1 = test_copy_floats(base_p, 2 * (size_t)c);
                 bn_bwd_cpu(n, c, hw, x, dy, g, m0, s0, dx0, accum, p0, p0 + c, accum);
                 bn_bwd_fast(&ws, n, c, hw, x, dy, g, m0, s0, dx1, accum, p1, p1 + c, accum);
                 assert_close("bn bwd dx", dx1, dx0, count, LAYER_TOL);
@@ -275,8 +259,8 @@ static void test_pointwise_matches_reference(void **state)
     const size_t count = 300007;
     const int n = 7, c = 13, hw = 49; // GAP
     Rng r = {5};
-    float *x = rand_array(&r, count, 1.0f), *x2 = rand_array(&r, count, 1.0f);
-    float *dy = rand_array(&r, count, 1.0f), *base = rand_array(&r, count, 1.0f);
+    float *x = test_random_floats(&r, count, 1.0f), *x2 = test_random_floats(&r, count, 1.0f);
+    float *dy = test_random_floats(&r, count, 1.0f), *base = test_random_floats(&r, count, 1.0f);
     float *a0 = malloc(count * sizeof *a0), *a1 = malloc(count * sizeof *a1);
     for (int threads = 1; threads <= 2; threads++) {
         CpuWorkspace ws;
@@ -317,10 +301,10 @@ static void test_linear_matches_reference(void **state)
     (void)state;
     const int n = 9, k = 37, m = 11;
     Rng r = {11};
-    float *x = rand_array(&r, (size_t)n * k, 1.0f), *w = rand_array(&r, (size_t)m * k, 0.2f);
-    float *b = rand_array(&r, (size_t)m, 1.0f), *dy = rand_array(&r, (size_t)n * m, 1.0f);
-    float *base_dx = rand_array(&r, (size_t)n * k, 1.0f);
-    float *base_dw = rand_array(&r, (size_t)m * k + m, 1.0f);
+    float *x = test_random_floats(&r, (size_t)n * k, 1.0f), *w = test_random_floats(&r, (size_t)m * k, 0.2f);
+    float *b = test_random_floats(&r, (size_t)m, 1.0f), *dy = test_random_floats(&r, (size_t)n * m, 1.0f);
+    float *base_dx = test_random_floats(&r, (size_t)n * k, 1.0f);
+    float *base_dw = test_random_floats(&r, (size_t)m * k + m, 1.0f);
     CpuWorkspace ws;
     assert_int_equal(cpu_workspace_init(&ws, NULL, 0, 2), 0);
     float y0[9 * 11], y1[9 * 11];
@@ -328,8 +312,8 @@ static void test_linear_matches_reference(void **state)
     linear_fwd_fast(&ws, n, k, m, x, w, b, y1);
     assert_close("linear fwd", y1, y0, (size_t)n * m, LAYER_TOL);
     for (int accum = 0; accum < 2; accum++) {
-        float *dx0 = copy_array(base_dx, (size_t)n * k), *dx1 = copy_array(base_dx, (size_t)n * k);
-        float *dw0 = copy_array(base_dw, (size_t)m * k + m), *dw1 = copy_array(base_dw, (size_t)m * k + m);
+        float *dx0 = test_copy_floats(base_dx, (size_t)n * k), *dx1 = test_copy_floats(base_dx, (size_t)n * k);
+        float *dw0 = test_copy_floats(base_dw, (size_t)m * k + m), *dw1 = test_copy_floats(base_dw, (size_t)m * k + m);
         linear_bwd_cpu(n, k, m, x, w, dy, dx0, accum, dw0, dw0 + m * k, accum);
         linear_bwd_fast(&ws, n, k, m, x, w, dy, dx1, accum, dw1, dw1 + m * k, accum);
         assert_close("linear bwd dx", dx1, dx0, (size_t)n * k, LAYER_TOL);
@@ -347,9 +331,9 @@ static void test_sgd_matches_reference(void **state)
     (void)state;
     const size_t count = 300007; // threaded, as the pointwise layers
     Rng r = {3};
-    float *w0 = rand_array(&r, count, 1.0f), *g = rand_array(&r, count, 1.0f);
-    float *m0 = rand_array(&r, count, 1.0f);
-    float *w1 = copy_array(w0, count), *m1 = copy_array(m0, count);
+    float *w0 = test_random_floats(&r, count, 1.0f), *g = test_random_floats(&r, count, 1.0f);
+    float *m0 = test_random_floats(&r, count, 1.0f);
+    float *w1 = test_copy_floats(w0, count), *m1 = test_copy_floats(m0, count);
     for (size_t i = 0; i < count; i++) {  // the loop of core_cpu.c's reference table
         float gi = g[i] + 5e-4f * w0[i];
         m0[i] = 0.9f * m0[i] + gi;

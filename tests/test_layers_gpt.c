@@ -37,22 +37,6 @@
 #define FUSED_TOL 1e-5
 #define PROB_TOL 1e-5   // |sum_j p_ij - 1| and |lse - log sum exp s| (absolute)
 
-static float *rand_array(Rng *r, size_t n, float scale)
-{
-    float *p = malloc(n * sizeof *p);
-    assert_non_null(p);
-    for (size_t i = 0; i < n; i++) p[i] = scale * rng_normal_float(r);
-    return p;
-}
-
-static float *copy_array(const float *src, size_t n)
-{
-    float *p = malloc(n * sizeof *p);
-    assert_non_null(p);
-    memcpy(p, src, n * sizeof *p);
-    return p;
-}
-
 static float *zeros(size_t n)
 {
     float *p = calloc(n, sizeof *p);
@@ -154,13 +138,13 @@ static void test_reference_gradients(void **state)
     assert_non_null(f.tok);
     for (size_t i = 0; i < rows; i++) f.tok[i] = (int32_t)rng_below(&rng, f.vocab);
     f.tok[1] = f.tok[0];  // a token seen twice: its gradient rows add
-    f.wte = rand_array(&rng, (size_t)f.vocab * f.c, 1.0f);
-    f.wpe = rand_array(&rng, (size_t)f.t * f.c, 1.0f);
-    f.x = rand_array(&rng, act, 1.0f);
-    f.gamma = rand_array(&rng, f.c, 1.0f);
-    f.beta = rand_array(&rng, f.c, 1.0f);
-    f.qkv = rand_array(&rng, qkvn, 1.0f);
-    f.r = rand_array(&rng, act, 1.0f);
+    f.wte = test_random_floats(&rng, (size_t)f.vocab * f.c, 1.0f);
+    f.wpe = test_random_floats(&rng, (size_t)f.t * f.c, 1.0f);
+    f.x = test_random_floats(&rng, act, 1.0f);
+    f.gamma = test_random_floats(&rng, f.c, 1.0f);
+    f.beta = test_random_floats(&rng, f.c, 1.0f);
+    f.qkv = test_random_floats(&rng, qkvn, 1.0f);
+    f.r = test_random_floats(&rng, act, 1.0f);
     f.y = zeros(act);
     f.p = zeros((size_t)f.n * f.heads * f.t * f.t);
     f.lse = zeros((size_t)f.n * f.heads * f.t);
@@ -202,10 +186,10 @@ static void test_reference_accum_and_in_place(void **state)
     Rng rng = rng_make(4, 5, 6);
     int rows = 12, c = 16;
     size_t act = (size_t)rows * c;
-    float *x = rand_array(&rng, act, 1.0f), *dy = rand_array(&rng, act, 1.0f);
-    float *gamma = rand_array(&rng, c, 1.0f), *base = rand_array(&rng, act, 1.0f);
+    float *x = test_random_floats(&rng, act, 1.0f), *dy = test_random_floats(&rng, act, 1.0f);
+    float *gamma = test_random_floats(&rng, c, 1.0f), *base = test_random_floats(&rng, act, 1.0f);
     float *dx = zeros(act), *dg = zeros(c), *db = zeros(c);
-    float *acc = copy_array(base, act), *dga = copy_array(base, c), *dba = copy_array(base + c, c);
+    float *acc = test_copy_floats(base, act), *dga = test_copy_floats(base, c), *dba = test_copy_floats(base + c, c);
     layernorm_bwd_cpu(rows, c, x, dy, gamma, dx, false, dg, db, false);
     layernorm_bwd_cpu(rows, c, x, dy, gamma, acc, true, dga, dba, true);
     for (size_t i = 0; i < act; i++) assert_float_equal(acc[i], base[i] + dx[i], 1e-5);
@@ -213,7 +197,7 @@ static void test_reference_accum_and_in_place(void **state)
         assert_float_equal(dga[j], base[j] + dg[j], 1e-4);
         assert_float_equal(dba[j], base[c + j] + db[j], 1e-4);
     }
-    float *inplace = copy_array(dy, act);
+    float *inplace = test_copy_floats(dy, act);
     layernorm_bwd_cpu(rows, c, x, inplace, gamma, inplace, false, dga, dba, false);
     assert_memory_equal(inplace, dx, act * sizeof *dx);
 
@@ -236,7 +220,7 @@ static void fused_matches_unfused(int n, int t, int c, int heads)
     Rng rng = rng_make(7, (uint64_t)t, (uint64_t)c);
     int d = c / heads;
     size_t act = (size_t)n * t * c, qkvn = act * 3, nh = (size_t)n * heads;
-    float *qkv = rand_array(&rng, qkvn, 1.5f), *dy = rand_array(&rng, act, 1.0f);
+    float *qkv = test_random_floats(&rng, qkvn, 1.5f), *dy = test_random_floats(&rng, act, 1.0f);
     float *p = zeros(nh * t * t), *yu = zeros(act), *yf = zeros(act), *lse = zeros(nh * t);
     float *gu = zeros(qkvn), *gf = zeros(qkvn);
     attn_fwd_unfused_cpu(n, t, c, heads, qkv, p, yu);
@@ -307,16 +291,16 @@ static Case case_make(int n, int t, int c, int heads, int vocab)
     k.tok = malloc((size_t)n * t * sizeof *k.tok);
     assert_non_null(k.tok);
     for (int i = 0; i < n * t; i++) k.tok[i] = (int32_t)rng_below(&rng, vocab);
-    k.wte = rand_array(&rng, (size_t)vocab * c, 1.0f);
-    k.wpe = rand_array(&rng, (size_t)t * c, 1.0f);
-    k.x = rand_array(&rng, k.act, 2.0f);
-    k.x4 = rand_array(&rng, 4 * k.act, 2.0f);  // the MLP's hidden width, for GELU
-    k.gamma = rand_array(&rng, c, 1.0f);
-    k.beta = rand_array(&rng, c, 1.0f);
-    k.qkv = rand_array(&rng, k.qkvn, 1.5f);
-    k.dy = rand_array(&rng, k.act, 1.0f);
-    k.dy4 = rand_array(&rng, 4 * k.act, 1.0f);
-    k.base = rand_array(&rng, 4 * k.act + (size_t)vocab * c, 1.0f);  // what accum adds to
+    k.wte = test_random_floats(&rng, (size_t)vocab * c, 1.0f);
+    k.wpe = test_random_floats(&rng, (size_t)t * c, 1.0f);
+    k.x = test_random_floats(&rng, k.act, 2.0f);
+    k.x4 = test_random_floats(&rng, 4 * k.act, 2.0f);  // the MLP's hidden width, for GELU
+    k.gamma = test_random_floats(&rng, c, 1.0f);
+    k.beta = test_random_floats(&rng, c, 1.0f);
+    k.qkv = test_random_floats(&rng, k.qkvn, 1.5f);
+    k.dy = test_random_floats(&rng, k.act, 1.0f);
+    k.dy4 = test_random_floats(&rng, 4 * k.act, 1.0f);
+    k.base = test_random_floats(&rng, 4 * k.act + (size_t)vocab * c, 1.0f);  // what accum adds to
     return k;
 }
 

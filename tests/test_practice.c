@@ -252,8 +252,8 @@ static void test_time_to_accuracy_reaches_the_target_with_a_curve(void **state)
     expect("t_tta", "plain", "reached_target", "1");
     expect("t_tta", "plain", "diverged", "0");
     assert_non_null(curves_text);
-    // the schema's axes in order (tidy_columns.def): batch 0 first, preset tiny, the rest (7 after it) empty
-    assert_non_null(strstr(curves_text, "t_tta,plain,baseline,preset:tiny;batch:0,0,,,,,,,,,,,,,,tiny,,,,,,,,1,heldout_accuracy,10,"));
+    // the schema's axes in order (tidy_columns.def): batch 0 first, preset tiny, the rest (8 after it) empty
+    assert_non_null(strstr(curves_text, "t_tta,plain,baseline,preset:tiny;batch:0,0,,,,,,,,,,,,,,tiny,,,,,,,,,1,heldout_accuracy,10,"));
 }
 
 // --harness_axis widens a sweep without recompiling: a second program run of bench_batch_size.
