@@ -57,7 +57,7 @@ static void test_help_lists_every_practice(void **state)
                            "--backend", "--preset", "--init-scale", "--growth-interval",
                            "cpu-ref", "--threads", "--checkpoint-segments", "--optimizer", "adamw",
                            "--beta1", "--beta2", "--eps", "gpt-tiny", "gpt2-small", "--seq-len",
-                           "--layers", "--heads", "--attention", "fused"};
+                           "--layers", "--heads", "--attention", "fused", "--tokens"};
     assert_help_mentions(flags, sizeof flags / sizeof flags[0]);
 }
 
@@ -185,6 +185,61 @@ static void test_gpt_tiny_trains_on_cpu(void **state)
     assert_true(output_has(dir, "'flash' for --attention"));
     assert_int_equal(run_train(dir, "--preset gpt-tiny --steps 1 --heads 3"), 1);
     assert_true(output_has(dir, "multiple of gpt_heads"));
+    test_remove_tree(dir);
+    free(dir);
+}
+
+// Writes count uint16 tokens (token i = pattern(i)) to dir/name, after llm.c's header when
+// llmc; returns the path (static buffer).
+static const char *write_tokens(const char *dir, const char *name, size_t count, bool llmc, int max)
+{
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    if (llmc) {
+        int32_t header[256] = {20240520, 1, (int32_t)count};
+        assert_int_equal(fwrite(header, sizeof header, 1, f), 1);
+    }
+    for (size_t i = 0; i < count; i++) {
+        uint16_t t = (uint16_t)((i * 7 + (i / 5) % 3) % (size_t)max);
+        unsigned char le[2] = {(unsigned char)(t & 0xff), (unsigned char)(t >> 8)};
+        assert_int_equal(fwrite(le, 2, 1, f), 1);
+    }
+    fclose(f);
+    return path;
+}
+
+// A user's token file (raw uint16, and with llm.c's header) trains a gpt preset: a
+// predictable sequence is learnt; a truncated file, a token outside the vocabulary, a file
+// too short for a window, a missing one and --tokens with a CNN preset are refused, naming why.
+static void test_gpt_trains_on_a_token_file(void **state)
+{
+    (void)state;
+    char *dir = test_temp_dir(), flags[700];
+    for (int llmc = 0; llmc < 2; llmc++) {
+        snprintf(flags, sizeof flags, "--preset gpt-tiny --steps 100 --log-every 50 --tokens '%s' "
+                 "--target-accuracy 0.9", write_tokens(dir, "t.bin", 40000, llmc, 50));
+        assert_int_equal(run_train(dir, flags), 0);
+        assert_true(output_has(dir, llmc ? "(llm.c): 40000 tokens" : "(raw uint16): 40000 tokens"));
+        assert_true(output_has(dir, "floor unknown"));
+    }
+    snprintf(flags, sizeof flags, "--preset gpt-tiny --steps 1 --tokens '%s'", write_tokens(dir, "big.bin", 4000, false, 70) /* tokens up to 65 */);
+    assert_int_equal(run_train(dir, flags), 1);
+    assert_true(output_has(dir, "token 65 is outside the model's vocabulary of 64 (give --classes 66"));
+    snprintf(flags, sizeof flags, "--preset gpt-tiny --steps 1 --tokens '%s'", write_tokens(dir, "short.bin", 100, false, 50));
+    assert_int_equal(run_train(dir, flags), 1);
+    assert_true(output_has(dir, "need a window of 65 tokens"));
+    test_run("printf 'abc' > '%s/odd.bin'", dir);
+    snprintf(flags, sizeof flags, "--preset gpt-tiny --steps 1 --tokens '%s/odd.bin'", dir);
+    assert_int_equal(run_train(dir, flags), 1);
+    assert_true(output_has(dir, "not a whole number of uint16 tokens"));
+    snprintf(flags, sizeof flags, "--preset gpt-tiny --steps 1 --tokens '%s/none.bin'", dir);
+    assert_int_equal(run_train(dir, flags), 1);
+    assert_true(output_has(dir, "No such file"));
+    snprintf(flags, sizeof flags, "--steps 1 --tokens '%s/t.bin'", dir);
+    assert_int_equal(run_train(dir, flags), 1);
+    assert_true(output_has(dir, "--tokens needs a gpt preset"));
     test_remove_tree(dir);
     free(dir);
 }
@@ -410,6 +465,7 @@ int main(void)
         cmocka_unit_test(test_cpu_backends_and_threads),
         cmocka_unit_test(test_tiny_reaches_accuracy_on_cpu),
         cmocka_unit_test(test_gpt_tiny_trains_on_cpu),
+        cmocka_unit_test(test_gpt_trains_on_a_token_file),
         cmocka_unit_test(test_help_lists_data_flags),
         cmocka_unit_test(test_tiny_reaches_accuracy_on_images),
         cmocka_unit_test(test_missing_dataset_is_named),

@@ -1,9 +1,10 @@
-// train_gpt.c: the training run of `train --preset gpt-*`: batches of the Markov token task
-// (kernels/synth.h: order 2, 4 candidates per context, seeded by --seed), a log line every
-// --log-every steps (loss, next-token accuracy, LR, tokens/s), then the held-out loss beside
-// the task's floor (the source's own entropy: no model can go below it) and the uniform
-// guess's log(vocabulary).
+// train_gpt.c: the training run of `train --preset gpt-*`: batches of the generated token
+// task (kernels/synth.h, seeded by --seed) or of the user's token file (--tokens,
+// token_file.h), a log line every --log-every steps (loss, next-token accuracy, LR,
+// tokens/s), then the held-out loss beside the task's floor (the source's own entropy: no
+// model can go below it; unknown for a file) and the uniform guess's log(vocabulary).
 #include "bench/tools/train_gpt.h"
+#include "bench/tools/token_file.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -32,14 +33,32 @@ static int batch_open(TokenBatch *b, int n, int seq_len)
 
 static void batch_close(TokenBatch *b) { free(b->tokens); free(b->labels); }
 
+// Where batches come from: the generated task, or the user's token file.
+typedef struct TokenSource {
+    SynthTokens task;
+    TokenFile file;
+    bool from_file;
+    uint64_t seed;
+} TokenSource;
+
+static void source_batch(const TokenSource *s, uint64_t index, bool held_out, TokenBatch *b, int seq_len)
+{
+    if (s->from_file)
+        token_file_batch(&s->file, s->seed, index, b->batch.n, seq_len, held_out, b->tokens, b->labels);
+    else
+        synth_tokens_batch(&s->task, held_out ? HELD_OUT_INDEX + index : index, b->batch.n, b->tokens,
+                           b->labels);
+}
+
 static void print_header(Core *core, const CoreConfig *cfg, const TrainArgs *a)
 {
     CoreStats st;
     core_stats(core, &st);
     const CoreModelConfig *m = &cfg->model;
-    printf("train: preset %s data markov-tokens backend %s precision %s zero_grad %s readback %s "
+    printf("train: preset %s data %s backend %s precision %s zero_grad %s readback %s "
            "batch %d sequences x %d tokens, vocabulary %d, %d layers, width %d, %d heads, "
-           "attention %s, params %zu\n", a->preset, core_backend_name(st.backend),
+           "attention %s, params %zu\n", a->preset, a->tokens_file ? "token-file" : "markov-tokens",
+           core_backend_name(st.backend),
            core_precision_name(cfg->precision), core_zero_grad_name(cfg->zero_grad),
            core_readback_name(cfg->readback), cfg->batch_size, m->seq_len, m->num_classes,
            m->gpt_layers, m->width, m->gpt_heads, core_attention_name(m->attention), st.param_count);
@@ -75,15 +94,27 @@ int train_gpt(const CoreConfig *cfg, const TrainArgs *a)
     }
     print_header(core, cfg, a);
     if (batch_open(&b, cfg->batch_size, m->seq_len) != 0) goto out;
-    SynthTokens task = synth_tokens_task(m->num_classes, m->seq_len, cfg->seed);
-    double floor = synth_tokens_floor(&task), uniform = log((double)m->num_classes);
-    printf("train: task floor %.4f nats per token (uniform guess %.4f)\n", floor, uniform);
+    TokenSource src = {.task = synth_tokens_task(m->num_classes, m->seq_len, cfg->seed),
+                       .from_file = a->tokens_file != NULL, .seed = cfg->seed};
+    double floor = NAN, uniform = log((double)m->num_classes);
+    if (src.from_file) {
+        if (token_file_open(&src.file, a->tokens_file, m->num_classes, m->seq_len) != 0) {
+            fprintf(stderr, "train: %s\n", error_message());
+            goto out;
+        }
+        printf("train: token file %s (%s): %zu tokens, the largest %d; %zu for training, %zu held "
+               "out (uniform guess %.4f)\n", a->tokens_file, src.file.format, src.file.count,
+               src.file.max_token, src.file.train_end, src.file.count - src.file.train_end, uniform);
+    } else {
+        floor = synth_tokens_floor(&src.task);
+        printf("train: task floor %.4f nats per token (uniform guess %.4f)\n", floor, uniform);
+    }
 
     double t0 = clock_seconds(), t_log = t0;
     int64_t since_log = 0, tokens_seen = 0;
     CoreStepResult r = {0};
     for (int s = 0; s < a->steps; s++) {
-        synth_tokens_batch(&task, (uint64_t)s, b.batch.n, b.tokens, b.labels);
+        source_batch(&src, (uint64_t)s, false, &b, m->seq_len);
         if (core_step(core, &b.batch, &r) != 0) {
             fprintf(stderr, "train: step %d failed%s: %s\n", s,
                     error_kind() == ERROR_OUT_OF_MEMORY ? " (out of memory)" : "", error_message());
@@ -115,7 +146,7 @@ int train_gpt(const CoreConfig *cfg, const TrainArgs *a)
     double loss_sum = 0.0, correct = 0.0;
     int64_t seen = 0;
     for (int e = 0; e < eval_batches; e++) {
-        synth_tokens_batch(&task, HELD_OUT_INDEX + (uint64_t)e, b.batch.n, b.tokens, b.labels);
+        source_batch(&src, (uint64_t)e, true, &b, m->seq_len);
         CoreEvalResult er;
         if (core_eval(core, &b.batch, &er) != 0) {
             fprintf(stderr, "train: eval failed: %s\n", error_message());
@@ -132,7 +163,10 @@ int train_gpt(const CoreConfig *cfg, const TrainArgs *a)
            a->steps, train_s, tokens_seen / train_s, st.skipped_steps, st.loss_scale,
            st.peak_bytes / 1048576.0);
     float acc = seen ? (float)(correct / seen) : 0.0f;
-    if (seen)
+    if (seen && src.from_file)
+        printf("eval: loss %.4f (floor unknown: your data; uniform %.4f) next-token accuracy %.4f on "
+               "%lld held-out tokens\n", loss_sum / seen, uniform, acc, (long long)seen);
+    else if (seen)
         printf("eval: loss %.4f (floor %.4f, uniform %.4f) next-token accuracy %.4f on %lld "
                "held-out tokens\n", loss_sum / seen, floor, uniform, acc, (long long)seen);
     status = 0;
@@ -141,6 +175,7 @@ int train_gpt(const CoreConfig *cfg, const TrainArgs *a)
         status = 2;
     }
 out:
+    token_file_close(&src.file);
     batch_close(&b);
     core_free(core);
     return status;

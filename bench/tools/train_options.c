@@ -65,6 +65,10 @@ static void usage(FILE *f)
         "  --seq-len N            gpt: tokens per sequence (default: the preset's)\n"
         "  --layers N             gpt: transformer blocks (default: the preset's)\n"
         "  --heads N              gpt: attention heads, dividing --width (default: the preset's)\n"
+        "  --tokens FILE          gpt: train on your token file instead of the generated task:\n"
+        "                         uint16 tokens, raw (nanoGPT's train.bin) or with llm.c's\n"
+        "                         256-int header; windows from its first 90%%, held-out ones\n"
+        "                         from the last 10%%; every token < --classes (the vocabulary)\n"
         "  --noise F              tensor: noise std of the synthetic images (default 0.5)\n"
         "  --seed N               weight and data seed (default 1)\n"
         "  --log-every N          print every N steps (default 20)\n"
@@ -160,7 +164,7 @@ enum {
     OPT_DATASET_PRESET, OPT_NUM_WORKERS, OPT_SKIP_BAD, OPT_HOLDOUT, OPT_CROP_SCALE,
     OPT_DETERMINISTIC, OPT_VERBOSE, OPT_THREADS, OPT_LOADER_TIMEOUT, OPT_MAX_PIXELS, OPT_HELP,
     OPT_DDP, OPT_NPROC, OPT_POINTWISE, OPT_CUDA_GRAPH, OPT_CHECKPOINT, OPT_OPTIMIZER,
-    OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_SEQ_LEN, OPT_LAYERS, OPT_HEADS, OPT_ATTENTION,
+    OPT_BETA1, OPT_BETA2, OPT_EPS, OPT_SEQ_LEN, OPT_LAYERS, OPT_HEADS, OPT_ATTENTION, OPT_TOKENS,
 };
 
 static const struct option options[] = {
@@ -189,7 +193,7 @@ static const struct option options[] = {
     {"cuda-graph", 0, 0, OPT_CUDA_GRAPH}, {"checkpoint-segments", 1, 0, OPT_CHECKPOINT},
     {"optimizer", 1, 0, OPT_OPTIMIZER}, {"beta1", 1, 0, OPT_BETA1}, {"beta2", 1, 0, OPT_BETA2},
     {"eps", 1, 0, OPT_EPS}, {"seq-len", 1, 0, OPT_SEQ_LEN}, {"layers", 1, 0, OPT_LAYERS},
-    {"heads", 1, 0, OPT_HEADS}, {"attention", 1, 0, OPT_ATTENTION},
+    {"heads", 1, 0, OPT_HEADS}, {"attention", 1, 0, OPT_ATTENTION}, {"tokens", 1, 0, OPT_TOKENS},
     {0, 0, 0, 0},
 };
 
@@ -340,6 +344,7 @@ int train_parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
             else return parse_fail(name, v);
             break;
         case OPT_DATA_DIR: a->data_dir = v; break;
+        case OPT_TOKENS: a->tokens_file = v; break;
         case OPT_DATASET_PRESET: a->dataset_preset = v; break;
         case OPT_SKIP_BAD: a->skip_bad_files = true; break;
         case OPT_LOADER_TIMEOUT:
@@ -370,6 +375,10 @@ int train_parse_args(int argc, char **argv, CoreConfig *cfg, TrainArgs *a)
     }
     if (a->data == TRAIN_DATA_TENSOR && (a->data_dir || a->dataset_preset)) {
         fprintf(stderr, "train: --data-dir and --dataset-preset need --data images\n");
+        return -1;
+    }
+    if (a->tokens_file && cfg->model.kind != CORE_MODEL_GPT) {
+        fprintf(stderr, "train: --tokens needs a gpt preset (--preset gpt-tiny, ...)\n");
         return -1;
     }
     if (a->data_dir && a->dataset_preset) {

@@ -30,6 +30,7 @@ typedef struct TrainArgs {
     bool verbose;               // print the convolution algorithms in use
     bool ddp;                   // DistributedDataParallel over the launcher's world
     int nproc_per_node;         // > 0: start this many local ranks (implies ddp)
+    const char *tokens_file;    // gpt presets: train on this token file (NULL: the generated task)
 } TrainArgs;
 
 // Reads argv into cfg (the --preset's config, then every flag that overrides it) and a
