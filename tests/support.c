@@ -422,6 +422,22 @@ int test_selftest_fails(const char *program, const char *args, const char *mode,
     return failed;
 }
 
+double test_csv_number(const char *csv, const char *line, const char *name)
+{
+    char text[64];
+    test_csv_named_field(csv, line, name, text, sizeof text);
+    return atof(text);
+}
+
+void test_keep_mpi_leaks_nameable(void)
+{
+    setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", 1);
+    const char *asan = getenv("ASAN_OPTIONS");
+    char *more = NULL;
+    if (asan && asprintf(&more, "%s:fast_unwind_on_malloc=0", asan) > 0) setenv("ASAN_OPTIONS", more, 1);
+    free(more);
+}
+
 float *test_random_floats(Rng *r, size_t n, float scale)
 {
     float *p = malloc((n ? n : 1) * sizeof *p);

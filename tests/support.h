@@ -50,6 +50,8 @@ bool test_csv_field(const char *line, int index, char *out, size_t out_size);
 // fails the test when there is no such column or field.
 void test_csv_named_field(const char *csv, const char *line, const char *name, char *out,
                           size_t out_size);
+// The same field as a number (atof: 0 when empty).
+double test_csv_number(const char *csv, const char *line, const char *name);
 // Writes text to folder/name; false when the file could not be written whole.
 bool test_write_file(const char *folder, const char *name, const char *text);
 // Number of newline characters in text.
@@ -103,6 +105,13 @@ bool test_csv_row_value(const char *csv, const char *practice_variant, const cha
 // variant). Fails the test otherwise.
 int test_selftest_fails(const char *program, const char *args, const char *mode, const char *practice,
                         const char *baseline, const char *const *tuned, int n_tuned, const char *reason);
+
+// Before a test program starts MPI ranks (mpirun passes the environment on): Open MPI keeps
+// its plugins loaded at MPI_Finalize and ASan unwinds Open MPI's allocations fully (its
+// libraries have no frame pointers), so that sanitized runs can name the library behind Open
+// MPI's own leaks and tests/sanitizer/lsan.supp suppresses them; only sanitized programs
+// read the ASan option.
+void test_keep_mpi_leaks_nameable(void);
 
 // ||got - want|| / ||want|| in double (||got - want|| when want is all zeros).
 double test_rel_l2(const float *got, const float *want, size_t n);

@@ -20,13 +20,6 @@
 
 #define ARGS "--backend=cpu --benchmark_filter='attention/|seq:256/' --benchmark_min_time=0.01"
 
-static double field(const char *csv, const char *line, const char *name)
-{
-    char text[64];
-    test_csv_named_field(csv, line, name, text, sizeof text);
-    return atof(text);
-}
-
 static void test_lists_families(void **state)
 {
     (void)state;
@@ -54,17 +47,17 @@ static void test_rows_run_and_check(void **state)
         assert_string_equal(status, "ok");
         bool fused = strcmp(variant, "fused") == 0;
         if (strcmp(practice, "attention") == 0) {
-            arena[fused] = field(csv, line + 1, "activation_mib");
-            if (fused) assert_true(field(csv, line + 1, "check_rel_diff") < 1e-3);
+            arena[fused] = test_csv_number(csv, line + 1, "activation_mib");
+            if (fused) assert_true(test_csv_number(csv, line + 1, "check_rel_diff") < 1e-3);
         } else {
             assert_string_equal(practice, "attention_layer");
-            saved[fused] = field(csv, line + 1, "saved_mib");
+            saved[fused] = test_csv_number(csv, line + 1, "saved_mib");
             if (fused) {
-                assert_true(field(csv, line + 1, "check_rel_diff") < 1e-5);
-                assert_true(field(csv, line + 1, "wrong") == 0);
+                assert_true(test_csv_number(csv, line + 1, "check_rel_diff") < 1e-5);
+                assert_true(test_csv_number(csv, line + 1, "wrong") == 0);
             }
         }
-        assert_true(field(csv, line + 1, "tokens_per_second") > 0);
+        assert_true(test_csv_number(csv, line + 1, "tokens_per_second") > 0);
         rows++;
     }
     assert_int_equal(rows, 4);

@@ -221,14 +221,7 @@ static void test_missing_mpirun_is_a_failure(void **state)
 
 int main(void)
 {
-    // As tests/test_dist_ddp.c: Open MPI keeps its plugins loaded and ASan unwinds its
-    // allocations fully, so that tests/sanitizer/lsan.supp can name the library behind
-    // Open MPI's own leaks in the ranks bench_ddp starts (mpirun passes both on).
-    setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", 1);
-    const char *asan = getenv("ASAN_OPTIONS");
-    char *more = NULL;
-    if (asan && asprintf(&more, "%s:fast_unwind_on_malloc=0", asan) > 0) setenv("ASAN_OPTIONS", more, 1);
-    free(more);
+    test_keep_mpi_leaks_nameable();  // the ranks bench_ddp starts: tests/sanitizer/lsan.supp
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lists_the_families),
         cmocka_unit_test(test_rows_run_and_check),

@@ -44,13 +44,6 @@ static void test_lists_families(void **state)
     free(list);
 }
 
-static double field(const char *csv, const char *line, const char *name)
-{
-    char text[64];
-    test_csv_named_field(csv, line, name, text, sizeof text);
-    return atof(text);
-}
-
 static void test_tiny_rows_ok_and_bit_identical(void **state)
 {
     (void)state;
@@ -64,18 +57,18 @@ static void test_tiny_rows_ok_and_bit_identical(void **state)
         test_csv_named_field(csv, line + 1, "status", status, sizeof status);
         assert_string_equal(status, "ok");
         bool on = strcmp(variant, "on") == 0, anomaly = strcmp(practice, "debug_anomaly") == 0;
-        double work = field(csv, line + 1, anomaly ? "ops_checked" : "events_per_step");
+        double work = test_csv_number(csv, line + 1, anomaly ? "ops_checked" : "events_per_step");
         printf("%s/%s: %s %g per step, step_ms %.3f\n", practice, variant,
-               anomaly ? "ops_checked" : "events", work, field(csv, line + 1, "step_ms"));
+               anomaly ? "ops_checked" : "events", work, test_csv_number(csv, line + 1, "step_ms"));
         if (on) {
             assert_true(work > 0);
         } else {
             assert_string_equal(variant, "off");
             assert_true(work == 0);
-            assert_true(field(csv, line + 1, "wrong") == 0);
-            assert_true(field(csv, line + 1, "check_rel_diff") == 0);  // bit for bit
-            assert_true(field(csv, line + 1, "check_tolerance") == 0);
-            assert_true(field(csv, line + 1, "check_baseline_moved") > 0);
+            assert_true(test_csv_number(csv, line + 1, "wrong") == 0);
+            assert_true(test_csv_number(csv, line + 1, "check_rel_diff") == 0);  // bit for bit
+            assert_true(test_csv_number(csv, line + 1, "check_tolerance") == 0);
+            assert_true(test_csv_number(csv, line + 1, "check_baseline_moved") > 0);
         }
         rows++;
     }

@@ -40,13 +40,6 @@ static void test_lists_families(void **state)
     free(list);
 }
 
-static double field(const char *csv, const char *line, const char *name)
-{
-    char text[64];
-    test_csv_named_field(csv, line, name, text, sizeof text);
-    return atof(text);
-}
-
 static void test_tiny_rows_ok_and_bit_identical(void **state)
 {
     (void)state;
@@ -60,17 +53,17 @@ static void test_tiny_rows_ok_and_bit_identical(void **state)
         test_csv_named_field(csv, line + 1, "status", status, sizeof status);
         test_csv_named_field(csv, line + 1, "param_optimizer", optim, sizeof optim);
         assert_string_equal(status, "ok");
-        double tensors = field(csv, line + 1, "tensors"), launches = field(csv, line + 1, "launches_per_update");
+        double tensors = test_csv_number(csv, line + 1, "tensors"), launches = test_csv_number(csv, line + 1, "launches_per_update");
         printf("%s/%s: %g tensors, %g launches, %.4f MiB\n", variant, optim, tensors, launches,
-               field(csv, line + 1, "parameter_mib"));
-        assert_true(tensors > 4 && field(csv, line + 1, "parameter_mib") > 0);
+               test_csv_number(csv, line + 1, "parameter_mib"));
+        assert_true(tensors > 4 && test_csv_number(csv, line + 1, "parameter_mib") > 0);
         if (strcmp(variant, "per_tensor") == 0) {
             assert_true(launches == tensors);
         } else {
             assert_string_equal(variant, "multi_tensor");
             assert_true(gpu ? launches >= 1 && launches < tensors : launches == 1);
-            assert_true(field(csv, line + 1, "wrong") == 0);
-            assert_true(field(csv, line + 1, "wrong_values") == 0);
+            assert_true(test_csv_number(csv, line + 1, "wrong") == 0);
+            assert_true(test_csv_number(csv, line + 1, "wrong_values") == 0);
             checked++;
         }
         rows++;

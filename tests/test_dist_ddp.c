@@ -660,16 +660,7 @@ static void test_train_inside_a_batch_job(void **state)
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--ddp-worker") == 0) return worker(argc, argv);
-    // Open MPI keeps its plugins loaded at MPI_Finalize, so that sanitized runs can name the
-    // library behind Open MPI's own leaks (tests/sanitizer/lsan.supp suppresses those);
-    // mpirun reads it from the environment and passes it to every rank.
-    setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", 1);
-    // ... and ASan unwinds Open MPI's allocations fully (its libraries have no frame
-    // pointers), so that those suppressions match; only sanitized programs read this.
-    const char *asan = getenv("ASAN_OPTIONS");
-    char *more = NULL;
-    if (asan && asprintf(&more, "%s:fast_unwind_on_malloc=0", asan) > 0) setenv("ASAN_OPTIONS", more, 1);
-    free(more);
+    test_keep_mpi_leaks_nameable();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ddp_2_ranks),
         cmocka_unit_test(test_ddp_3_ranks),
